@@ -1,0 +1,31 @@
+"""Behaviour shared by every private estimator: checks of the privacy
+hyperparameters, the record of what a fit spent, and scikit-learn tags."""
+
+from .privacy.accounting import PrivacyAccountant
+
+__all__ = ["DPEstimatorMixin"]
+
+
+class DPEstimatorMixin:
+    """Mixin for estimators whose ``fit`` is differentially private.
+
+    A fit builds a :class:`~skdp_sparse.privacy.accounting.PrivacyAccountant`,
+    records every mechanism call in it and ends with :meth:`_record_spend`,
+    which sets
+
+    ``epsilon_spent_``, ``delta_spent_`` : float
+        The composed guarantee of the fit (replace-one neighbours).
+    privacy_events_ : tuple of PrivacyEvent
+        The mechanism calls the fit made, for audits and ledgers.
+    """
+
+    def _record_spend(self, accountant: PrivacyAccountant, delta: float):
+        self.epsilon_spent_, self.delta_spent_ = accountant.spent(delta)
+        self.privacy_events_ = tuple(accountant.events)
+        return self
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.non_deterministic = True
+        return tags
