@@ -1,0 +1,129 @@
+"""Clipping and projection kernels, input validation, sources of randomness."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from skdp_sparse._validation import check_bound, check_privacy_params
+from skdp_sparse.optim.projections import project_l1_ball, project_l2_ball
+from skdp_sparse.privacy._random import check_generator
+from skdp_sparse.privacy.clipping import clip_rows
+
+
+def _sort_based_l1_projection(v, radius):
+    # Duchi et al. (2008), an independent O(d log d) reference.
+    if np.abs(v).sum() <= radius:
+        return v.copy()
+    u = np.sort(np.abs(v))[::-1]
+    css = np.cumsum(u) - radius
+    k = np.nonzero(u * np.arange(1, u.size + 1) > css)[0][-1]
+    tau = css[k] / (k + 1)
+    return np.sign(v) * np.maximum(np.abs(v) - tau, 0.0)
+
+
+@pytest.mark.parametrize("d", [1, 2, 7, 100, 5000])
+def test_l1_projection_matches_sort_reference(d):
+    rng = np.random.default_rng(d)
+    for _ in range(50):
+        v = rng.standard_normal(d) * rng.exponential(3.0)
+        if rng.random() < 0.3:
+            v[rng.random(d) < 0.5] = 0.0  # ties at zero
+        if rng.random() < 0.3:
+            v = np.round(v, 1)  # repeated values
+        r = rng.exponential(2.0)
+        np.testing.assert_allclose(project_l1_ball(v, r), _sort_based_l1_projection(v, r),
+                                   atol=1e-10)
+
+
+def test_l1_projection_satisfies_optimality_certificate():
+    # p is the projection iff <v - p, z - p> <= 0 for all z in the ball, and the
+    # maximum of <v - p, z> over the ball is radius * ||v - p||_inf.
+    rng = np.random.default_rng(3)
+    for _ in range(100):
+        v = rng.standard_normal(20) * 3
+        r = rng.exponential(2.0)
+        p = project_l1_ball(v, r)
+        assert np.abs(p).sum() <= r * (1 + 1e-12)
+        g = v - p
+        assert r * np.max(np.abs(g)) <= g @ p + 1e-9
+
+
+def test_l1_projection_inside_ball_is_identity_and_bad_input():
+    v = np.array([0.1, -0.2])
+    np.testing.assert_array_equal(project_l1_ball(v, 1.0), v)
+    with pytest.raises(ValueError):
+        project_l1_ball(v, -1.0)
+    with pytest.raises(ValueError):
+        project_l1_ball(np.array([np.nan, 1.0]), 1.0)
+
+
+def test_l2_projection():
+    v = np.array([3.0, 4.0])
+    np.testing.assert_allclose(project_l2_ball(v, 1.0), [0.6, 0.8])
+    np.testing.assert_array_equal(project_l2_ball(v, 10.0), v)
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc", "dense"])
+def test_clip_rows_bounds_and_direction(fmt):
+    rng = np.random.default_rng(0)
+    dense = sp.random(200, 50, density=0.1, random_state=1).toarray() * rng.exponential(
+        5.0, size=(200, 1))
+    dense[0] = 0.0
+    X = dense if fmt == "dense" else sp.csr_matrix(dense).asformat(fmt)
+    out = clip_rows(X, max_l2=1.0, max_l1=2.0)
+    assert (out.format if sp.issparse(out) else "dense") == fmt
+    D = out.toarray() if sp.issparse(out) else out
+    assert np.all(np.linalg.norm(D, axis=1) <= 1.0 + 1e-12)
+    assert np.all(np.abs(D).sum(axis=1) <= 2.0 + 1e-12)
+    # Each row is a non-negative multiple of the original, unchanged if already inside.
+    norms = np.linalg.norm(dense, axis=1)
+    inside = (norms <= 1.0) & (np.abs(dense).sum(axis=1) <= 2.0)
+    np.testing.assert_allclose(D[inside], dense[inside])
+    for i in np.nonzero(~inside)[0]:
+        c = D[i] @ dense[i] / (dense[i] @ dense[i])
+        assert 0 < c < 1
+        np.testing.assert_allclose(D[i], c * dense[i], atol=1e-12)
+    # The input is not modified.
+    if sp.issparse(X):
+        np.testing.assert_allclose(X.toarray(), dense)
+
+
+@pytest.mark.parametrize("eps,delta", [(0.0, 0.0), (-1.0, 0.0), (np.nan, 0.0), (1.0, 1.0),
+                                       (1.0, -1e-9), (1.0, np.nan), ("1", 0.0), (True, 0.0)])
+def test_check_privacy_params_rejects(eps, delta):
+    with pytest.raises(ValueError):
+        check_privacy_params(eps, delta)
+
+
+def test_check_privacy_params_accepts():
+    assert check_privacy_params(np.inf, 0.0) == (np.inf, 0.0)
+    assert check_privacy_params(1, 1e-6) == (1.0, 1e-6)
+    with pytest.raises(ValueError, match="delta > 0"):
+        check_privacy_params(1.0, 0.0, require_delta=True)
+
+
+@pytest.mark.parametrize("value", [0.0, -1.0, np.nan, np.inf, [1.0, -1.0], True])
+def test_check_bound_rejects(value):
+    with pytest.raises(ValueError):
+        check_bound("norm_bound", value)
+
+
+def test_check_bound_shapes():
+    np.testing.assert_array_equal(check_bound("b", [1.0, 2.0], size=2), [1.0, 2.0])
+    with pytest.raises(ValueError, match="shape"):
+        check_bound("b", [1.0, 2.0], size=3)
+    assert check_bound("b", None, allow_none=True) is None
+
+
+def test_generator_sources():
+    a = check_generator(5).standard_normal(3)
+    b = check_generator(5).standard_normal(3)
+    np.testing.assert_array_equal(a, b)
+    # None draws fresh OS entropy: two generators disagree.
+    assert not np.array_equal(check_generator(None).standard_normal(3),
+                              check_generator(None).standard_normal(3))
+    g = np.random.default_rng(1)
+    assert check_generator(g) is g
+    assert isinstance(check_generator(np.random.RandomState(0)), np.random.Generator)
+    with pytest.raises(ValueError):
+        check_generator("seed")
