@@ -150,3 +150,18 @@ def test_gaussian_delta_monotone_and_bounded():
     d = [gaussian_delta(1.0, e) for e in eps]
     assert all(0 <= x <= 1 for x in d)
     assert np.all(np.diff(d) <= 1e-15)
+
+
+def test_rdp_curve_events_compose_with_zcdp_events():
+    from skdp_sparse.privacy.accounting import RDP_ORDERS, rdp_epsilon
+
+    mu = 0.1
+    as_curve = PrivacyEvent.from_rdp(RDP_ORDERS * mu**2 / 2, count=100)
+    eps_curve, _ = compose([as_curve], 1e-6)
+    assert eps_curve == pytest.approx(zcdp_epsilon(100 * mu**2 / 2, 1e-6), rel=1e-3)
+    mixed, _ = compose([as_curve, PrivacyEvent.exponential(0.1, count=100)], 1e-6)
+    rho = 100 * (mu**2 / 2 + 0.1**2 / 8)
+    assert mixed == pytest.approx(zcdp_epsilon(rho, 1e-6), rel=1e-3)
+    assert rdp_epsilon(RDP_ORDERS * 0.0, 1e-6) == 0.0
+    with pytest.raises(ValueError):
+        PrivacyEvent.from_rdp([0.1, 0.2])

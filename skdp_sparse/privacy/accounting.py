@@ -10,6 +10,9 @@ Every mechanism call of a fit is recorded as a :class:`PrivacyEvent`. The
 * zero-concentrated DP (Bun & Steinke 2016): rhos add up and are converted to
   ``(epsilon, delta)`` with the conversion of Canonne, Kamath & Steinke 2020
   (Prop. 12), which is the one of Balle et al. 2020 for Renyi DP;
+* Renyi DP (Mironov 2017) for events that carry an RDP curve (such as
+  subsampled Gaussian mechanisms): curves add up order by order on the grid
+  :data:`RDP_ORDERS` and convert with the same Prop. 12;
 * exact composition of Gaussian mechanisms (Dong, Roth & Su 2019, GDP): the
   composition of Gaussian mechanisms with ratios ``mu_i = Delta_i / sigma_i`` is
   exactly a Gaussian mechanism with ``mu = sqrt(sum mu_i^2)``, converted with the
@@ -32,6 +35,8 @@ from scipy.optimize import minimize_scalar
 from scipy.special import log_ndtr
 
 __all__ = [
+    "RDP_ORDERS",
+    "rdp_epsilon",
     "PrivacyEvent",
     "PrivacyAccountant",
     "gaussian_delta",
@@ -118,6 +123,24 @@ def zcdp_epsilon(rho, delta):
     return max(float(best), 0.0)
 
 
+#: Renyi orders on which RDP curves are stored and composed.
+RDP_ORDERS = np.concatenate([1 + np.geomspace(1e-3, 1, 40)[:-1], np.geomspace(2, 2048, 120)])
+
+
+def rdp_epsilon(rdp, delta, orders=RDP_ORDERS):
+    """Epsilon at ``delta`` of a mechanism with RDP curve ``rdp`` over ``orders``.
+
+    The same conversion as :func:`zcdp_epsilon` (Canonne, Kamath & Steinke 2020,
+    Prop. 12; Balle et al. 2020), minimised over the grid.
+    """
+    if delta <= 0:
+        return math.inf
+    a = np.asarray(orders, dtype=float)
+    r = np.asarray(rdp, dtype=float)
+    eps = r + (np.log(1 / delta) + (a - 1) * np.log1p(-1 / a) - np.log(a)) / (a - 1)
+    return max(float(np.min(eps)), 0.0)
+
+
 def advanced_composition_epsilon(epsilons, counts, delta):
     """Epsilon of the composition of pure-DP mechanisms at extra failure ``delta``.
 
@@ -155,6 +178,9 @@ class PrivacyEvent:
         zCDP parameter, if the mechanism is rho-zCDP.
     mu : float or None
         ``Delta / sigma`` for a Gaussian mechanism (exact GDP composition).
+    rdp : tuple of float or None
+        RDP curve on :data:`RDP_ORDERS`, for mechanisms that are not zCDP with a
+        useful rho (e.g. subsampled ones).
     count : int
         Number of identical calls this event stands for.
     """
@@ -165,6 +191,7 @@ class PrivacyEvent:
     rho: float | None = None
     mu: float | None = None
     count: int = 1
+    rdp: tuple | None = None
 
     @classmethod
     def pure(cls, epsilon, count=1, name="laplace"):
@@ -185,6 +212,14 @@ class PrivacyEvent:
         """A Gaussian-mechanism call with ``Delta_2 / sigma = mu``: mu^2/2-zCDP, mu-GDP."""
         mu = float(mu)
         return cls(name, math.nan, 0.0, 0.5 * mu**2, mu, int(count))
+
+    @classmethod
+    def from_rdp(cls, rdp, count=1, name="rdp"):
+        """A call known by its RDP curve on :data:`RDP_ORDERS` (e.g. a subsampled Gaussian)."""
+        rdp = tuple(float(v) for v in rdp)
+        if len(rdp) != RDP_ORDERS.size:
+            raise ValueError(f"an RDP curve needs {RDP_ORDERS.size} values, one per order")
+        return cls(name, math.nan, 0.0, None, None, int(count), rdp)
 
     @classmethod
     def approximate(cls, epsilon, delta, count=1, name="approximate"):
@@ -236,11 +271,16 @@ def compose(events, delta):
             candidates.append((eps, min(dlt, delta)))
 
     if delta > 0:
-        approx = [e for e in events if e.rho is None]
+        approx = [e for e in events if e.rho is None and e.rdp is None]
         eps_approx = sum(e.count * e.epsilon for e in approx)
         delta_left = delta - sum(e.count * e.delta for e in approx)
         smooth = [e for e in events if e.rho is not None]
-        if delta_left > 0 and smooth:
+        curved = [e for e in events if e.rdp is not None]
+        if delta_left > 0 and curved:
+            total = sum(e.count * np.asarray(e.rdp) for e in curved)
+            total = total + RDP_ORDERS * sum(e.count * e.rho for e in smooth)
+            candidates.append((eps_approx + rdp_epsilon(total, delta_left), delta))
+        elif delta_left > 0 and smooth:
             rho = sum(e.count * e.rho for e in smooth)
             candidates.append((eps_approx + zcdp_epsilon(rho, delta_left), delta))
             if all(e.mu is not None for e in smooth):
