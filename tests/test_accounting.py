@@ -162,6 +162,6 @@ def test_rdp_curve_events_compose_with_zcdp_events():
     mixed, _ = compose([as_curve, PrivacyEvent.exponential(0.1, count=100)], 1e-6)
     rho = 100 * (mu**2 / 2 + 0.1**2 / 8)
     assert mixed == pytest.approx(zcdp_epsilon(rho, 1e-6), rel=1e-3)
-    assert rdp_epsilon(RDP_ORDERS * 0.0, 1e-6) == 0.0
+    assert 0.0 <= rdp_epsilon(RDP_ORDERS * 0.0, 1e-6) < 0.01  # the grid ends at 2048
     with pytest.raises(ValueError):
         PrivacyEvent.from_rdp([0.1, 0.2])
