@@ -64,6 +64,7 @@ def validate_sparse_data(estimator, X, y=None, *, reset=True, accept_sparse=("cs
     """
     kwargs.setdefault("dtype", np.float64)
     if y is None:
+        kwargs.pop("y_numeric", None)
         X = validate_data(estimator, X, reset=reset, accept_sparse=list(accept_sparse),
                           **kwargs)
         out = X

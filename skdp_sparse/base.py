@@ -27,5 +27,4 @@ class DPEstimatorMixin:
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
-        tags.non_deterministic = True
         return tags

@@ -31,7 +31,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import minimize_scalar
+from scipy.optimize import brentq, minimize_scalar
 from scipy.special import log_ndtr
 
 __all__ = [
@@ -76,20 +76,16 @@ def gaussian_epsilon(mu, delta):
         return math.inf
     if gaussian_delta(mu, 0.0) <= delta:
         return 0.0
-    lo, hi = 0.0, 1.0
+    hi = 1.0
     while gaussian_delta(mu, hi) > delta:
-        lo, hi = hi, 2 * hi
+        hi *= 2
         if hi > 1e8:
             return math.inf
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if gaussian_delta(mu, mid) > delta:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-13 * max(hi, 1.0):
-            break
-    return hi
+    eps = brentq(lambda e: gaussian_delta(mu, e) - delta, 0.0, hi, xtol=1e-14, rtol=1e-13)
+    # Return a value on the private side of the root.
+    while gaussian_delta(mu, eps) > delta:
+        eps = eps * (1 + 1e-12) + 1e-15
+    return eps
 
 
 def zcdp_epsilon(rho, delta):
@@ -281,11 +277,14 @@ def compose(events, delta):
             total = total + RDP_ORDERS * sum(e.count * e.rho for e in smooth)
             candidates.append((eps_approx + rdp_epsilon(total, delta_left), delta))
         elif delta_left > 0 and smooth:
-            rho = sum(e.count * e.rho for e in smooth)
-            candidates.append((eps_approx + zcdp_epsilon(rho, delta_left), delta))
             if all(e.mu is not None for e in smooth):
+                # Exact: Gaussian mechanisms compose into one Gaussian mechanism,
+                # so no other bound can be smaller.
                 mu = math.sqrt(sum(e.count * e.mu**2 for e in smooth))
                 candidates.append((eps_approx + gaussian_epsilon(mu, delta_left), delta))
+            else:
+                rho = sum(e.count * e.rho for e in smooth)
+                candidates.append((eps_approx + zcdp_epsilon(rho, delta_left), delta))
             if all(e.mu is None and e.delta == 0 for e in smooth):
                 candidates.append(
                     (
@@ -334,10 +333,10 @@ def calibrate_scale(events_for_scale, epsilon, delta, *, lo=1e-12, hi=1.0, rtol=
             )
     if spend(lo) <= epsilon:
         return lo
-    while hi / lo > 1 + rtol:
-        mid = math.sqrt(lo * hi) if hi / lo > 4 else 0.5 * (lo + hi)
-        if spend(mid) > epsilon:
-            lo = mid
-        else:
-            hi = mid
-    return hi
+    log_scale = brentq(lambda t: spend(math.exp(t)) - epsilon, math.log(lo), math.log(hi),
+                       xtol=rtol / 4)
+    scale = min(math.exp(log_scale) * (1 + rtol / 2), hi)
+    # The root is approximate: step towards more noise until the budget holds.
+    while spend(scale) > epsilon:
+        scale *= 1 + rtol
+    return scale

@@ -1,0 +1,384 @@
+"""Numba kernels of (private) coordinate descent.
+
+One kernel, :func:`cd_run`, serves every loss, penalty, selection rule, noise
+type and storage: it dispatches on integer codes, and on a ``dense`` flag for
+the access to the columns and rows of X. The data travel as one tuple
+``data = (Xf, csc_data, csc_indices, csc_indptr, csr_data, csr_indices,
+csr_indptr)``; the members a run does not need are empty arrays, so a single
+compiled specialisation covers dense and sparse inputs.
+
+State, all updated in place so that a run can be split into chunks:
+
+* ``w`` (n_coords,): coefficients, then the intercept if there is one;
+* ``z`` (n,): margins ``X w + b``;
+* ``d`` (n,): loss derivatives ``l'(y_i, z_i)``;
+* ``g`` (n_coords,): clipped coordinate gradients, maintained only for greedy
+  selection;
+* ``work`` (1,): entries touched by incremental gradient updates since the
+  last exact recomputation of ``g``.
+
+Noise is drawn inside the loops from the ``numpy.random.Generator`` passed in,
+whose state advances in place: every coordinate and every update gets a fresh
+draw, and a chunked run consumes the stream exactly as an unchunked one.
+"""
+
+import numba
+import numpy as np
+
+from .losses import loss_derivative, loss_value
+from .penalties import NONE, penalty_value, prox, subgrad_distance
+
+GREEDY, RANDOM, CYCLIC = 0, 1, 2
+# Selection noise codes; update noise uses GAUSSIAN = 1 and the same LAPLACE = 2.
+NOISE_NONE, NOISE_GUMBEL, NOISE_LAPLACE = 0, 1, 2
+NOISE_GAUSSIAN = 1
+
+
+@numba.njit(cache=True, inline="always")
+def _clip(v, c):
+    if v > c:
+        return c
+    if v < -c:
+        return -c
+    return v
+
+
+@numba.njit(cache=True)
+def init_derivatives(y, z, d, loss_code, loss_param):
+    for i in range(z.size):
+        d[i] = loss_derivative(loss_code, y[i], z[i], loss_param)
+
+
+@numba.njit(cache=True)
+def column_gradient(dense, data, j, n_features, d, clip):
+    """``(1/n) sum_i clip(l'(y_i, z_i) x_ij, clip[j])`` from column j alone."""
+    Xf, cdata, cind, cptr = data[0], data[1], data[2], data[3]
+    n = d.size
+    c = clip[j]
+    s = 0.0
+    if j >= n_features:
+        for i in range(n):
+            s += _clip(d[i], c)
+    elif dense:
+        for i in range(n):
+            s += _clip(d[i] * Xf[i, j], c)
+    else:
+        for kk in range(cptr[j], cptr[j + 1]):
+            s += _clip(d[cind[kk]] * cdata[kk], c)
+    return s / n
+
+
+@numba.njit(cache=True)
+def full_gradient(dense, data, n_features, d, clip, g):
+    for j in range(g.size):
+        g[j] = column_gradient(dense, data, j, n_features, d, clip)
+
+
+@numba.njit(cache=True)
+def objective_value(y, z, loss_code, loss_param, w, n_features, pen_code, pen_a, pen_b):
+    """``(1/n) sum_i l(y_i, z_i) + sum_{j < n_features} psi_j(w_j)``, no temporaries."""
+    s = 0.0
+    for i in range(z.size):
+        s += loss_value(loss_code, y[i], z[i], loss_param)
+    r = 0.0
+    for j in range(n_features):
+        r += penalty_value(pen_code, pen_a, pen_b, w[j])
+    return s / z.size + r
+
+
+@numba.njit(cache=True, inline="always")
+def _score(j, w, g, n_features, pen_code, pen_a, pen_b, score_w):
+    code = pen_code if j < n_features else NONE
+    return subgrad_distance(code, pen_a, pen_b, w[j], g[j]) * score_w[j]
+
+
+@numba.njit(cache=True)
+def max_score(w, g, n_features, pen_code, pen_a, pen_b, score_w):
+    """Largest noiseless GS-s score ``dist(-g_j, d psi_j(w_j)) / sqrt(M_j)``."""
+    best = 0.0
+    for j in range(w.size):
+        s = _score(j, w, g, n_features, pen_code, pen_a, pen_b, score_w)
+        if s > best:
+            best = s
+    return best
+
+
+@numba.njit(cache=True, inline="always")
+def _select_greedy(w, g, n_features, pen_code, pen_a, pen_b, score_w, noise, scale, rng):
+    """Report-noisy-max in one pass; returns ``(j, noiseless max score)``."""
+    best = -np.inf
+    best_j = 0
+    top = 0.0
+    for j in range(w.size):
+        s = _score(j, w, g, n_features, pen_code, pen_a, pen_b, score_w)
+        if s > top:
+            top = s
+        if noise == NOISE_GUMBEL:
+            s -= scale * np.log(rng.standard_exponential())
+        elif noise == NOISE_LAPLACE:
+            s += scale * rng.laplace(0.0, 1.0)
+        if s > best:
+            best = s
+            best_j = j
+    return best_j, top
+
+
+@numba.njit(cache=True, inline="always")
+def _logaddexp(a, b):
+    if a == -np.inf:
+        return b
+    if b == -np.inf:
+        return a
+    if a == b:  # also keeps inf + inf away from inf - inf
+        return a + np.log(2.0)
+    if a > b:
+        return a + np.log1p(np.exp(b - a))
+    return b + np.log1p(np.exp(a - b))
+
+
+# Exponential-mechanism sampler. Gumbel-max selection, argmax_j s_j + b G_j,
+# draws j with probability exp(s_j / b) / sum_k exp(s_k / b); a heap of
+# log-sum-exp values over the log-weights s_j / b draws from the same law in
+# O(log p) and is updated in O(log p) per changed score, so one update costs
+# O(touched coordinates * log p) instead of O(p). Heap node v (1 <= v < m)
+# holds logaddexp of nodes 2v and 2v+1; leaf j sits at m + j (m = n_coords).
+# Every node is recomputed from its children, never adjusted by differences,
+# so rounding does not accumulate.
+
+
+@numba.njit(cache=True)
+def tree_build(tree, w, g, n_features, pen_code, pen_a, pen_b, score_w, inv_b):
+    m = w.size
+    for j in range(m):
+        tree[m + j] = _score(j, w, g, n_features, pen_code, pen_a, pen_b, score_w) * inv_b
+    for v in range(m - 1, 0, -1):
+        tree[v] = _logaddexp(tree[2 * v], tree[2 * v + 1])
+
+
+@numba.njit(cache=True)
+def _tree_set(tree, m, j, value):
+    v = m + j
+    tree[v] = value
+    v //= 2
+    while v >= 1:
+        tree[v] = _logaddexp(tree[2 * v], tree[2 * v + 1])
+        v //= 2
+
+
+@numba.njit(cache=True)
+def tree_sample(tree, m, rng):
+    v = 1
+    while v < m:
+        left = tree[2 * v]
+        right = tree[2 * v + 1]
+        if left == right:
+            p_left = 0.5
+        elif left > right:
+            p_left = 1.0 / (1.0 + np.exp(right - left))
+        else:
+            e = np.exp(left - right)
+            p_left = e / (1.0 + e)
+        v = 2 * v if rng.random() < p_left else 2 * v + 1
+    return v - m
+
+
+@numba.njit(cache=True)
+def _tree_refresh(tree, changed, w, g, n_features, pen_code, pen_a, pen_b, score_w, inv_b):
+    dirty, marked = changed
+    m = w.size
+    count = dirty[0]
+    # Past about m / log2(m) changed leaves a full O(m) rebuild is cheaper
+    # than one O(log m) path per leaf.
+    if count < 0 or count * (np.log2(m) + 1.0) > m:
+        tree_build(tree, w, g, n_features, pen_code, pen_a, pen_b, score_w, inv_b)
+        if count < 0:
+            marked[:] = 0
+        for r in range(count):
+            marked[dirty[1 + r]] = 0
+    else:
+        for r in range(count):
+            k = dirty[1 + r]
+            marked[k] = 0
+            value = _score(k, w, g, n_features, pen_code, pen_a, pen_b, score_w) * inv_b
+            _tree_set(tree, m, k, value)
+    dirty[0] = 0
+
+
+@numba.njit(cache=True, inline="always")
+def _mark(changed, k):
+    # changed = (dirty, marked): dirty[0] counts the coordinates listed in
+    # dirty[1:], a negative count means "rebuild everything"; marked[k] keeps a
+    # coordinate from being listed twice.
+    dirty, marked = changed
+    if dirty.size == 0 or dirty[0] < 0:
+        return
+    if marked[k] == 0:
+        marked[k] = 1
+        dirty[1 + dirty[0]] = k
+        dirty[0] += 1
+
+
+@numba.njit(cache=True, inline="always")
+def _sparse_row_changed(data, i, d_old, d_new, n_features, clip, g, inv_n, changed):
+    rdata, rind, rptr = data[4], data[5], data[6]
+    for kk in range(rptr[i], rptr[i + 1]):
+        k = rind[kk]
+        x = rdata[kk]
+        c = clip[k]
+        g[k] += (_clip(d_new * x, c) - _clip(d_old * x, c)) * inv_n
+        _mark(changed, k)
+    if g.size > n_features:
+        c = clip[n_features]
+        g[n_features] += (_clip(d_new, c) - _clip(d_old, c)) * inv_n
+        _mark(changed, n_features)
+    return rptr[i + 1] - rptr[i] + 1
+
+
+@numba.njit(cache=True)
+def apply_delta(
+    dense, data, j, delta, n_features, y, loss_code, loss_param,
+    z, d, g, clip, maintain, work, d_old_buf, rows_buf, changed,
+):
+    """Move coordinate j by ``delta``: update z and d from column j only and,
+    if ``maintain``, every g_k whose rows saw their loss derivative change
+    (recorded in ``changed`` when it is not empty)."""
+    Xf, cdata, cind, cptr = data[0], data[1], data[2], data[3]
+    n = z.size
+    inv_n = 1.0 / n
+    intercept = j >= n_features
+    if not dense:
+        if intercept:
+            lo, hi = 0, n
+        else:
+            lo, hi = cptr[j], cptr[j + 1]
+        for kk in range(lo, hi):
+            if intercept:
+                i = kk
+                z[i] += delta
+            else:
+                i = cind[kk]
+                z[i] += delta * cdata[kk]
+            d_new = loss_derivative(loss_code, y[i], z[i], loss_param)
+            d_old = d[i]
+            if d_new != d_old:
+                d[i] = d_new
+                if maintain:
+                    work[0] += _sparse_row_changed(
+                        data, i, d_old, d_new, n_features, clip, g, inv_n, changed
+                    )
+        return
+    # Dense: collect the changed rows first, then sweep X column by column so
+    # that the gradient update reads the Fortran-ordered X contiguously.
+    m = 0
+    for i in range(n):
+        x = 1.0 if intercept else Xf[i, j]
+        if x == 0.0:
+            continue
+        z[i] += delta * x
+        d_new = loss_derivative(loss_code, y[i], z[i], loss_param)
+        if d_new != d[i]:
+            d_old_buf[m] = d[i]
+            rows_buf[m] = i
+            d[i] = d_new
+            m += 1
+    if not maintain or m == 0:
+        return
+    for k in range(g.size):
+        c = clip[k]
+        acc = 0.0
+        if k < n_features:
+            for r in range(m):
+                i = rows_buf[r]
+                x = Xf[i, k]
+                acc += _clip(d[i] * x, c) - _clip(d_old_buf[r] * x, c)
+        else:
+            for r in range(m):
+                acc += _clip(d[rows_buf[r]], c) - _clip(d_old_buf[r], c)
+        g[k] += acc * inv_n
+    work[0] += m * g.size
+    if changed[0].size:
+        changed[0][0] = -1
+
+
+@numba.njit(cache=True)
+def cd_run(
+    dense, data, y, n_features, loss_code, loss_param, pen_code, pen_a, pen_b,
+    clip, smoothness, score_w, update_scale, selection, sel_noise, sel_scale, upd_noise,
+    rng, check_tol, tol, t_start, n_steps, w, z, d, g, work, refresh_work,
+    tree, changed,
+):
+    """Run up to ``n_steps`` coordinate updates, numbered from ``t_start``.
+
+    Returns ``(updates run, last noiseless max score or -1, stopped on tol)``.
+    ``smoothness[j] = M_j`` and ``score_w[j] = 1 / sqrt(M_j)``. A non-empty
+    ``tree`` (built by :func:`tree_build`, with ``changed`` a pair of zeroed
+    arrays, int64 of size ``1 + n_coords`` and uint8 of size ``n_coords``)
+    switches greedy Gumbel selection to the log-sum-exp heap sampler;
+    otherwise selection is one pass over all scores.
+    """
+    n_coords = w.size
+    n = z.size
+    d_old_buf = np.empty(n if dense else 0)
+    rows_buf = np.empty(n if dense else 0, dtype=np.int64)
+    greedy = selection == GREEDY
+    # Random and cyclic rules keep no gradient vector, so the tolerance test
+    # recomputes one, once per pass over the coordinates (the cost of a pass).
+    g_check = np.empty(n_coords if (check_tol and not greedy) else 0)
+    use_tree = tree.size > 0
+    inv_b = 1.0 / sel_scale if use_tree else 0.0
+    last_max = -1.0
+    done = 0
+    for it in range(n_steps):
+        t = t_start + it
+        if use_tree:
+            j = tree_sample(tree, n_coords, rng)
+            gj = g[j]
+        elif greedy:
+            j, top = _select_greedy(
+                w, g, n_features, pen_code, pen_a, pen_b, score_w,
+                sel_noise, sel_scale, rng,
+            )
+            last_max = top
+            if check_tol and top < tol:
+                return done, last_max, True
+            gj = g[j]
+        else:
+            if check_tol and t % n_coords == 0:
+                full_gradient(dense, data, n_features, d, clip, g_check)
+                last_max = max_score(w, g_check, n_features, pen_code, pen_a, pen_b,
+                                     score_w)
+                if last_max < tol:
+                    return done, last_max, True
+            if selection == RANDOM:
+                j = rng.integers(0, n_coords)
+            else:
+                j = t % n_coords
+            gj = column_gradient(dense, data, j, n_features, d, clip)
+        if upd_noise == NOISE_GAUSSIAN:
+            gj += update_scale[j] * rng.standard_normal()
+        elif upd_noise == NOISE_LAPLACE:
+            gj += update_scale[j] * rng.laplace(0.0, 1.0)
+        code = pen_code if j < n_features else NONE
+        old = w[j]
+        step = 1.0 / smoothness[j]
+        new = prox(code, pen_a, pen_b, old - gj * step, step)
+        if new != old:
+            w[j] = new
+            apply_delta(
+                dense, data, j, new - old, n_features, y, loss_code, loss_param,
+                z, d, g, clip, greedy, work, d_old_buf, rows_buf, changed,
+            )
+            # Incremental sums drift by rounding; an exact recomputation once
+            # the incremental work exceeds a few full passes bounds the drift
+            # at a small constant-factor cost.
+            if greedy and work[0] > refresh_work:
+                full_gradient(dense, data, n_features, d, clip, g)
+                work[0] = 0
+                if use_tree:
+                    changed[0][0] = -1
+            if use_tree:
+                _mark(changed, j)
+                _tree_refresh(tree, changed, w, g, n_features, pen_code, pen_a, pen_b,
+                              score_w, inv_b)
+        done += 1
+    return done, last_max, False
