@@ -171,20 +171,16 @@ def test_noise_is_fresh_and_seeded():
 
 
 # ----------------------------------------------------------------- audits
-def _audit_pair(n=8):
-    # One binary feature plus the intercept; S and S' differ in one row whose
-    # gradient moves by the full sensitivity.
+def _cd_audit(noise_factor, monkeypatch, n_runs=25_000):
+    """Whole one-update DP-CD fit, update noise times ``noise_factor``.
+
+    One feature, squared loss, targets far outside the clip: the changed row's
+    per-example gradient goes from +C to -C, the full sensitivity 2C/n.
+    """
+    n = 8
     X = np.zeros((n, 1))
     X[0, 0] = 1.0
-    y = np.r_[0, np.tile([0, 1], n)[: n - 1]]
-    y_prime = y.copy()
-    y_prime[0] = 1
-    return X, y, y_prime
-
-
-def _cd_audit(noise_factor, monkeypatch, n_runs=40_000):
-    """Whole one-update DP-CD fit on the feature coordinate, noise times ``noise_factor``."""
-    X, y, y_prime = _audit_pair()
+    y = np.zeros(n)
     real = cd_module.coordinate_descent
 
     def scaled(*args, **kwargs):
@@ -193,15 +189,12 @@ def _cd_audit(noise_factor, monkeypatch, n_runs=40_000):
 
     monkeypatch.setattr(cd_module, "coordinate_descent", scaled)
     outs = []
-    for labels in (y, y_prime):
-        rng = np.random.default_rng(len(outs))
-        coefs = np.empty(n_runs)
-        for r in range(n_runs):
-            clf = DPSparseLogisticRegression(epsilon=1.0, delta=1e-5, solver="cd",
-                                             fit_intercept=False, penalty=None, max_iter=1,
-                                             random_state=rng)
-            coefs[r] = clf.fit(X, labels).coef_[0, 0]
-        outs.append(coefs)
+    for seed, target in enumerate((10.0, -10.0)):
+        y[0] = target
+        rng = np.random.default_rng(seed)
+        reg = DPGreedyCDRegressor(epsilon=1.0, delta=1e-5, solver="cd", fit_intercept=False,
+                                  penalty=None, max_iter=1, random_state=rng)
+        outs.append(np.array([reg.fit(X, y).coef_[0] for _ in range(n_runs)]))
     return epsilon_lower_bound(outs[0], outs[1], delta=1e-5)
 
 
