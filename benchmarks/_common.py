@@ -103,7 +103,15 @@ def load_dataset(name: str, *, cache: bool = True) -> Dataset:
     else:
         loader = _load_uncached
     Xtr, ytr, Xte, yte = loader(name, str(root))
-    return Dataset(name, Xtr, ytr, Xte, yte)
+    return Dataset(name, _int32_indices(Xtr), ytr, _int32_indices(Xte), yte)
+
+
+def _int32_indices(X):
+    # Some scikit-learn solvers (saga, liblinear) accept 32-bit sparse indices only.
+    X = sp.csr_matrix(X)
+    X.indices = X.indices.astype(np.int32)
+    X.indptr = X.indptr.astype(np.int32)
+    return X
 
 
 def normalize_rows(X):

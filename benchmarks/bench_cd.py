@@ -53,7 +53,7 @@ def main():
         delta = 1.0 / n**2
         alpha = DPSparseLogisticRegression().alpha
         start = time.perf_counter()
-        ref = LogisticRegression(C=1 / (n * alpha), l1_ratio=1.0, solver="saga", tol=1e-8,
+        ref = LogisticRegression(C=1 / (n * alpha), l1_ratio=1.0, solver="saga", tol=1e-6,
                                  max_iter=5000).fit(ds.X_train, ds.y_train)
         ref_time = time.perf_counter() - start
         f_star = objective(ds.X_train, ds.y_train, ref.coef_.ravel(), ref.intercept_[0], alpha)

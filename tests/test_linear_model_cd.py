@@ -204,7 +204,7 @@ def test_audit_whole_cd_fit(monkeypatch):
     assert _cd_audit(0.5, monkeypatch).epsilon_lb > 1.0
 
 
-def _selection_audit(noise_factor, n_runs=15_000, p=30):
+def _selection_audit(noise_factor, sampler, n_runs=15_000, p=30):
     """One greedy step on a worst-case pair, through the engine's selection rule.
 
     Squared loss with targets far outside the clip, so each per-example
@@ -235,15 +235,17 @@ def _selection_audit(noise_factor, n_runs=15_000, p=30):
                 selection_scale=noise_factor * 2 * delta_u / epsilon,
                 # A tiny update noise marks the selected coordinate even where g_j = 0.
                 update_noise="laplace", update_scale=np.full(p, 1e-12), rng=rng,
+                gumbel_sampler=sampler,
             )
             hit[r] = res.coef[0] != 0
         picks.append(hit)
     return epsilon_lower_bound(picks[0], picks[1]).epsilon_lb
 
 
-def test_audit_greedy_selection_step():
-    assert _selection_audit(1.0) <= 1.0
-    assert _selection_audit(0.5) > 1.0
+@pytest.mark.parametrize("sampler", ["pass", "heap"])
+def test_audit_greedy_selection_step(sampler):
+    assert _selection_audit(1.0, sampler) <= 1.0
+    assert _selection_audit(0.5, sampler) > 1.0
 
 
 # --------------------------------------------------------------- sklearn API

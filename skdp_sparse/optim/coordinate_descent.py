@@ -23,6 +23,9 @@ from . import _cd_kernels as K
 
 __all__ = ["CDResult", "coordinate_descent"]
 
+#: Number of coordinates from which ``gumbel_sampler="auto"`` uses the heap.
+HEAP_MIN_COORDS = 4096
+
 _SELECTIONS = {"greedy": K.GREEDY, "random": K.RANDOM, "cyclic": K.CYCLIC}
 _SELECTION_NOISES = {"none": K.NOISE_NONE, "gumbel": K.NOISE_GUMBEL,
                      "laplace": K.NOISE_LAPLACE}
@@ -104,7 +107,7 @@ def coordinate_descent(
     X, y, loss, penalty, *, fit_intercept, clip, smoothness, n_updates,
     selection="greedy", selection_noise="none", selection_scale=0.0,
     update_noise="none", update_scale=None, rng=None, tol=0.0, verbose=0,
-    objective_every=0, gumbel_sampler="heap",
+    objective_every=0, gumbel_sampler="auto",
 ):
     """Proximal coordinate descent with optional noisy selection and updates.
 
@@ -163,7 +166,7 @@ def coordinate_descent(
     objective_every : int
         If > 0 and ``verbose``, also print the objective every that many
         updates.
-    gumbel_sampler : {"heap", "pass"}
+    gumbel_sampler : {"auto", "heap", "pass"}
         How greedy selection with Gumbel noise (and ``selection_scale > 0``)
         draws its coordinate. ``"pass"`` adds ``selection_scale * (-log E_j)``
         to every score and takes the argmax, O(n_coords) per update.
@@ -171,7 +174,9 @@ def coordinate_descent(
         ``exp(score_j / selection_scale)`` -- the same law, so the same privacy
         guarantee -- from a log-sum-exp heap updated only where scores
         changed: O(touched coordinates * log n_coords) per update. The two
-        consume the random stream differently.
+        consume the random stream differently. ``"auto"`` takes the heap from
+        ``HEAP_MIN_COORDS`` coordinates on: below, one row touches a large share
+        of the coordinates and the plain pass is faster.
 
     Returns
     -------
@@ -187,8 +192,10 @@ def coordinate_descent(
     if update_noise not in _UPDATE_NOISES:
         raise ValueError(f"update_noise must be one of {sorted(_UPDATE_NOISES)}, "
                          f"got {update_noise!r}")
-    if gumbel_sampler not in ("heap", "pass"):
-        raise ValueError(f"gumbel_sampler must be 'heap' or 'pass', got {gumbel_sampler!r}")
+    if gumbel_sampler not in ("auto", "heap", "pass"):
+        raise ValueError(
+            f"gumbel_sampler must be 'auto', 'heap' or 'pass', got {gumbel_sampler!r}"
+        )
     if isinstance(n_updates, bool) or not isinstance(n_updates, numbers.Integral) \
             or n_updates < 0:
         raise ValueError(f"n_updates must be a non-negative int, got {n_updates!r}")
@@ -236,7 +243,9 @@ def coordinate_descent(
         K.full_gradient(dense, data, p, d, clip, g)
     work = np.zeros(1, dtype=np.int64)
     use_tree = (greedy and selection_noise == "gumbel" and selection_scale > 0
-                and gumbel_sampler == "heap" and n_coords > 0)
+                and n_coords > 0
+                and (gumbel_sampler == "heap"
+                     or (gumbel_sampler == "auto" and n_coords >= HEAP_MIN_COORDS)))
     if use_tree:
         tree = np.empty(2 * n_coords)
         K.tree_build(tree, w, g, p, penalty.code, float(penalty.a), float(penalty.b),
