@@ -8,6 +8,8 @@ from .linear_model import (
     DPOutputPerturbationRegressor,
     DPSparseLogisticRegression,
 )
+from .model_selection import PrivateHyperparameterSearch
+from .privacy.ledger import PrivacyLedger, privacy_ledger
 
 __version__ = "0.1.0.dev0"
 
@@ -17,6 +19,9 @@ __all__ = [
     "DPOutputPerturbationClassifier",
     "DPOutputPerturbationRegressor",
     "DPSparseLogisticRegression",
+    "PrivateHyperparameterSearch",
+    "PrivacyLedger",
+    "privacy_ledger",
     "PrivacyLeakWarning",
     "BudgetExceededError",
     "__version__",

@@ -1,7 +1,10 @@
 """Behaviour shared by every private estimator: checks of the privacy
 hyperparameters, the record of what a fit spent, and scikit-learn tags."""
 
+import math
+
 from .privacy.accounting import PrivacyAccountant
+from .privacy.ledger import check_budget, report_fit
 
 __all__ = ["DPEstimatorMixin"]
 
@@ -20,9 +23,18 @@ class DPEstimatorMixin:
     """
 
     def _record_spend(self, accountant: PrivacyAccountant, delta: float):
-        self.epsilon_spent_, self.delta_spent_ = accountant.spent(delta)
+        if math.isinf(getattr(self, "epsilon", 1.0)):
+            # Noise was switched off: nothing is private, whatever was recorded.
+            self.epsilon_spent_, self.delta_spent_ = math.inf, delta
+        else:
+            self.epsilon_spent_, self.delta_spent_ = accountant.spent(delta)
         self.privacy_events_ = tuple(accountant.events)
+        report_fit(self, accountant, delta)
         return self
+
+    def _check_budget(self, epsilon, delta):
+        """Refuse the fit before any private work if an active, capped ledger cannot afford it."""
+        check_budget(self, epsilon, delta)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -362,6 +362,7 @@ class DPGreedyCDRegressor(RegressorMixin, _BaseDPCoordinateDescent):
         X, y = self._prepare_X(X, y)
         loss = self._loss()
         epsilon, delta, feature_bound, clip = self._check_params(*X.shape)
+        self._check_budget(epsilon, delta)
         self._target_scale()
         penalty = _make_penalty(self.penalty, self.alpha, self.l1_ratio)
         X = self._clip_entries(X, feature_bound)
@@ -453,6 +454,7 @@ class DPSparseLogisticRegression(ClassifierMixin, _BaseDPCoordinateDescent):
                 f"y has one class only ({self.classes_[0]!r}); a classifier needs at least two"
             )
         epsilon, delta, feature_bound, clip = self._check_params(*X.shape)
+        self._check_budget(epsilon, delta)
         penalty = _make_penalty(self.penalty, self.alpha, self.l1_ratio)
         X = self._clip_entries(X, feature_bound)
         codes = encoder.transform(y)

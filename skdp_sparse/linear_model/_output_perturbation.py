@@ -511,6 +511,7 @@ class _BaseOutputPerturbation(DPEstimatorMixin, BaseEstimator):
                       self.alpha, self._target_bound(), self._loss(), self.max_iter)
 
     def _fit_core(self, X, Y):
+        self._check_budget(float(self.epsilon), float(self.delta))
         accountant = PrivacyAccountant()
         coef, intercept, info = fit_output_perturbation(
             X, Y, self._loss(), alpha=self.alpha, epsilon=self.epsilon, delta=self.delta,

@@ -1,0 +1,735 @@
+"""Differentially private hyperparameter selection by random repetition.
+
+The search follows Papernot & Steinke (2022), "Hyperparameter Tuning with Renyi
+Differential Privacy" (ICLR 2022), which sharpens Liu & Talwar (2019), "Private
+Selection from Private Candidates" (STOC 2019).
+
+One *run* ``Q`` of the search draws a candidate uniformly from the grid, fits it
+privately on a training part of the data, and scores the model on the held-out
+part with Gaussian noise. The search draws the number of runs ``K`` from a
+truncated negative binomial distribution, runs ``Q`` that many times with fresh
+randomness, and releases only the best run (its candidate, model and noisy
+score). Releasing all runs, or ``K`` itself, would not be covered.
+
+Privacy of one run (replace-one neighbours, n public). The split into training
+and validation rows is drawn once, independently of the data. A replaced row is
+either a training row, and then the run is a post-processing of one private fit,
+or a validation row, and then only the mean of the clipped per-example scores
+moves, by at most ``(high - low) / n_val``. Hence the run is
+``(lambda, max(r_fit(lambda), r_score(lambda)))``-RDP for every order, with
+``r_fit`` the pointwise maximum over candidates of the fits' RDP curves (the
+candidate is a uniform draw; Renyi divergence is jointly quasi-convex). The
+score noise is chosen so that ``r_score <= r_fit`` at every order, which makes
+the scoring free. The RDP curve of a fit is read from the mechanism events it
+records; to know it before touching the data, each candidate is first fitted on
+a public dummy dataset of the same shape (its events depend only on public
+values: the library's estimators calibrate noise from n, d, the public bounds
+and the budget). Every real fit is checked to record exactly those events.
+
+Theorem (Papernot & Steinke 2022, Thm 2). If ``Q`` is ``(lambda, eps)``- and
+``(lambda_hat, eps_hat)``-RDP with ``lambda > 1``, ``lambda_hat >= 1``, and ``K``
+follows the truncated negative binomial ``D_{eta, gamma}`` (``eta > -1``,
+``0 < gamma < 1``), the search is ``(lambda, eps')``-RDP with::
+
+    eps' = eps + (1 + eta) (1 - 1/lambda_hat) eps_hat
+               + (1 + eta) log(1/gamma) / lambda_hat + log(E[K]) / (lambda - 1).
+
+``lambda_hat`` is optimised over the order grid for every ``lambda``; the curve is
+converted to ``(epsilon, delta)`` with Canonne, Kamath & Steinke (2020), Prop. 12,
+and composed with an optional refit of the best candidate on all the data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
+from sklearn.model_selection import ParameterGrid
+from sklearn.utils import _safe_indexing, get_tags
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.validation import check_is_fitted, indexable
+
+from .._validation import check_privacy_params
+from ..base import DPEstimatorMixin
+from ..privacy._random import check_generator
+from ..privacy.accounting import RDP_ORDERS, PrivacyAccountant, PrivacyEvent, rdp_epsilon
+from ..privacy.ledger import _reporting_suspended, check_budget, report_fit
+
+__all__ = [
+    "PrivateHyperparameterSearch",
+    "events_rdp",
+    "selection_rdp",
+    "truncated_negative_binomial_mean",
+    "truncated_negative_binomial_gamma",
+    "sample_truncated_negative_binomial",
+]
+
+_BUILTIN_SCORES = {
+    "accuracy": (0.0, 1.0),
+    "neg_squared_error": (-1.0, 0.0),
+    "neg_absolute_error": (-1.0, 0.0),
+}
+
+
+# --------------------------------------------------------------------------
+# The truncated negative binomial distribution D_{eta, gamma}
+# --------------------------------------------------------------------------
+def truncated_negative_binomial_mean(eta, gamma):
+    """``E[K]`` for ``K ~ D_{eta, gamma}`` (Papernot & Steinke 2022, Sec. 3).
+
+    ``P[K = k] = (1-gamma)^k / (gamma^-eta - 1) prod_{l<k} (l + eta)/(l + 1)`` for
+    ``eta != 0`` and the logarithmic ``(1-gamma)^k / (k log(1/gamma))`` for ``eta = 0``.
+    """
+    if eta == 0:
+        return (1 / gamma - 1) / math.log(1 / gamma)
+    return eta * (1 - gamma) / (gamma * (1 - gamma**eta))
+
+
+def truncated_negative_binomial_gamma(eta, mean):
+    """The ``gamma`` for which ``D_{eta, gamma}`` has expectation ``mean`` (> 1)."""
+    if not mean > 1:
+        raise ValueError(f"the expected number of repetitions must be > 1, got {mean}")
+    # E[K] decreases from infinity to 1 as gamma goes from 0 to 1: bisect in log gamma.
+    lo, hi = -700.0, math.log(1 - 1e-12)
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if truncated_negative_binomial_mean(eta, math.exp(mid)) > mean:
+            lo = mid
+        else:
+            hi = mid
+    return math.exp(hi)
+
+
+def sample_truncated_negative_binomial(eta, gamma, rng):
+    """One draw of ``K ~ D_{eta, gamma}``, exactly (no truncation of the support)."""
+    if eta == 0:
+        return int(rng.logseries(1 - gamma))
+    if eta > 0:
+        # A negative binomial (failures before eta successes) conditioned on K >= 1.
+        while True:
+            k = int(rng.negative_binomial(eta, gamma))
+            if k >= 1:
+                return k
+    # -1 < eta < 0: inverse CDF with the ratio P[k+1]/P[k] = (1-gamma)(k+eta)/(k+1).
+    u = rng.random()
+    p = (1 - gamma) * eta / (gamma**-eta - 1)
+    k, cdf = 1, p
+    while cdf < u and p > 0:
+        p *= (1 - gamma) * (k + eta) / (k + 1)
+        k += 1
+        cdf += p
+    return k
+
+
+# --------------------------------------------------------------------------
+# RDP curves
+# --------------------------------------------------------------------------
+def events_rdp(events, orders=RDP_ORDERS):
+    """RDP curve (on ``orders``) of the composition of ``events``.
+
+    rho-zCDP events give ``alpha rho``; RDP events their curve; pure epsilon-DP
+    events also at most ``epsilon`` (Mironov 2017, Prop. 3). An (epsilon, delta)
+    event with ``delta > 0`` has no RDP bound and raises ``ValueError``.
+    """
+    a = np.asarray(orders, dtype=float)
+    total = np.zeros_like(a)
+    for e in events:
+        if e.count <= 0:
+            continue
+        if e.rdp is not None:
+            if not np.array_equal(a, RDP_ORDERS):
+                raise ValueError("RDP events are stored on RDP_ORDERS only")
+            curve = np.asarray(e.rdp, dtype=float)
+        elif e.rho is not None:
+            curve = a * e.rho
+            if e.delta == 0 and not math.isnan(e.epsilon):
+                curve = np.minimum(curve, e.epsilon)
+        elif e.delta == 0 and not math.isnan(e.epsilon):
+            curve = np.minimum(a * e.epsilon**2 / 2, e.epsilon)
+        else:
+            raise ValueError(
+                f"event {e.name!r} is only (epsilon={e.epsilon}, delta={e.delta})-DP; the "
+                "private search needs estimators whose fits are described in Renyi DP "
+                "(Gaussian, zCDP, RDP or pure-DP events)"
+            )
+        total = total + e.count * curve
+    return total
+
+
+def selection_rdp(run_rdp, eta, gamma, orders=RDP_ORDERS):
+    """RDP curve of best-of-K repetitions of a run with RDP curve ``run_rdp``.
+
+    Papernot & Steinke (2022), Thm 2, with ``lambda_hat`` minimised over
+    ``orders`` and the limit ``lambda_hat = 1``, where the ``eps_hat`` term vanishes.
+    """
+    a = np.asarray(orders, dtype=float)
+    r = np.asarray(run_rdp, dtype=float)
+    log_inv_gamma = math.log(1 / gamma)
+    hat_terms = (1 + eta) * ((1 - 1 / a) * r + log_inv_gamma / a)
+    hat = min(float(np.min(hat_terms)), (1 + eta) * log_inv_gamma)
+    log_mean = math.log(truncated_negative_binomial_mean(eta, gamma))
+    return r + hat + log_mean / (a - 1)
+
+
+# --------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------
+def _n_rows(X):
+    return X.shape[0] if hasattr(X, "shape") else len(X)
+
+
+def _dummy_like(X, y, n_rows, classifier):
+    """Public stand-in data: same width, type and label set, no private values."""
+    n_features = X.shape[1]
+    rows = np.arange(n_rows)
+    cols = rows % n_features
+    if sp.issparse(X):
+        Xd = sp.csr_matrix((np.full(n_rows, 0.5), (rows, cols)), shape=(n_rows, n_features))
+        Xd = Xd.asformat(X.format)
+    else:
+        Xd = np.zeros((n_rows, n_features))
+        Xd[rows, cols] = 0.5
+        if hasattr(X, "columns"):
+            import pandas as pd
+
+            Xd = pd.DataFrame(Xd, columns=X.columns)
+    if y is None:
+        return Xd, None
+    y_arr = np.asarray(y)
+    if classifier:
+        # The label set is public, as for every private classifier (classes_).
+        yd = np.resize(np.unique(y_arr), n_rows)
+    else:
+        yd = np.zeros((n_rows,) + y_arr.shape[1:], dtype=float)
+    return Xd, yd
+
+
+def _event_key(event):
+    return tuple(None if isinstance(v, float) and math.isnan(v) else v
+                 for v in dataclasses.astuple(event))
+
+
+def _same_events(a, b):
+    """Equality of event lists (``PrivacyEvent`` holds NaN, which equals nothing)."""
+    return len(a) == len(b) and all(
+        _event_key(x) == _event_key(y) for x, y in zip(a, b, strict=True)
+    )
+
+
+def _fit_events(estimator):
+    events = getattr(estimator, "privacy_events_", None)
+    if events is None:
+        raise TypeError(
+            f"{type(estimator).__name__} records no privacy_events_; the private search "
+            "needs an estimator of skdp_sparse (DPEstimatorMixin)"
+        )
+    return tuple(events)
+
+
+class _SpendMismatch(Exception):
+    """A real fit recorded other events than its dummy fit."""
+
+
+class PrivateHyperparameterSearch(DPEstimatorMixin, MetaEstimatorMixin, BaseEstimator):
+    """Differentially private selection of hyperparameters from a grid.
+
+    The whole output (best parameters, best model, its noisy validation score)
+    is ``(epsilon, delta)``-DP for replace-one neighbouring datasets, unlike
+    :class:`~sklearn.model_selection.GridSearchCV`, whose exact cross-validation
+    scores and selection are not private at all, and whose fits each spend the
+    per-fit budget again.
+
+    Algorithm (Papernot & Steinke 2022). Rows are split once, at random and
+    independently of the data, into a training part and a validation part
+    (``validation_fraction``). Then ``K ~ D_{eta, gamma}`` runs, each: draw a
+    candidate uniformly from ``param_grid``, fit it on the training part with
+    the per-fit budget ``(fit_epsilon_, fit_delta_)``, and score it on the
+    validation part by the mean of per-example scores clipped to
+    ``score_bounds`` plus Gaussian noise. The run with the highest noisy score
+    wins. With ``refit=True`` (default) its parameters are fitted again on all
+    the rows with the same per-fit budget.
+
+    Privacy
+    -------
+    The per-fit budget is the largest for which the total below is at most
+    ``(epsilon, delta)``; ``epsilon_spent_`` is that total. A run is as private
+    as the worst candidate's fit: a replaced row is either a training row (the
+    score is then post-processing) or a validation row (only the score moves,
+    by ``(high - low) / n_val``, and its Gaussian noise is set so that its RDP
+    curve lies below every fit's). Best-of-K is then
+    ``(lambda, eps'(lambda))``-RDP by Papernot & Steinke (2022), Thm 2::
+
+        eps'(lambda) = r(lambda) + min_{lambda_hat >= 1} [(1 + eta)(1 - 1/lambda_hat)
+                       r(lambda_hat) + (1 + eta) log(1/gamma)/lambda_hat]
+                       + log(E[K]) / (lambda - 1),
+
+    with ``r`` the run's RDP curve. A refit adds its RDP curve (adaptive
+    composition). The sum converts to ``(epsilon, delta)`` by Canonne, Kamath &
+    Steinke (2020), Prop. 12.
+
+    The fits' RDP curves come from the events they record, learned before any
+    private computation by fitting each candidate on a public dummy dataset of
+    the same shape and label set; each real fit must record the same events
+    (a fit whose spend depends on the data breaks this and raises
+    ``RuntimeError``, after its conservative spend is reported to the ledgers).
+    The estimator therefore has to be a private estimator of this library whose
+    events have RDP bounds (Gaussian, zCDP, RDP or pure-DP events).
+
+    What is not covered: the number of runs ``K`` and the runtime (which grows
+    with ``K``) are not released; inner fits do not report to privacy ledgers
+    (that would reveal ``K``); the search reports one record of its total. The
+    split is not stratified (stratifying would read the labels). The label set
+    of a classifier is treated as public, as everywhere in the library.
+
+    Parameters
+    ----------
+    estimator : estimator of skdp_sparse
+        A private estimator with ``epsilon`` and ``delta`` parameters.
+    param_grid : dict or list of dicts
+        As for :class:`~sklearn.model_selection.ParameterGrid`; may not set
+        ``epsilon``, ``delta`` or ``random_state``.
+    epsilon : float, default=1.0
+        Total privacy budget of the search (and of the refit, if any).
+    delta : float, default=1e-6
+        Total delta, in (0, 1); the Renyi analysis needs ``delta > 0``. It is also
+        the per-fit delta of estimators whose ``delta`` parameter is positive.
+    scoring : {"accuracy", "neg_squared_error", "neg_absolute_error"} or callable, \
+default=None
+        Per-example score, higher is better. ``None``: ``"accuracy"`` for
+        classifiers, ``"neg_squared_error"`` for regressors. A callable
+        ``scoring(estimator, X, y)`` must return one score per row of ``X``, the
+        score of row ``i`` depending on row ``i`` and the model only.
+    score_bounds : (float, float), default=None
+        Public range ``(low, high)`` each per-example score is clipped to;
+        ``None``: ``(0, 1)`` for accuracy, ``(-1, 0)`` for the negative errors
+        (errors above 1 count as 1: scale the targets, or widen the bounds).
+        Required for a callable ``scoring``.
+    validation_fraction : float, default=0.2
+        Share of the rows held out for scoring.
+    shuffle : bool, default=True
+        Draw the validation rows at random; ``False`` takes the last rows (a
+        data-independent choice as well).
+    expected_repetitions : float, default=None
+        ``E[K]``, the expected number of runs; sets ``gamma``. ``None``:
+        ``max(10, 2 * n_candidates)``. More runs try more candidates and cost
+        ``log(E[K]) / (lambda - 1)`` more at each order.
+    eta : float, default=0.0
+        Shape of ``D_{eta, gamma}``, > -1: 0 is the logarithmic distribution, 1 the
+        geometric one. Smaller values weigh the ``eps_hat`` term less.
+    refit : bool, default=True
+        Refit the best parameters on all rows, with the same per-fit budget as
+        the runs (composed into the total, which leaves each fit less). ``False``
+        keeps the winning run's model, fitted on the training part. On a9a the
+        refit model was as accurate on average and varied less.
+    ledger : PrivacyLedger, default=None
+        A ledger the search reports its total to (besides the active ledgers).
+    random_state : None, int or Generator, default=None
+        Randomness of the split, of ``K``, of the candidate draws, of the score
+        noise and the seeds of the fits. ``None`` (OS entropy) for a release.
+
+    Attributes
+    ----------
+    best_params_ : dict
+    best_index_ : int
+        Index of ``best_params_`` in ``candidate_params_``.
+    best_estimator_ : estimator
+    best_score_ : float
+        Noisy validation score of the winning run.
+    candidate_params_ : list of dict
+        The grid.
+    fit_epsilon_, fit_delta_ : float
+        Budget of every fit (search runs and refit).
+    score_noise_ : float
+        Standard deviation of the Gaussian noise on validation scores.
+    gamma_, eta_, expected_repetitions_ : float
+        Parameters of the distribution of K.
+    epsilon_spent_, delta_spent_ : float
+        Total guarantee of the search.
+    privacy_events_ : tuple of PrivacyEvent
+        One RDP event: the search's total curve.
+
+    Examples
+    --------
+    >>> search = PrivateHyperparameterSearch(           # doctest: +SKIP
+    ...     DPSparseLogisticRegression(), {"alpha": [1e-4, 1e-3, 1e-2]},
+    ...     epsilon=1.0, delta=1e-6).fit(X, y)
+    >>> search.best_params_, search.epsilon_spent_     # doctest: +SKIP
+    """
+
+    def __init__(self, estimator, param_grid, *, epsilon=1.0, delta=1e-6, scoring=None,
+                 score_bounds=None, validation_fraction=0.2, shuffle=True,
+                 expected_repetitions=None, eta=0.0, refit=True, ledger=None,
+                 random_state=None):
+        self.estimator = estimator
+        self.param_grid = param_grid
+        self.epsilon = epsilon
+        self.delta = delta
+        self.scoring = scoring
+        self.score_bounds = score_bounds
+        self.validation_fraction = validation_fraction
+        self.shuffle = shuffle
+        self.expected_repetitions = expected_repetitions
+        self.eta = eta
+        self.refit = refit
+        self.ledger = ledger
+        self.random_state = random_state
+
+    # -- parameters ---------------------------------------------------------
+    def _check_setup(self):
+        epsilon, delta = check_privacy_params(self.epsilon, self.delta, require_delta=True)
+        if not math.isfinite(epsilon):
+            raise ValueError("the private search needs a finite epsilon")
+        base_params = self.estimator.get_params(deep=False)
+        for name in ("epsilon", "delta"):
+            if name not in base_params:
+                raise ValueError(
+                    f"{type(self.estimator).__name__} has no {name!r} parameter; the "
+                    "private search needs a private estimator of skdp_sparse"
+                )
+        candidates = list(ParameterGrid(self.param_grid))
+        if not candidates:
+            raise ValueError("param_grid is empty")
+        for cand in candidates:
+            bad = {"epsilon", "delta", "random_state", "ledger"} & set(cand)
+            if bad:
+                raise ValueError(
+                    f"param_grid may not set {sorted(bad)}: the search sets the per-fit "
+                    "budget and the seeds itself"
+                )
+        if not (isinstance(self.validation_fraction, numbers.Real)
+                and 0 < self.validation_fraction < 1):
+            raise ValueError(
+                f"validation_fraction must be in (0, 1), got {self.validation_fraction!r}"
+            )
+        if not (isinstance(self.eta, numbers.Real) and self.eta > -1):
+            raise ValueError(f"eta must be a number > -1, got {self.eta!r}")
+        mean = self.expected_repetitions
+        if mean is None:
+            mean = max(10.0, 2.0 * len(candidates))
+        if not (isinstance(mean, numbers.Real) and mean > 1 and math.isfinite(mean)):
+            raise ValueError(f"expected_repetitions must be a number > 1, got {mean!r}")
+        scorer, bounds = self._scorer()
+        base_delta = base_params["delta"]
+        fit_delta = 0.0 if isinstance(base_delta, numbers.Real) and base_delta == 0 else delta
+        return epsilon, delta, candidates, float(mean), scorer, bounds, fit_delta
+
+    def _scorer(self):
+        scoring = self.scoring
+        if scoring is None:
+            if is_classifier(self.estimator):
+                scoring = "accuracy"
+            elif get_tags(self.estimator).estimator_type == "regressor":
+                scoring = "neg_squared_error"
+            else:
+                raise ValueError("give scoring (a callable) for an estimator that is "
+                                 "neither a classifier nor a regressor")
+        if callable(scoring):
+            if self.score_bounds is None:
+                raise ValueError("a callable scoring needs public score_bounds=(low, high)")
+            func = scoring
+        elif scoring in _BUILTIN_SCORES:
+            func = scoring
+        else:
+            raise ValueError(f"scoring must be one of {sorted(_BUILTIN_SCORES)} or a "
+                             f"callable, got {scoring!r}")
+        bounds = self.score_bounds if self.score_bounds is not None \
+            else _BUILTIN_SCORES[scoring]
+        low, high = (float(b) for b in bounds)
+        if not (math.isfinite(low) and math.isfinite(high) and low < high):
+            raise ValueError(f"score_bounds must be finite with low < high, got {bounds!r}")
+        return func, (low, high)
+
+    @staticmethod
+    def _per_example_scores(scorer, estimator, X, y):
+        if scorer == "accuracy":
+            s = (np.asarray(estimator.predict(X)) == np.asarray(y)).astype(float)
+        elif scorer == "neg_squared_error":
+            s = -((np.asarray(y, dtype=float) - np.asarray(estimator.predict(X))) ** 2)
+        elif scorer == "neg_absolute_error":
+            s = -np.abs(np.asarray(y, dtype=float) - np.asarray(estimator.predict(X)))
+        else:
+            s = np.asarray(scorer(estimator, X, y), dtype=float)
+        n = _n_rows(X)
+        if s.ndim > 1:  # multi-output errors: average over outputs, row by row
+            s = s.reshape(n, -1).mean(axis=1)
+        if s.shape != (n,):
+            raise ValueError(f"scoring must give one score per row ({n}), got shape {s.shape}")
+        return s
+
+    def _score_noise(self, rho, sensitivity):
+        """Standard deviation of the score noise: a Gaussian mechanism that is
+        rho-zCDP for the given sensitivity."""
+        return sensitivity / math.sqrt(2 * rho)
+
+    # -- fitting ---------------------------------------------------------
+    def _configured(self, params, epsilon, delta, seed):
+        est = clone(self.estimator).set_params(**params, epsilon=epsilon, delta=delta)
+        if "random_state" in est.get_params(deep=False):
+            est.set_params(random_state=seed)
+        return est
+
+    def _probe(self, cache, index, params, fit_epsilon, fit_delta, X, y, n_rows):
+        """Events of a fit of candidate ``index`` on ``n_rows`` rows, from dummy data."""
+        key = (index, fit_epsilon, n_rows)
+        if key not in cache:
+            Xd, yd = _dummy_like(X, y, n_rows, is_classifier(self.estimator))
+            est = self._configured(params, fit_epsilon, fit_delta, 0)
+            with _reporting_suspended():
+                est.fit(Xd) if yd is None else est.fit(Xd, yd)
+            events = _fit_events(est)
+            cache[key] = (events, events_rdp(events))
+        return cache[key]
+
+    def _curves(self, cache, candidates, fit_epsilon, fit_delta, X, y, n_train, n_rows):
+        """Worst-case RDP curves over the candidates: a search run's fit, and a refit
+        (zero without refit)."""
+        run = np.max([self._probe(cache, i, c, fit_epsilon, fit_delta, X, y, n_train)[1]
+                      for i, c in enumerate(candidates)], axis=0)
+        refit = np.zeros_like(run)
+        if self.refit:
+            refit = np.max([self._probe(cache, i, c, fit_epsilon, fit_delta, X, y, n_rows)[1]
+                            for i, c in enumerate(candidates)], axis=0)
+        return run, refit
+
+    def _calibrate(self, cache, candidates, epsilon, delta, fit_delta, X, y, n_train, n_rows,
+                   eta, gamma, rtol=0.01, max_evals=30):
+        """Largest per-fit epsilon whose total is <= epsilon (within ``rtol`` below).
+
+        Every candidate value is checked exactly, with the events of dummy fits.
+        Between checks, a model guides the search: the total as a function of a
+        factor ``c`` on the fits' RDP curves is cheap to invert, and the curves
+        grow like ``fit_epsilon ** s`` (``s`` near 2 for Gaussian noise at small
+        epsilon, re-estimated from the checks).
+        """
+
+        def total(run, refit, c=1.0):
+            return rdp_epsilon(selection_rdp(c * run, eta, gamma) + c * refit, delta)
+
+        def factor_for_target(run, refit):
+            target = epsilon * (1 - rtol / 2)
+            lo_c, hi_c = 1e-8, 1e8
+            for _ in range(100):
+                mid = math.sqrt(lo_c * hi_c)
+                if total(run, refit, mid) > target:
+                    hi_c = mid
+                else:
+                    lo_c = mid
+                if hi_c / lo_c < 1 + 1e-4:
+                    break
+            return lo_c
+
+        lo = hi = None  # (fit_eps, total, run, selection curve + refit): feasible, infeasible
+        x, s, previous = epsilon / 2, 2.0, None
+        for _ in range(max_evals):
+            run, refit = self._curves(cache, candidates, x, fit_delta, X, y, n_train, n_rows)
+            t = total(run, refit)
+            point = (x, t, run, selection_rdp(run, eta, gamma) + refit)
+            if t <= epsilon:
+                if lo is None or x > lo[0]:
+                    lo = point
+                if t >= epsilon * (1 - rtol):
+                    break
+            elif hi is None or x < hi[0]:
+                hi = point
+            if lo is not None and hi is not None and hi[0] / lo[0] < 1 + 1e-9:
+                break
+            if previous is not None and previous[0] != x:
+                growth = np.mean(np.log(np.maximum(run, 1e-300)
+                                        / np.maximum(previous[1], 1e-300)))
+                if np.isfinite(growth) and growth != 0:
+                    s = float(np.clip(growth / math.log(x / previous[0]), 0.25, 4.0))
+            previous = (x, run)
+            if not np.any(run > 0):
+                x *= 16
+                continue
+            x_next = x * factor_for_target(run, refit) ** (1 / s)
+            if lo is not None and hi is not None and not (lo[0] < x_next < hi[0]):
+                x_next = math.sqrt(lo[0] * hi[0])
+            if not 1e-12 < x_next < 1e12:
+                break
+            x = x_next
+        if lo is None:
+            raise ValueError(
+                f"no per-fit budget meets the total (epsilon={epsilon}, delta={delta}): the "
+                "selection overhead alone exceeds it; raise epsilon or delta, or lower "
+                "expected_repetitions"
+            )
+        return lo
+
+    def fit(self, X, y=None):
+        """Select hyperparameters privately and fit the selected model."""
+        (epsilon, delta, candidates, mean_k, scorer, (low, high),
+         fit_delta) = self._check_setup()
+        if y is None:
+            (X,) = indexable(X)
+        else:
+            X, y = indexable(X, y)
+        if not hasattr(X, "shape"):
+            X = np.asarray(X)
+        if X.ndim != 2:
+            raise ValueError(f"X must be 2-dimensional, got shape {X.shape}")
+        n = _n_rows(X)
+        n_val = int(math.ceil(self.validation_fraction * n))
+        n_train = n - n_val
+        if n_val < 1 or n_train < 1:
+            raise ValueError(f"{n} rows are too few to split with validation_fraction="
+                             f"{self.validation_fraction}")
+        eta = float(self.eta)
+        gamma = truncated_negative_binomial_gamma(eta, mean_k)
+
+        # Public work only: calibration on dummy data.
+        cache = {}
+        fit_epsilon, total_eps, run_curve, total_curve = self._calibrate(
+            cache, candidates, epsilon, delta, fit_delta, X, y, n_train, n, eta, gamma
+        )
+        sensitivity = (high - low) / n_val
+        rho_score = float(np.min(run_curve / RDP_ORDERS))
+        if not rho_score > 0:
+            raise ValueError("the estimator's fits record no privacy loss at some order; "
+                             "they cannot set the score noise")
+        sigma = self._score_noise(rho_score, sensitivity)
+
+        check_budget(self, epsilon, delta)  # before any private computation
+
+        rng = check_generator(self.random_state)
+        order = rng.permutation(n) if self.shuffle else np.arange(n)
+        train_idx, val_idx = np.sort(order[:n_train]), np.sort(order[n_train:])
+        X_tr, X_val = _safe_indexing(X, train_idx), _safe_indexing(X, val_idx)
+        y_tr = None if y is None else _safe_indexing(y, train_idx)
+        y_val = None if y is None else _safe_indexing(y, val_idx)
+
+        k = sample_truncated_negative_binomial(eta, gamma, rng)
+        realised = []  # events of every fit, for the conservative record if a check fails
+        try:
+            with _reporting_suspended():
+                best_score, best_index, best_estimator = self._run(
+                    k, candidates, fit_epsilon, fit_delta, X_tr, y_tr, X_val, y_val, X, y,
+                    n_train, n, cache, scorer, low, high, sigma, rng, realised,
+                )
+        except _SpendMismatch:
+            self._fail(realised, k, rho_score, delta)
+
+        self.candidate_params_ = candidates
+        self.best_index_ = best_index
+        self.best_params_ = dict(candidates[best_index])
+        self.best_score_ = best_score
+        self.best_estimator_ = best_estimator
+        self.fit_epsilon_ = fit_epsilon
+        self.fit_delta_ = fit_delta
+        self.score_noise_ = sigma
+        self.gamma_ = gamma
+        self.eta_ = eta
+        self.expected_repetitions_ = mean_k
+        if hasattr(best_estimator, "n_features_in_"):
+            self.n_features_in_ = best_estimator.n_features_in_
+        if hasattr(best_estimator, "feature_names_in_"):
+            self.feature_names_in_ = best_estimator.feature_names_in_
+        accountant = PrivacyAccountant()
+        accountant.record(PrivacyEvent.from_rdp(total_curve, name="private hyperparameter "
+                                                "search (Papernot & Steinke 2022)"))
+        self._record_spend(accountant, delta)
+        report_fit(self, accountant, delta)
+        return self
+
+    def _run(self, k, candidates, fit_epsilon, fit_delta, X_tr, y_tr, X_val, y_val, X, y,
+             n_train, n, cache, scorer, low, high, sigma, rng, realised):
+        """The K runs (and the refit): the only code that touches the private data."""
+        best = None
+        for _ in range(k):
+            index = int(rng.integers(len(candidates)))
+            est = self._configured(candidates[index], fit_epsilon, fit_delta,
+                                   int(rng.integers(2**63 - 1)))
+            est.fit(X_tr) if y_tr is None else est.fit(X_tr, y_tr)
+            events = _fit_events(est)
+            realised.extend(events)
+            expected = self._probe(cache, index, candidates[index], fit_epsilon, fit_delta,
+                                   X, y, n_train)[0]
+            if not _same_events(events, expected):
+                raise _SpendMismatch
+            scores = self._per_example_scores(scorer, est, X_val, y_val)
+            scores = np.clip(np.nan_to_num(scores, nan=low), low, high)
+            noisy = float(np.mean(scores) + rng.normal(0.0, sigma))
+            if best is None or noisy > best[0]:
+                best = (noisy, index, est)
+        best_score, best_index, best_estimator = best
+        if self.refit:
+            est = self._configured(candidates[best_index], fit_epsilon, fit_delta,
+                                   int(rng.integers(2**63 - 1)))
+            est.fit(X) if y is None else est.fit(X, y)
+            events = _fit_events(est)
+            realised.extend(events)
+            expected = self._probe(cache, best_index, candidates[best_index], fit_epsilon,
+                                   fit_delta, X, y, n)[0]
+            if not _same_events(events, expected):
+                raise _SpendMismatch
+            best_estimator = est
+        return best_score, best_index, best_estimator
+
+    def _fail(self, realised, k, rho_score, delta):
+        """A fit recorded other events than its public dummy fit: its spend depends on
+        the data, so best-of-K does not apply. Report the composition of everything
+        that ran, then stop."""
+        accountant = PrivacyAccountant(realised)
+        accountant.record(PrivacyEvent.gaussian(math.sqrt(2 * rho_score), count=k,
+                                                name="validation scores"))
+        self._record_spend(accountant, delta)
+        report_fit(self, accountant, delta)
+        raise RuntimeError(
+            f"a fit of {type(self.estimator).__name__} recorded different privacy events on "
+            "the data than on public dummy data of the same shape: its privacy spend "
+            "depends on the data, which the private search cannot account for. The "
+            "composition of all fits that ran has been reported to the privacy ledgers."
+        )
+
+    # -- delegation ---------------------------------------------------------
+    def _best_has(name):
+        def check(self):
+            check_is_fitted(self, "best_estimator_")
+            return hasattr(self.best_estimator_, name)
+
+        return check
+
+    @available_if(_best_has("predict"))
+    def predict(self, X):
+        return self.best_estimator_.predict(X)
+
+    @available_if(_best_has("predict_proba"))
+    def predict_proba(self, X):
+        return self.best_estimator_.predict_proba(X)
+
+    @available_if(_best_has("predict_log_proba"))
+    def predict_log_proba(self, X):
+        return self.best_estimator_.predict_log_proba(X)
+
+    @available_if(_best_has("decision_function"))
+    def decision_function(self, X):
+        return self.best_estimator_.decision_function(X)
+
+    @available_if(_best_has("transform"))
+    def transform(self, X):
+        return self.best_estimator_.transform(X)
+
+    @available_if(_best_has("score"))
+    def score(self, X, y=None):
+        """The best estimator's own ``score`` (on data you pass: not private)."""
+        return self.best_estimator_.score(X, y)
+
+    @property
+    def classes_(self):
+        check_is_fitted(self, "best_estimator_")
+        return self.best_estimator_.classes_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        sub = get_tags(self.estimator)
+        tags.estimator_type = sub.estimator_type
+        tags.classifier_tags = sub.classifier_tags
+        tags.regressor_tags = sub.regressor_tags
+        tags.target_tags.required = sub.target_tags.required
+        tags.input_tags.sparse = sub.input_tags.sparse
+        tags.non_deterministic = True
+        return tags

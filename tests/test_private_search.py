@@ -1,0 +1,405 @@
+"""Private hyperparameter selection (Papernot & Steinke 2022): accounting, API, audits."""
+
+import functools
+import importlib
+import inspect
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+
+from skdp_sparse.base import DPEstimatorMixin
+from skdp_sparse.exceptions import BudgetExceededError
+from skdp_sparse.model_selection import PrivateHyperparameterSearch
+from skdp_sparse.model_selection._search import (
+    events_rdp,
+    sample_truncated_negative_binomial,
+    selection_rdp,
+    truncated_negative_binomial_gamma,
+    truncated_negative_binomial_mean,
+)
+from skdp_sparse.privacy.accounting import (
+    RDP_ORDERS,
+    PrivacyAccountant,
+    PrivacyEvent,
+    compose,
+    rdp_epsilon,
+)
+from skdp_sparse.privacy.auditing import epsilon_lower_bound
+from skdp_sparse.privacy.ledger import PrivacyLedger, privacy_ledger, report_fit
+from skdp_sparse.privacy.mechanisms import GaussianMechanism
+
+
+@functools.cache
+def _mu(epsilon, delta):
+    return GaussianMechanism(1.0, epsilon=epsilon, delta=delta).mu
+
+
+class ConstantLabelClassifier(DPEstimatorMixin, ClassifierMixin, BaseEstimator):
+    """Predicts ``label`` everywhere; its fit releases a Gaussian-noised label mean
+    (sensitivity 1/n) that prediction ignores, so a fit is exactly one Gaussian
+    mechanism at (epsilon, delta). ``real_fits`` counts fits on data holding the
+    marker value 7 (the real data of a test, never the search's dummy data)."""
+
+    real_fits = 0
+
+    def __init__(self, *, label=0, epsilon=1.0, delta=1e-6, random_state=None):
+        self.label = label
+        self.epsilon = epsilon
+        self.delta = delta
+        self.random_state = random_state
+
+    def fit(self, X, y):
+        if sp.issparse(X):
+            X = X.toarray()
+        X, y = np.asarray(X), np.asarray(y)
+        if np.any(X == 7):
+            type(self).real_fits += 1
+        self.classes_ = np.array([0, 1])
+        mu = _mu(self.epsilon, self.delta)
+        accountant = PrivacyAccountant([PrivacyEvent.gaussian(mu)])
+        rng = np.random.default_rng(self.random_state)
+        self.mean_ = float(np.mean(y)) + rng.normal(0.0, 1 / (len(y) * mu))
+        self.n_features_in_ = X.shape[1]
+        self.n_rows_ = X.shape[0]
+        self._record_spend(accountant, self.delta)
+        report_fit(self, accountant, self.delta)
+        return self
+
+    def predict(self, X):
+        return np.full(X.shape[0], self.label)
+
+
+class LeakyEventsClassifier(ConstantLabelClassifier):
+    """Records one more event per positive label: its spend depends on the data."""
+
+    def fit(self, X, y):
+        super().fit(X, y)
+        extra = PrivacyEvent.gaussian(0.01, count=int(np.sum(np.asarray(y) == 1)) + 1)
+        self.privacy_events_ = self.privacy_events_ + (extra,)
+        return self
+
+
+class ApproximateOnlyClassifier(ConstantLabelClassifier):
+    def fit(self, X, y):
+        super().fit(X, y)
+        self.privacy_events_ = (PrivacyEvent.approximate(self.epsilon, self.delta),)
+        return self
+
+
+def _data(n=200, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 2))
+    X[0, 0] = 7.0
+    y = (rng.random(n) < 0.7).astype(int)
+    return X, y
+
+
+GRID = {"label": [0, 1]}
+
+
+# --------------------------------------------------------------------------
+# The distribution of K and the RDP bound
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("eta", [-0.5, 0.0, 0.5, 1.0, 2.0])
+@pytest.mark.parametrize("mean", [3.0, 10.0])
+def test_truncated_negative_binomial(eta, mean):
+    gamma = truncated_negative_binomial_gamma(eta, mean)
+    assert truncated_negative_binomial_mean(eta, gamma) == pytest.approx(mean, rel=1e-9)
+    rng = np.random.default_rng(0)
+    ks = np.array([sample_truncated_negative_binomial(eta, gamma, rng) for _ in range(20000)])
+    assert ks.min() >= 1
+    # P[K = 1] from the pmf: (1 - gamma) eta / (gamma^-eta - 1), or the logarithmic case.
+    p1 = (1 - gamma) / math.log(1 / gamma) if eta == 0 else \
+        (1 - gamma) * eta / (gamma**-eta - 1)
+    assert np.mean(ks == 1) == pytest.approx(p1, abs=0.015)
+    if eta >= 0:  # heavy tails (eta < 0) make the sample mean too noisy to test
+        assert ks.mean() == pytest.approx(mean, rel=0.08)
+
+
+def test_geometric_case():
+    gamma = truncated_negative_binomial_gamma(1.0, 4.0)
+    assert gamma == pytest.approx(0.25)
+
+
+def test_selection_rdp_formula():
+    rho, eta, gamma = 0.01, 0.5, 0.1
+    run = RDP_ORDERS * rho
+    curve = selection_rdp(run, eta, gamma)
+    mean_k = truncated_negative_binomial_mean(eta, gamma)
+    lam = RDP_ORDERS[100]
+    # A brute-force minimisation of the lambda_hat term over a fine continuum.
+    lam_hat = np.concatenate([[1.0], np.geomspace(1.0005, 3000, 200000)])
+    hat = np.min((1 + eta) * ((1 - 1 / lam_hat) * lam_hat * rho + math.log(1 / gamma) / lam_hat))
+    expected = lam * rho + hat + math.log(mean_k) / (lam - 1)
+    # The grid minimum is an upper bound, close to the continuous one.
+    assert curve[100] >= expected - 1e-12
+    assert curve[100] == pytest.approx(expected, rel=2e-2)
+    # More repetitions cost more; the bound exceeds a single run.
+    assert np.all(curve > run)
+    more = selection_rdp(run, eta, truncated_negative_binomial_gamma(eta, 10 * mean_k))
+    assert np.all(more > curve)
+
+
+def test_events_rdp():
+    g = PrivacyEvent.gaussian(0.5, count=3)
+    assert np.allclose(events_rdp([g]), 3 * RDP_ORDERS * 0.125)
+    pure = PrivacyEvent.pure(0.1)
+    assert np.allclose(events_rdp([pure]), np.minimum(RDP_ORDERS * 0.005, 0.1))
+    rdp = PrivacyEvent.from_rdp(RDP_ORDERS * 0.01, count=2)
+    assert np.allclose(events_rdp([rdp, g]), RDP_ORDERS * 0.02 + 3 * RDP_ORDERS * 0.125)
+    with pytest.raises(ValueError, match="Renyi"):
+        events_rdp([PrivacyEvent.approximate(1.0, 1e-6)])
+
+
+# --------------------------------------------------------------------------
+# The estimator
+# --------------------------------------------------------------------------
+def test_search_spends_its_budget_and_works():
+    X, y = _data()
+    search = PrivateHyperparameterSearch(ConstantLabelClassifier(), GRID, epsilon=1.0,
+                                         delta=1e-6, refit=False, random_state=0).fit(X, y)
+    assert 0.97 <= search.epsilon_spent_ <= 1.0
+    assert search.delta_spent_ == 1e-6
+    (event,) = search.privacy_events_
+    assert event.rdp is not None
+    assert compose([event], 1e-6)[0] == pytest.approx(search.epsilon_spent_)
+    assert 0 < search.fit_epsilon_ < 1.0 and search.fit_delta_ == 1e-6
+    assert search.best_params_ in search.candidate_params_
+    assert search.candidate_params_[search.best_index_] == search.best_params_
+    assert search.best_estimator_.label == search.best_params_["label"]
+    assert search.best_estimator_.epsilon == search.fit_epsilon_
+    assert search.predict(X).shape == (X.shape[0],)
+    assert 0 <= search.score(X, y) <= 1
+    assert list(search.classes_) == [0, 1]
+    assert search.n_features_in_ == 2
+    assert not hasattr(search, "cv_results_")  # all scores would not be private
+    # The total is what Theorem 2 gives for the calibrated per-fit budget.
+    run = events_rdp([PrivacyEvent.gaussian(_mu(search.fit_epsilon_, 1e-6))])
+    total = rdp_epsilon(selection_rdp(run, search.eta_, search.gamma_), 1e-6)
+    assert total == pytest.approx(search.epsilon_spent_, rel=1e-9)
+    # The score noise is the Gaussian mechanism with the fits' rho on a 1/n_val range.
+    rho = _mu(search.fit_epsilon_, 1e-6) ** 2 / 2
+    assert search.score_noise_ == pytest.approx((1 / 40) / math.sqrt(2 * rho))
+
+
+def test_reproducible_with_seed_and_clonable():
+    X, y = _data()
+    search = PrivateHyperparameterSearch(ConstantLabelClassifier(), GRID, random_state=3)
+    a = clone(search).fit(X, y)
+    b = clone(search).fit(X, y)
+    assert a.best_params_ == b.best_params_ and a.best_score_ == b.best_score_
+    ledger = PrivacyLedger()
+    assert clone(search.set_params(ledger=ledger)).ledger is ledger
+
+
+def test_refit_uses_all_rows_and_costs_budget():
+    X, y = _data()
+    plain = PrivateHyperparameterSearch(ConstantLabelClassifier(), GRID, refit=False,
+                                        random_state=0)
+    refit = clone(plain).set_params(refit=True)
+    plain.fit(X, y)
+    refit.fit(X, y)
+    assert 0.97 <= refit.epsilon_spent_ <= 1.0
+    assert refit.fit_epsilon_ < plain.fit_epsilon_
+    assert refit.best_estimator_.epsilon == refit.fit_epsilon_
+    assert refit.best_estimator_.n_rows_ == X.shape[0]  # refitted on all rows
+    assert plain.best_estimator_.n_rows_ == 160  # the training part (80%)
+    # Its total is Theorem 2's curve plus the refit's, at the calibrated per-fit budget.
+    run = events_rdp([PrivacyEvent.gaussian(_mu(refit.fit_epsilon_, 1e-6))])
+    curve = selection_rdp(run, refit.eta_, refit.gamma_) + run
+    assert rdp_epsilon(curve, 1e-6) == pytest.approx(refit.epsilon_spent_, rel=1e-9)
+
+
+def test_one_ledger_record_for_the_whole_search():
+    X, y = _data()
+    with privacy_ledger() as ledger:
+        search = PrivateHyperparameterSearch(ConstantLabelClassifier(), GRID,
+                                             random_state=0).fit(X, y)
+    (record,) = ledger.records()  # inner fits are not recorded (they would reveal K)
+    assert record.estimator == "PrivateHyperparameterSearch"
+    assert record.epsilon_spent == search.epsilon_spent_
+    assert record.params["epsilon"] == 1.0
+
+
+def test_budget_cap_refuses_search_before_touching_data():
+    X, y = _data()
+    ledger = PrivacyLedger(max_epsilon=1.5, max_delta=1e-5)
+    search = PrivateHyperparameterSearch(ConstantLabelClassifier(), GRID, epsilon=1.0,
+                                         ledger=ledger, random_state=0)
+    search.fit(X, y)
+    before = ConstantLabelClassifier.real_fits
+    with pytest.raises(BudgetExceededError):
+        clone(search).fit(X, y)
+    assert ConstantLabelClassifier.real_fits == before
+    assert len(ledger) == 1 and ledger.pending() == []
+
+
+def test_data_dependent_spend_is_detected_and_reported():
+    X, y = _data()
+    with privacy_ledger() as ledger, pytest.raises(RuntimeError, match="depends on the data"):
+        PrivateHyperparameterSearch(LeakyEventsClassifier(), GRID, random_state=0).fit(X, y)
+    (record,) = ledger.records()
+    # Everything that ran is composed: at least one fit and one score.
+    assert record.epsilon_spent > 0 and len(record.events) >= 2
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"param_grid": {"epsilon": [1.0, 2.0]}}, "may not set"),
+        ({"delta": 0.0}, "delta > 0"),
+        ({"epsilon": np.inf}, "finite"),
+        ({"scoring": lambda est, X, y: np.ones(len(X))}, "score_bounds"),
+        ({"scoring": "roc_auc"}, "scoring must be"),
+        ({"validation_fraction": 1.0}, "validation_fraction"),
+        ({"expected_repetitions": 1.0}, "expected_repetitions"),
+        ({"eta": -1.0}, "eta"),
+        ({"estimator": BaseEstimator()}, "epsilon"),
+        ({"epsilon": 1e-4}, "no per-fit budget"),
+    ],
+)
+def test_invalid_settings(kwargs, match):
+    X, y = _data()
+    params = {"estimator": ConstantLabelClassifier(), "param_grid": GRID, **kwargs}
+    with pytest.raises(ValueError, match=match):
+        PrivateHyperparameterSearch(**params).fit(X, y)
+
+
+def test_approximate_only_estimator_is_refused():
+    X, y = _data()
+    with pytest.raises(ValueError, match="Renyi"):
+        PrivateHyperparameterSearch(ApproximateOnlyClassifier(), GRID).fit(X, y)
+
+
+def test_custom_scoring_is_clipped():
+    X, y = _data()
+
+    def wild(est, X, y):  # out-of-range and non-finite scores are clipped
+        out = np.full(X.shape[0], 1e6)
+        out[::2] = np.nan
+        return out
+
+    search = PrivateHyperparameterSearch(ConstantLabelClassifier(), GRID, scoring=wild,
+                                         score_bounds=(0.0, 1.0), random_state=0,
+                                         epsilon=50.0).fit(X, y)
+    assert abs(search.best_score_ - 0.5) < 0.2
+
+
+# --------------------------------------------------------------------------
+# Audits: the selected candidate on neighbouring datasets
+# --------------------------------------------------------------------------
+class _ExactScores(PrivateHyperparameterSearch):
+    """The flawed variant: (almost) no noise on the validation scores."""
+
+    def _score_noise(self, rho, sensitivity):
+        return 1e-6 * super()._score_noise(rho, sensitivity)
+
+
+def _neighbours():
+    # Validation rows are the last half (shuffle=False). S and S' differ in one
+    # validation label, which flips the better constant prediction.
+    X = np.zeros((10, 1))
+    y = np.array([0, 1, 0, 1, 0, 1, 1, 1, 0, 0])
+    y_prime = y.copy()
+    y_prime[7] = 0
+    return X, y, y_prime
+
+
+def _selection_frequencies(search_cls, n_runs, epsilon, seed):
+    X, y, y_prime = _neighbours()
+    search = search_cls(ConstantLabelClassifier(), GRID, epsilon=epsilon, delta=1e-5,
+                        validation_fraction=0.5, shuffle=False, eta=1.0,
+                        expected_repetitions=10, refit=False)
+    rng = np.random.default_rng(seed)
+    out = []
+    for labels in (y, y_prime):
+        picks = np.empty(n_runs)
+        for i in range(n_runs):
+            search.set_params(random_state=int(rng.integers(2**63 - 1)))
+            picks[i] = search.fit(X, labels).best_params_["label"]
+        out.append(picks)
+    return out
+
+
+def test_audit_selection_is_private():
+    epsilon = 0.5
+    on_s, on_s_prime = _selection_frequencies(PrivateHyperparameterSearch, 600, epsilon, 0)
+    res = epsilon_lower_bound(on_s, on_s_prime, delta=1e-5, confidence=0.95, rng=0)
+    assert res.epsilon_lb <= epsilon
+
+
+def test_audit_catches_exact_validation_scores():
+    epsilon = 0.5
+    on_s, on_s_prime = _selection_frequencies(_ExactScores, 600, epsilon, 1)
+    res = epsilon_lower_bound(on_s, on_s_prime, delta=1e-5, confidence=0.95, rng=0)
+    # With exact scores the best label wins whenever it is tried: about
+    # 1 - E[2^-K] = 0.91 against E[2^-K] = 0.09 for K geometric with mean 10.
+    assert res.epsilon_lb > epsilon
+
+
+# --------------------------------------------------------------------------
+# The library's estimators
+# --------------------------------------------------------------------------
+def _library_estimators():
+    found = []
+    for module in ("skdp_sparse.linear_model", "skdp_sparse.mean", "skdp_sparse"):
+        try:
+            mod = importlib.import_module(module)
+        except Exception:  # modules still being written may not import
+            continue
+        for name in getattr(mod, "__all__", []):
+            obj = getattr(mod, name, None)
+            if (inspect.isclass(obj) and issubclass(obj, DPEstimatorMixin)
+                    and issubclass(obj, BaseEstimator)
+                    and obj is not PrivateHyperparameterSearch):
+                found.append(obj)
+    return sorted(set(found), key=lambda c: c.__name__)
+
+
+LIBRARY = _library_estimators()
+
+
+def _mean_score(est, X, y):
+    """Per-row negative squared distance to the released mean."""
+    X = X.toarray() if sp.issparse(X) else np.asarray(X)
+    return -np.sum((X - est.mean_) ** 2, axis=1)
+
+
+@pytest.mark.skipif(not LIBRARY, reason="no estimator of the library imports yet")
+@pytest.mark.parametrize("cls", LIBRARY, ids=lambda c: c.__name__)
+def test_library_estimators(cls):
+    from sklearn.base import is_classifier, is_regressor
+
+    rng = np.random.default_rng(0)
+    X = sp.random(400, 8, density=0.4, format="csr", random_state=0)
+    w = rng.standard_normal(8)
+    params = cls().get_params()
+    kwargs = {}
+    if is_classifier(cls()):
+        y = (X @ w > 0).astype(int)
+    elif is_regressor(cls()):
+        y = np.clip(X @ w / 4, -1, 1)
+    else:
+        y = None
+    if "alpha" in params:
+        grid, base = {"alpha": [1e-4, 1e-2]}, cls()
+    elif y is None and "method" in params:  # a mean estimator
+        grid, base = {"method": ["laplace", "gaussian"]}, cls(delta=1e-6)
+        kwargs = {"scoring": _mean_score, "score_bounds": (-4.0, 0.0)}
+    else:
+        pytest.skip(f"no obvious hyperparameter to tune for {cls.__name__}")
+    try:
+        search = PrivateHyperparameterSearch(base, grid, epsilon=1.0, delta=1e-6,
+                                             expected_repetitions=3, random_state=0, **kwargs)
+        search.fit(X, y)
+    except ValueError as exc:
+        if "Renyi" in str(exc):
+            pytest.skip(f"{cls.__name__} records (epsilon, delta) events only")
+        raise
+    assert search.epsilon_spent_ <= 1.0
+    assert search.best_estimator_.epsilon == search.fit_epsilon_
+    if y is not None:
+        assert search.predict(X).shape == (400,)
