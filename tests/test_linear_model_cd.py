@@ -109,7 +109,7 @@ def test_greedy_exponential_calibration(monkeypatch):
     X, y = _classification_data(n_classes=3)
     n = X.shape[0]
     eps, delta, T = 1.0, 1e-6, 40
-    clf = DPSparseLogisticRegression(epsilon=eps, delta=delta, max_iter=T,
+    clf = DPSparseLogisticRegression(epsilon=eps, delta=delta, max_iter=T, solver="greedy_cd",
                                      feature_bound=0.5, random_state=0).fit(X, y)
     assert len(cap.calls) == 3
     kw = cap.calls[0]
@@ -136,6 +136,7 @@ def test_greedy_laplace_pure_calibration(monkeypatch):
     n = X.shape[0]
     T = 25
     reg = DPGreedyCDRegressor(epsilon=2.0, delta=0.0, selection="laplace", max_iter=T,
+                              solver="greedy_cd",
                               loss="huber", huber_epsilon=0.5, random_state=0).fit(X, y)
     kw = cap.calls[0]
     eps0 = 2.0 / (2 * T)  # basic composition of 2T pure steps
@@ -152,7 +153,7 @@ def test_greedy_laplace_pure_calibration(monkeypatch):
 def test_default_iterations_follow_public_rule(monkeypatch):
     cap = _Capture(monkeypatch)
     X, y = _regression_data(n=400)
-    DPGreedyCDRegressor(epsilon=1.0, delta=1e-6, random_state=0).fit(X, y)
+    DPGreedyCDRegressor(epsilon=1.0, delta=1e-6, solver="greedy_cd", random_state=0).fit(X, y)
     expected = round((400 * 1.0 / math.sqrt(math.log(1e6))) ** (2 / 3))
     assert cap.calls[0]["n_updates"] == expected
 
@@ -287,11 +288,15 @@ def test_accepts_coo_and_lil():
     (dict(delta=1.0), "delta"),
     (dict(delta=-0.1), "delta"),
     (dict(feature_bound=-1.0), "feature_bound"),
-    (dict(gradient_clip=-2.0), "gradient_clip"),
-    (dict(gradient_clip=np.inf), "gradient_clip"),
+    (dict(gradient_clip=-2.0, solver="greedy_cd"), "gradient_clip"),
+    (dict(gradient_clip=np.inf, solver="greedy_cd"), "gradient_clip"),
     (dict(solver="sgdx"), "solver"),
     (dict(penalty="l3"), "penalty"),
-    (dict(delta=0.0), "delta > 0"),
+    (dict(delta=0.0, solver="greedy_cd"), "delta > 0"),
+    (dict(delta=0.0, solver="sgd"), "delta > 0"),
+    (dict(solver="output_perturbation"), "penalty='l2'"),
+    (dict(norm_bound=0.0, solver="sgd"), "norm_bound"),
+    (dict(batch_size=0, solver="sgd"), "batch_size"),
     (dict(alpha=-1.0), "alpha"),
     (dict(max_iter=0), "max_iter"),
 ])
@@ -319,3 +324,50 @@ def test_bad_data_raise():
         DPSparseLogisticRegression().fit(X, y[:-1])
     with pytest.raises(ValueError, match="loss"):
         DPGreedyCDRegressor(loss="hinge").fit(X, y.astype(float))
+
+
+# ----------------------------------------------------------- solver choice
+def test_auto_solver_rule_uses_public_shape_only():
+    from skdp_sparse.linear_model._coordinate_descent import resolve_solver
+
+    assert resolve_solver("auto", 32_561, 123, 1.0) == "greedy_cd"
+    assert resolve_solver("auto", 7_770, 8_315, 1.0) == "sgd"
+    assert resolve_solver("auto", 100_000, 1_000_000, 1.0) == "sparse_sgd"
+    assert resolve_solver("cd", 10, 10**7, 1.0) == "cd"
+    X, y = _classification_data()
+    clf = DPSparseLogisticRegression(random_state=0).fit(X, y)
+    assert clf.solver_ == resolve_solver("auto", *X.shape, 1.0)
+    # Same shape, different labels and values: same choice.
+    rng = np.random.default_rng(5)
+    clf2 = DPSparseLogisticRegression(random_state=0).fit(rng.random(X.shape), y[::-1])
+    assert clf2.solver_ == clf.solver_
+
+
+@pytest.mark.parametrize("solver", ["sgd", "sparse_sgd", "phased_sgd", "bias_reduced_sgd",
+                                    "output_perturbation"])
+def test_every_solver_fits_and_spends_the_budget(solver):
+    X, y = _classification_data(n=400, n_classes=3)
+    penalty = "l2" if solver == "output_perturbation" else "l1"
+    clf = DPSparseLogisticRegression(epsilon=2.0, delta=1e-5, solver=solver, penalty=penalty,
+                                     random_state=0).fit(sp.csr_matrix(X), y)
+    assert clf.coef_.shape == (3, X.shape[1])
+    assert clf.epsilon_spent_ <= 2.0 * (1 + 1e-6)
+    assert compose(clf.privacy_events_, 1e-5)[0] == pytest.approx(clf.epsilon_spent_)
+    assert set(clf.predict(X)) <= set(clf.classes_)
+    reg = DPGreedyCDRegressor(epsilon=2.0, delta=1e-5, solver=solver, penalty=penalty,
+                              random_state=0).fit(*_regression_data())
+    assert reg.epsilon_spent_ <= 2.0 * (1 + 1e-6)
+
+
+def test_noiseless_sgd_solver_through_estimator_matches_sklearn():
+    X, y = _classification_data()
+    n = X.shape[0]
+    alpha = 1e-2
+    Xn = X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-12)
+    clf = DPSparseLogisticRegression(epsilon=np.inf, solver="sgd", penalty="l2", alpha=alpha,
+                                     max_iter=20_000, learning_rate=1.0, random_state=0)
+    clf.fit(Xn, y == 1)
+    ref = LogisticRegression(C=1 / (n * alpha), tol=1e-12, max_iter=10_000).fit(Xn, y == 1)
+    np.testing.assert_allclose(clf.coef_, ref.coef_, atol=1e-6)
+    np.testing.assert_allclose(clf.intercept_, ref.intercept_, atol=1e-6)
+    assert clf.epsilon_spent_ == np.inf

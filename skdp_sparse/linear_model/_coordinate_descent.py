@@ -27,11 +27,13 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_bound, check_privacy_params, validate_sparse_data
 from ..base import DPEstimatorMixin
+from ..optim import sgd as _sgd_module
 from ..optim.coordinate_descent import coordinate_descent
 from ..optim.losses import HuberLoss, LogisticLoss, SquaredLoss
 from ..optim.penalties import L1, L2, ElasticNet, NoPenalty
 from ..privacy._random import check_generator
 from ..privacy.accounting import PrivacyAccountant, PrivacyEvent, calibrate_scale
+from ._output_perturbation import fit_output_perturbation
 
 __all__ = ["DPGreedyCDRegressor", "DPSparseLogisticRegression"]
 
@@ -64,21 +66,74 @@ def default_greedy_iterations(n_samples, epsilon, delta):
     return max(1, int(round((n_samples * epsilon / math.sqrt(log_term)) ** (2 / 3))))
 
 
+_CD_SOLVERS = ("greedy_cd", "cd")
+_GRADIENT_SOLVERS = ("sgd", "bias_reduced_sgd", "sparse_sgd", "phased_sgd")
+SOLVERS = ("auto",) + _CD_SOLVERS + _GRADIENT_SOLVERS + ("output_perturbation",)
+
+#: ``solver="auto"`` takes the greedy solver from this many examples per feature
+#: per unit of epsilon on (a9a, n eps / p = 265, is above; w8a, 124, and reuters,
+#: 0.9, are below: there noisy gradient descent wins, see benchmarks/bench_cd.py).
+GREEDY_MIN_SAMPLES_PER_FEATURE = 200
+#: ``solver="auto"`` takes the sparsity-preserving SGD from this many features on,
+#: where a dense noisy gradient of length p per step dominates the cost.
+SPARSE_SGD_MIN_FEATURES = 100_000
+
+
+def resolve_solver(solver, n_samples, n_features, epsilon):
+    """The solver ``solver="auto"`` runs, from public n, p and epsilon only.
+
+    The rule never looks at feature values, labels or non-zero counts, so the
+    choice itself reveals nothing about the training data:
+
+    * ``p >= SPARSE_SGD_MIN_FEATURES``: ``"sparse_sgd"`` (per-step cost independent of p);
+    * ``n * epsilon / p >= GREEDY_MIN_SAMPLES_PER_FEATURE``: ``"greedy_cd"``;
+    * otherwise ``"sgd"`` (noisy full-batch gradient descent, averaged iterates).
+    """
+    if solver != "auto":
+        return solver
+    if n_features >= SPARSE_SGD_MIN_FEATURES:
+        return "sparse_sgd"
+    if n_samples * min(epsilon, 1e12) / max(n_features, 1) >= GREEDY_MIN_SAMPLES_PER_FEATURE:
+        return "greedy_cd"
+    return "sgd"
+
+
 class _BaseDPCoordinateDescent(DPEstimatorMixin, BaseEstimator):
     """Shared fit logic; subclasses define the loss and the target handling."""
 
-    _solvers = ("greedy_cd", "cd")
+    _solvers = SOLVERS
 
     def _check_params(self, n_samples, n_features):
         epsilon, delta = check_privacy_params(self.epsilon, self.delta)
         if self.solver not in self._solvers:
             raise ValueError(f"solver must be one of {self._solvers}, got {self.solver!r}")
+        self.solver_ = resolve_solver(self.solver, n_samples, n_features, epsilon)
+        check_bound("norm_bound", self.norm_bound)
+        if self.sparsity is not None and (
+            not isinstance(self.sparsity, numbers.Integral) or self.sparsity < 1
+        ):
+            raise ValueError(f"sparsity must be a positive int or None, got {self.sparsity!r}")
+        for name in ("batch_size",):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, numbers.Integral) or value < 1):
+                raise ValueError(f"{name} must be a positive int or None, got {value!r}")
+        if self.learning_rate is not None:
+            check_bound("learning_rate", self.learning_rate)
+        if math.isfinite(epsilon) and self.solver_ in _GRADIENT_SOLVERS and delta == 0:
+            raise ValueError(f"solver={self.solver_!r} adds Gaussian noise and needs delta > 0")
+        if self.solver_ == "output_perturbation" and self.penalty != "l2":
+            raise ValueError(
+                "solver='output_perturbation' solves the L2-regularised problem: "
+                "set penalty='l2' (alpha=None picks the theorem's default strength)"
+            )
         if self.selection not in ("exponential", "laplace"):
             raise ValueError(
                 f"selection must be 'exponential' or 'laplace', got {self.selection!r}"
             )
-        if not isinstance(self.alpha, numbers.Real) or not (self.alpha >= 0):
-            raise ValueError(f"alpha must be a non-negative number, got {self.alpha!r}")
+        if self.alpha is not None and (
+            not isinstance(self.alpha, numbers.Real) or not (self.alpha >= 0)
+        ):
+            raise ValueError(f"alpha must be a non-negative number or None, got {self.alpha!r}")
         if not (0 <= self.l1_ratio <= 1):
             raise ValueError(f"l1_ratio must be in [0, 1], got {self.l1_ratio!r}")
         if self.max_iter is not None and (
@@ -93,13 +148,13 @@ class _BaseDPCoordinateDescent(DPEstimatorMixin, BaseEstimator):
         private = math.isfinite(epsilon)
         if private and clip is not None and np.any(np.isinf(clip)):
             raise ValueError("gradient_clip must be finite when epsilon is finite")
-        if private and self.solver == "greedy_cd" and self.selection == "exponential" \
+        if private and self.solver_ == "greedy_cd" and self.selection == "exponential" \
                 and delta == 0:
             raise ValueError(
                 "selection='exponential' composes in zCDP and needs delta > 0; "
                 "use selection='laplace' for pure DP"
             )
-        if private and self.solver == "cd" and delta == 0:
+        if private and self.solver_ == "cd" and delta == 0:
             raise ValueError("solver='cd' adds Gaussian noise and needs delta > 0")
         return epsilon, delta, feature_bound, clip
 
@@ -126,10 +181,10 @@ class _BaseDPCoordinateDescent(DPEstimatorMixin, BaseEstimator):
 
     def _n_updates(self, n_samples, n_coords, epsilon, delta):
         if self.max_iter is not None:
-            return self.max_iter if self.solver == "greedy_cd" else self.max_iter * n_coords
+            return self.max_iter if self.solver_ == "greedy_cd" else self.max_iter * n_coords
         if not math.isfinite(epsilon):
             return 200 * n_coords
-        if self.solver == "greedy_cd":
+        if self.solver_ == "greedy_cd":
             return default_greedy_iterations(n_samples, epsilon, delta)
         # DP-CD: a few passes; more passes split the budget over more noisy updates.
         return 5 * n_coords
@@ -137,7 +192,7 @@ class _BaseDPCoordinateDescent(DPEstimatorMixin, BaseEstimator):
     def _events(self, scale, n_updates, n_problems, epsilon_pure):
         """Mechanism calls of the whole fit for a noise scale (``1 / mu`` or ``1 / eps0``)."""
         k = n_updates * n_problems
-        if self.solver == "cd":
+        if self.solver_ == "cd":
             return [PrivacyEvent.gaussian(1.0 / scale, count=k, name="cd update")]
         if epsilon_pure:
             eps0 = 1.0 / scale
@@ -148,7 +203,87 @@ class _BaseDPCoordinateDescent(DPEstimatorMixin, BaseEstimator):
         return [PrivacyEvent.exponential(eps_select, count=k, name="selection"),
                 PrivacyEvent.gaussian(mu, count=k, name="update")]
 
-    def _fit_problems(self, X, targets, loss, penalty, epsilon, delta, feature_bound, clip):
+    def _alpha(self):
+        return self._default_alpha if self.alpha is None else self.alpha
+
+    def _fit_problems(self, X, targets, loss, epsilon, delta, feature_bound, clip):
+        """Fit one linear model per target vector with the resolved solver; one budget."""
+        if self.solver_ in _CD_SOLVERS:
+            penalty = _make_penalty(self.penalty, self._alpha(), self.l1_ratio)
+            return self._fit_cd(self._clip_entries(X, feature_bound), targets, loss, penalty,
+                                epsilon, delta, feature_bound, clip)
+        if self.solver_ == "output_perturbation":
+            return self._fit_output_perturbation(X, targets, loss, epsilon, delta)
+        return self._fit_gradient(X, targets, loss, epsilon, delta)
+
+    def _penalty_strengths(self):
+        alpha = self._alpha()
+        if self.penalty is None or self.penalty == "none":
+            return 0.0, 0.0
+        if self.penalty == "l1":
+            return 0.0, alpha
+        if self.penalty == "l2":
+            return alpha, 0.0
+        if self.penalty == "elasticnet":
+            return alpha * (1 - self.l1_ratio), alpha * self.l1_ratio
+        raise ValueError(f"penalty must be 'l1', 'l2', 'elasticnet' or None, got {self.penalty!r}")
+
+    def _fit_gradient(self, X, targets, loss, epsilon, delta):
+        """Stochastic-gradient solvers; K one-vs-rest problems get (eps/K, delta/K) each
+        (basic composition), since each solver calibrates its own noise."""
+        l2, l1 = self._penalty_strengths()
+        k = len(targets)
+        solver = getattr(_sgd_module, self.solver_)
+        kwargs = dict(l2=l2, l1=l1, max_row_norm=float(self.norm_bound),
+                      derivative_clip=self._derivative_clip(loss), epsilon=epsilon / k,
+                      delta=delta / k, learning_rate=self.learning_rate,
+                      fit_intercept=self.fit_intercept, verbose=self.verbose)
+        if self.solver_ != "sparse_sgd":
+            kwargs["sparsity"] = self.sparsity
+        if self.solver_ in ("sgd", "sparse_sgd"):
+            kwargs["batch_size"] = self.batch_size
+            # Averaging the iterates only serves to average out the noise; without
+            # noise the last iterate converges to the optimum much faster.
+            kwargs["average"] = math.isfinite(epsilon)
+        if self.max_iter is not None:
+            kwargs["max_steps" if self.solver_ == "bias_reduced_sgd" else "n_steps"] = \
+                self.max_iter
+        rng = check_generator(self.random_state)
+        accountant = PrivacyAccountant()
+        coefs, intercepts, steps = [], [], []
+        for y_k in targets:
+            coef, intercept, n_steps, events, _ = solver(X, y_k, loss, rng=rng, **kwargs)
+            for event in events:
+                accountant.record(event)
+            coefs.append(coef)
+            intercepts.append(intercept)
+            steps.append(n_steps)
+        self._record_spend(accountant, delta)
+        self.n_iter_ = int(max(steps))
+        return np.array(coefs), np.array(intercepts)
+
+    def _fit_output_perturbation(self, X, targets, loss, epsilon, delta):
+        accountant = PrivacyAccountant()
+        Y = np.column_stack(targets)
+        coef, intercept = fit_output_perturbation(
+            X, Y if Y.shape[1] > 1 else Y[:, 0], loss, alpha=self.alpha, epsilon=epsilon,
+            delta=delta, norm_bound=float(self.norm_bound), domain="none", radius=None,
+            tol=1e-3, rng=check_generator(self.random_state), accountant=accountant,
+            fit_intercept=self.fit_intercept, intercept_bound=1.0, sparsity=self.sparsity,
+            target_bound=self._output_perturbation_target_bound(),
+        )
+        self._record_spend(accountant, delta)
+        # The number of solver iterations depends on the data; a fixed count is reported.
+        self.n_iter_ = 1
+        return np.atleast_2d(coef), np.atleast_1d(intercept)
+
+    def _derivative_clip(self, loss):
+        return None if np.isfinite(loss.derivative_bound) else self._target_scale()
+
+    def _output_perturbation_target_bound(self):
+        return None
+
+    def _fit_cd(self, X, targets, loss, penalty, epsilon, delta, feature_bound, clip):
         """Run one private CD per target vector, all calibrated to one joint budget."""
         n_samples, n_features = X.shape
         n_problems = len(targets)
@@ -156,7 +291,7 @@ class _BaseDPCoordinateDescent(DPEstimatorMixin, BaseEstimator):
         smoothness, clip_all = self._public_constants(loss, n_features, feature_bound, clip)
         n_updates = self._n_updates(n_samples, n_coords, epsilon, delta)
         sensitivity = 2.0 * clip_all / n_samples
-        pure = self.solver == "greedy_cd" and self.selection == "laplace"
+        pure = self.solver_ == "greedy_cd" and self.selection == "laplace"
 
         accountant = PrivacyAccountant()
         if math.isfinite(epsilon):
@@ -165,7 +300,7 @@ class _BaseDPCoordinateDescent(DPEstimatorMixin, BaseEstimator):
             )
             for event in self._events(scale, n_updates, n_problems, pure):
                 accountant.record(event)
-            if self.solver == "cd":
+            if self.solver_ == "cd":
                 update_noise, update_scale = "gaussian", sensitivity * scale
                 selection_noise, selection_scale = "none", 0.0
             elif pure:
@@ -187,7 +322,7 @@ class _BaseDPCoordinateDescent(DPEstimatorMixin, BaseEstimator):
             selection_noise, selection_scale = "none", 0.0
 
         rng = check_generator(self.random_state)
-        selection = "greedy" if self.solver == "greedy_cd" else "random"
+        selection = "greedy" if self.solver_ == "greedy_cd" else "random"
         coefs, intercepts, n_iters = [], [], []
         for k, y_k in enumerate(targets):
             if self.verbose and n_problems > 1:
@@ -237,12 +372,13 @@ class _BaseDPCoordinateDescent(DPEstimatorMixin, BaseEstimator):
 
 
 class DPGreedyCDRegressor(RegressorMixin, _BaseDPCoordinateDescent):
-    """Linear regression trained by differentially private coordinate descent.
+    """Linear regression trained with differential privacy on sparse data.
 
     Minimises ``(1/n) sum_i l(y_i, x_i . w + b) + psi(w)`` with the squared or
     Huber loss ``l`` and an l1, l2 or elastic-net penalty ``psi``, by private
-    greedy coordinate descent (DP-GCD, Mangold et al. 2023) or private randomised
-    coordinate descent (DP-CD, Mangold et al. 2022).
+    greedy coordinate descent (DP-GCD, Mangold et al. 2023), private randomised
+    coordinate descent (DP-CD, Mangold et al. 2022), one of the stochastic-gradient
+    solvers of :mod:`skdp_sparse.optim.sgd`, or output perturbation.
 
     Privacy
     -------
@@ -263,9 +399,22 @@ class DPGreedyCDRegressor(RegressorMixin, _BaseDPCoordinateDescent):
       composition and zCDP; ``delta=0`` gives pure DP.
     * ``solver="cd"``: a coordinate drawn uniformly at random, Gaussian update;
       the updates compose exactly as one Gaussian mechanism (GDP).
+    * ``solver="sgd"``, ``"bias_reduced_sgd"``, ``"sparse_sgd"``, ``"phased_sgd"``:
+      rows are clipped to l2 norm ``norm_bound`` (and l1 norm
+      ``norm_bound * sqrt(sparsity)``), per-example derivatives to the loss's bound
+      (``target_bound`` for the squared loss); see :func:`skdp_sparse.optim.sgd.sgd`
+      and its siblings for each mechanism and its accounting.
+    * ``solver="output_perturbation"``: L2-regularised ERM solved to a certified
+      tolerance plus calibrated noise
+      (:func:`~skdp_sparse.linear_model.fit_output_perturbation`); needs
+      ``penalty="l2"``.
+    * ``solver="auto"`` (default): chosen by :func:`resolve_solver` from the public
+      n, p and epsilon only, never from the data's values or labels.
 
     The noise is calibrated so that the accountant's total equals
-    ``(epsilon, delta)``; ``epsilon_spent_`` and ``delta_spent_`` report it.
+    ``(epsilon, delta)``; ``epsilon_spent_`` and ``delta_spent_`` report it. For
+    multiclass one-vs-rest fits the coordinate-descent solvers calibrate all K
+    problems jointly; the gradient solvers give each ``(epsilon/K, delta/K)``.
 
     Parameters
     ----------
@@ -277,12 +426,20 @@ class DPGreedyCDRegressor(RegressorMixin, _BaseDPCoordinateDescent):
     huber_epsilon : float, default=1.35
         Threshold of the Huber loss.
     penalty : {"l1", "l2", "elasticnet"} or None, default="l1"
-    alpha : float, default=1e-3
-        Penalty strength.
+    alpha : float, default=None
+        Penalty strength; ``None`` is 1e-3 (``output_perturbation``: the theorem's
+        rule from the public bounds).
     l1_ratio : float, default=0.5
         Elastic-net mixing (scikit-learn's convention).
     feature_bound : float or array of shape (n_features,), default=1.0
-        Public bound on ``|x_ij|``; entries are clipped to it.
+        Public bound on ``|x_ij|`` (coordinate-descent solvers); entries are clipped to it.
+    norm_bound : float, default=1.0
+        Public bound on the l2 norm of a row (gradient solvers, output perturbation);
+        rows are clipped to it.
+    sparsity : int, default=None
+        Public bound s on non-zeros per row; rows are also clipped to l1 norm
+        ``norm_bound * sqrt(s)`` (projection-mechanism gradients, pure-DP output
+        perturbation).
     target_bound : float, default=1.0
         Public scale of ``|y|``, used for the default gradient clipping of the
         squared loss (``C_j = target_bound * feature_bound_j``).
@@ -292,12 +449,20 @@ class DPGreedyCDRegressor(RegressorMixin, _BaseDPCoordinateDescent):
     fit_intercept : bool, default=True
         The intercept is the coefficient of a constant feature 1, unpenalised;
         its gradient is clipped like a feature of bound 1.
-    solver : {"greedy_cd", "cd"}, default="greedy_cd"
+    solver : {"auto", "greedy_cd", "cd", "sgd", "bias_reduced_sgd", "sparse_sgd", \
+"phased_sgd", "output_perturbation"}, default="auto"
     selection : {"exponential", "laplace"}, default="exponential"
+        Noisy selection of the greedy solver.
     max_iter : int, default=None
-        Greedy steps (``greedy_cd``) or passes over the coordinates (``cd``).
-        ``None``: ``(n eps / sqrt(log(1/delta)))^{2/3}`` greedy steps
-        (:func:`default_greedy_iterations`) or 5 passes.
+        Greedy steps (``greedy_cd``), passes over the coordinates (``cd``) or
+        gradient steps (gradient solvers). ``None``: ``(n eps / sqrt(log(1/delta)))^{2/3}``
+        greedy steps (:func:`default_greedy_iterations`), 5 passes, or each
+        gradient solver's theory default.
+    batch_size : int, default=None
+        Minibatch size of ``sgd`` and ``sparse_sgd`` (``None``: the solver's default,
+        full batch for ``sgd``).
+    learning_rate : float, default=None
+        Step size of the gradient solvers (``None``: ``1 / smoothness`` from the bounds).
     tol : float, default=1e-7
         Stopping tolerance on the best score, used only when ``epsilon=np.inf``
         (a data-dependent stopping rule would not be private).
@@ -309,7 +474,10 @@ class DPGreedyCDRegressor(RegressorMixin, _BaseDPCoordinateDescent):
     ----------
     coef_ : ndarray of shape (n_features,)
     intercept_ : float
+    solver_ : str
+        The solver that ran (``solver="auto"`` resolved).
     n_iter_ : int
+        Iterations run; a public number fixed before the fit (1 for output perturbation).
     epsilon_spent_, delta_spent_ : float
     privacy_events_ : tuple of PrivacyEvent
 
@@ -324,11 +492,13 @@ class DPGreedyCDRegressor(RegressorMixin, _BaseDPCoordinateDescent):
     True
     """
 
+    _default_alpha = 1e-3
+
     def __init__(self, *, epsilon=1.0, delta=1e-6, loss="squared", huber_epsilon=1.35,
-                 penalty="l1", alpha=1e-3, l1_ratio=0.5, feature_bound=1.0, target_bound=1.0,
-                 gradient_clip=None, fit_intercept=True, solver="greedy_cd",
-                 selection="exponential", max_iter=None, tol=1e-7, random_state=None,
-                 verbose=0):
+                 penalty="l1", alpha=None, l1_ratio=0.5, feature_bound=1.0, norm_bound=1.0,
+                 sparsity=None, target_bound=1.0, gradient_clip=None, fit_intercept=True,
+                 solver="auto", selection="exponential", max_iter=None, batch_size=None,
+                 learning_rate=None, tol=1e-7, random_state=None, verbose=0):
         self.epsilon = epsilon
         self.delta = delta
         self.loss = loss
@@ -337,15 +507,22 @@ class DPGreedyCDRegressor(RegressorMixin, _BaseDPCoordinateDescent):
         self.alpha = alpha
         self.l1_ratio = l1_ratio
         self.feature_bound = feature_bound
+        self.norm_bound = norm_bound
+        self.sparsity = sparsity
         self.target_bound = target_bound
         self.gradient_clip = gradient_clip
         self.fit_intercept = fit_intercept
         self.solver = solver
         self.selection = selection
         self.max_iter = max_iter
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
         self.tol = tol
         self.random_state = random_state
         self.verbose = verbose
+
+    def _output_perturbation_target_bound(self):
+        return self._target_scale()
 
     def _target_scale(self):
         return check_bound("target_bound", self.target_bound)
@@ -364,10 +541,8 @@ class DPGreedyCDRegressor(RegressorMixin, _BaseDPCoordinateDescent):
         epsilon, delta, feature_bound, clip = self._check_params(*X.shape)
         self._check_budget(epsilon, delta)
         self._target_scale()
-        penalty = _make_penalty(self.penalty, self.alpha, self.l1_ratio)
-        X = self._clip_entries(X, feature_bound)
         coef, intercept = self._fit_problems(
-            X, [np.asarray(y, dtype=float)], loss, penalty, epsilon, delta, feature_bound, clip
+            X, [np.asarray(y, dtype=float)], loss, epsilon, delta, feature_bound, clip
         )
         self.coef_ = coef[0]
         self.intercept_ = float(intercept[0])
@@ -381,11 +556,14 @@ class DPSparseLogisticRegression(ClassifierMixin, _BaseDPCoordinateDescent):
     """Logistic regression trained with differential privacy on sparse data.
 
     Minimises ``(1/n) sum_i log(1 + exp(-y_i (x_i . w + b))) + psi(w)`` by private
-    greedy coordinate descent (``solver="greedy_cd"``, DP-GCD) or private
-    randomised coordinate descent (``solver="cd"``, DP-CD). Multiclass problems
-    are solved one-vs-rest: the K binary fits share one accountant, so their
-    noise is calibrated jointly and the whole fit, all classes together, meets
-    ``(epsilon, delta)``.
+    greedy coordinate descent (``solver="greedy_cd"``, DP-GCD), private randomised
+    coordinate descent (``solver="cd"``, DP-CD), a stochastic-gradient solver
+    (``"sgd"``, ``"bias_reduced_sgd"``, ``"sparse_sgd"``, ``"phased_sgd"``) or
+    output perturbation; ``solver="auto"`` chooses from public n, p and epsilon
+    (:func:`resolve_solver`). Multiclass problems are solved one-vs-rest and the
+    whole fit, all classes together, meets ``(epsilon, delta)``: the
+    coordinate-descent solvers calibrate the K binary fits jointly in one
+    accountant, the other solvers give each ``(epsilon/K, delta/K)``.
 
     Privacy
     -------
@@ -397,16 +575,19 @@ class DPSparseLogisticRegression(ClassifierMixin, _BaseDPCoordinateDescent):
 
     Parameters
     ----------
-    epsilon, delta, penalty, alpha, l1_ratio, feature_bound, gradient_clip,
-    fit_intercept, solver, selection, max_iter, tol, random_state,
-    verbose
+    epsilon, delta, penalty, l1_ratio, feature_bound, norm_bound, sparsity,
+    gradient_clip, fit_intercept, solver, selection, max_iter, batch_size,
+    learning_rate, tol, random_state, verbose
         As in :class:`DPGreedyCDRegressor`.
+    alpha : float, default=None
+        Penalty strength; ``None`` is 1e-4 (``output_perturbation``: the theorem's rule).
 
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
     coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
     intercept_ : ndarray of shape (1,) or (n_classes,)
+    solver_ : str
     n_iter_ : int
     epsilon_spent_, delta_spent_ : float
     privacy_events_ : tuple of PrivacyEvent
@@ -422,21 +603,27 @@ class DPSparseLogisticRegression(ClassifierMixin, _BaseDPCoordinateDescent):
     (3,)
     """
 
-    def __init__(self, *, epsilon=1.0, delta=1e-6, penalty="l1", alpha=1e-4, l1_ratio=0.5,
-                 feature_bound=1.0, gradient_clip=None, fit_intercept=True,
-                 solver="greedy_cd", selection="exponential",
-                 max_iter=None, tol=1e-7, random_state=None, verbose=0):
+    _default_alpha = 1e-4
+
+    def __init__(self, *, epsilon=1.0, delta=1e-6, penalty="l1", alpha=None, l1_ratio=0.5,
+                 feature_bound=1.0, norm_bound=1.0, sparsity=None, gradient_clip=None,
+                 fit_intercept=True, solver="auto", selection="exponential", max_iter=None,
+                 batch_size=None, learning_rate=None, tol=1e-7, random_state=None, verbose=0):
         self.epsilon = epsilon
         self.delta = delta
         self.penalty = penalty
         self.alpha = alpha
         self.l1_ratio = l1_ratio
         self.feature_bound = feature_bound
+        self.norm_bound = norm_bound
+        self.sparsity = sparsity
         self.gradient_clip = gradient_clip
         self.fit_intercept = fit_intercept
         self.solver = solver
         self.selection = selection
         self.max_iter = max_iter
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
         self.tol = tol
         self.random_state = random_state
         self.verbose = verbose
@@ -455,13 +642,11 @@ class DPSparseLogisticRegression(ClassifierMixin, _BaseDPCoordinateDescent):
             )
         epsilon, delta, feature_bound, clip = self._check_params(*X.shape)
         self._check_budget(epsilon, delta)
-        penalty = _make_penalty(self.penalty, self.alpha, self.l1_ratio)
-        X = self._clip_entries(X, feature_bound)
         codes = encoder.transform(y)
         positives = [1] if self.classes_.size == 2 else range(self.classes_.size)
         targets = [np.where(codes == k, 1.0, -1.0) for k in positives]
         coef, intercept = self._fit_problems(
-            X, targets, LogisticLoss(), penalty, epsilon, delta, feature_bound, clip
+            X, targets, LogisticLoss(), epsilon, delta, feature_bound, clip
         )
         self.coef_ = coef
         self.intercept_ = intercept

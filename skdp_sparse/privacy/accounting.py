@@ -120,7 +120,9 @@ def zcdp_epsilon(rho, delta):
 
 
 #: Renyi orders on which RDP curves are stored and composed.
-RDP_ORDERS = np.concatenate([1 + np.geomspace(1e-3, 1, 40)[:-1], np.geomspace(2, 2048, 120)])
+RDP_ORDERS = np.unique(np.concatenate([
+    1 + np.geomspace(1e-3, 1, 40)[:-1], np.arange(2, 65, dtype=float), np.geomspace(2, 2048, 120)
+]))
 
 
 def rdp_epsilon(rdp, delta, orders=RDP_ORDERS):

@@ -1,0 +1,369 @@
+"""Numba kernels of the stochastic-gradient solvers.
+
+The kernels only compute; the privacy calibration lives in :mod:`skdp_sparse.optim.sgd`.
+Guarantees the calibration relies on:
+
+* every per-example derivative ``l'(y_i, z_i)`` is clipped to ``[-dclip, dclip]``
+  before it multiplies the (already norm-clipped) row, so one example's gradient
+  term is bounded in l2 by ``dclip * sqrt(||x_i||^2 + 1)``;
+* every noisy quantity gets a fresh draw from the ``numpy.random.Generator``
+  passed in (Numba advances its state in place); no draw is reused.
+"""
+
+import math
+
+import numba
+import numpy as np
+
+from .losses import loss_derivative
+
+
+@numba.njit(cache=True, inline="always")
+def _clipped_derivative(code, y, z, param, dclip):
+    g = loss_derivative(code, y, z, param)
+    if g > dclip:
+        return dclip
+    if g < -dclip:
+        return -dclip
+    return g
+
+
+@numba.njit(cache=True)
+def csr_batch_gradient(data, indices, indptr, rows, w, b, y, code, param, dclip, grad):
+    """Sum over ``rows`` of the clipped per-example gradients, into ``grad`` (zeroed here).
+
+    Returns the sum of the clipped derivatives (the intercept's gradient sum).
+    Cost O(d + nnz of the rows).
+    """
+    grad[:] = 0.0
+    total = 0.0
+    for r in range(rows.size):
+        i = rows[r]
+        z = b
+        for k in range(indptr[i], indptr[i + 1]):
+            z += data[k] * w[indices[k]]
+        g = _clipped_derivative(code, y[i], z, param, dclip)
+        total += g
+        for k in range(indptr[i], indptr[i + 1]):
+            grad[indices[k]] += g * data[k]
+    return total
+
+
+# ---------------------------------------------------------------------------
+# Phased SGD: one-pass projected proximal SGD on a sequence of examples
+# ---------------------------------------------------------------------------
+@numba.njit(cache=True)
+def _prox_project(theta, n_coef, step_l1, radius):
+    """Soft-threshold the coefficients (not the intercept), then project on the l2 ball."""
+    if step_l1 > 0:
+        for j in range(n_coef):
+            v = theta[j]
+            if v > step_l1:
+                theta[j] = v - step_l1
+            elif v < -step_l1:
+                theta[j] = v + step_l1
+            else:
+                theta[j] = 0.0
+    if np.isfinite(radius):
+        sq = 0.0
+        for j in range(theta.size):
+            sq += theta[j] * theta[j]
+        if sq > radius * radius:
+            s = radius / math.sqrt(sq)
+            for j in range(theta.size):
+                theta[j] *= s
+
+
+@numba.njit(cache=True)
+def single_pass_sgd(data, indices, indptr, dense, is_sparse, order, theta, n_coef, y, code,
+                    param, dclip, fit_intercept, eta, l2, l1, radius):
+    """Projected proximal SGD, one example of ``order`` per step; returns the average iterate.
+
+    Each step maps ``theta`` through ``prox_{eta l1}(theta - eta (grad_i + l2 theta))``
+    and the projection on the l2 ball of ``radius``: for a convex, beta-smooth
+    per-example loss and ``eta <= 2 / beta`` this map is non-expansive, which
+    is what bounds the sensitivity of the average in phased SGD.
+    ``theta`` holds the ``n_coef`` coefficients, then the intercept if fitted.
+    Cost O(d + nnz(row)) per step.
+    """
+    avg = np.zeros(theta.size)
+    for t in range(order.size):
+        i = order[t]
+        z = theta[n_coef] if fit_intercept else 0.0
+        if is_sparse:
+            for k in range(indptr[i], indptr[i + 1]):
+                z += data[k] * theta[indices[k]]
+        else:
+            for j in range(n_coef):
+                z += dense[i, j] * theta[j]
+        g = _clipped_derivative(code, y[i], z, param, dclip)
+        if l2 > 0:
+            shrink = 1.0 - eta * l2
+            for j in range(n_coef):
+                theta[j] *= shrink
+        if is_sparse:
+            for k in range(indptr[i], indptr[i + 1]):
+                theta[indices[k]] -= eta * g * data[k]
+        else:
+            for j in range(n_coef):
+                theta[j] -= eta * g * dense[i, j]
+        if fit_intercept:
+            theta[n_coef] -= eta * g
+        _prox_project(theta, n_coef, eta * l1, radius)
+        for j in range(theta.size):
+            avg[j] += theta[j]
+    if order.size > 0:
+        avg /= order.size
+    return avg
+
+
+# ---------------------------------------------------------------------------
+# Sparsity-preserving DP-SGD (DP-AdaFEST): lazy penalties, O(batch) per step
+# ---------------------------------------------------------------------------
+@numba.njit(cache=True)
+def _lazy_decay(x, k, c, a):
+    """Value after ``k`` gradient-free steps ``x <- S_a(c x)``, and the sum of the k values.
+
+    ``c = 1 - eta l2`` in (0, 1], ``a = eta l1 >= 0``; ``S_a`` is soft-thresholding.
+    Closed form: with ``A = a / (1 - c)``, ``|x_i| = max(c^i (|x| + A) - A, 0)``
+    (``|x| - i a`` when ``c = 1``), and the sign of ``x`` is kept until it hits 0.
+    """
+    if k <= 0 or x == 0.0:
+        return x, 0.0
+    sgn = 1.0 if x > 0 else -1.0
+    ax = abs(x)
+    if a == 0.0:
+        if c == 1.0:
+            return x, k * x
+        ck = c**k
+        return x * ck, sgn * ax * c * (1.0 - ck) / (1.0 - c)
+    if c == 1.0:
+        # Positive while ax - i a > 0, i.e. for i < ax / a.
+        m = math.ceil(ax / a) - 1
+        if m > k:
+            m = k
+        if m < 0:
+            m = 0
+        total = m * ax - a * m * (m + 1) / 2.0
+        value = ax - k * a if k <= m else 0.0
+        return sgn * max(value, 0.0), sgn * max(total, 0.0)
+    big_a = a / (1.0 - c)
+    # Positive while c^i (ax + A) > A, i.e. for i < log(A / (ax + A)) / log(c).
+    bound = math.log(big_a / (ax + big_a)) / math.log(c)
+    m = math.ceil(bound) - 1
+    if m > k:
+        m = k
+    if m < 0:
+        m = 0
+    total = (ax + big_a) * c * (1.0 - c**m) / (1.0 - c) - m * big_a
+    value = (ax + big_a) * c**k - big_a if k <= m else 0.0
+    return sgn * max(value, 0.0), sgn * max(total, 0.0)
+
+
+@numba.njit(cache=True)
+def _catch_up(j, t, w, wsum, last, c, a):
+    k = t - last[j]
+    if k > 0:
+        v, s = _lazy_decay(w[j], k, c, a)
+        w[j] = v
+        wsum[j] += s
+        last[j] = t
+
+
+@numba.njit(cache=True)
+def _poisson_batch(rng, n, q, batch, row_mark):
+    """Poisson subsample: a Binomial(n, q) size, then that many distinct uniform rows.
+
+    Exact in distribution (given its size, a Poisson sample is a uniform subset);
+    expected O(size) work for size <= n / 2, else the complement is drawn.
+    """
+    m = rng.binomial(n, q)
+    if m <= n // 2:
+        got = 0
+        while got < m:
+            i = rng.integers(0, n)
+            if row_mark[i] == 0:
+                row_mark[i] = 1
+                batch[got] = i
+                got += 1
+        for r in range(m):
+            row_mark[batch[r]] = 0
+        return m
+    # Mark the n - m excluded rows, keep the others.
+    excl = n - m
+    got = 0
+    while got < excl:
+        i = rng.integers(0, n)
+        if row_mark[i] == 0:
+            row_mark[i] = 1
+            got += 1
+    got = 0
+    for i in range(n):
+        if row_mark[i] == 0:
+            batch[got] = i
+            got += 1
+        else:
+            row_mark[i] = 0
+    return m
+
+
+@numba.njit(cache=True)
+def sparse_sgd_steps(data, indices, indptr, y, code, param, dclip, fit_intercept, q,
+                     t_start, t_end, eta, l2, l1, count_sigma, grad_sigma, threshold,
+                     p_zero_pass, contribution_bound, w, wsum, last, counts, grads, feat_mark,
+                     intercept, rng, selected_trace, ops):
+    """Steps ``t_start + 1 .. t_end`` of DP-AdaFEST, in place on the state arrays.
+
+    State: ``w`` (current coefficients, lazily up to date: coordinate j is
+    current as of step ``last[j]``), ``wsum`` (sum of its iterates up to
+    ``last[j]``), ``intercept = [b, sum of b iterates]``; ``counts``, ``grads``
+    and ``feat_mark`` are zero scratch arrays of length n_features, returned zero.
+
+    Per step, with a Poisson batch B of rate q:
+
+    1. noisy counts: each example's indicator of its non-zero features is
+       scaled to l2 norm <= ``contribution_bound`` and summed; Gaussian noise
+       ``count_sigma`` is added to every one of the n_features counts, and the
+       features whose noisy count exceeds ``threshold`` are selected. The
+       ``n_features - k`` features with count 0 are handled exactly in
+       distribution without touching them: the number of them that pass is
+       Binomial(n_features - k, p_zero_pass) and, given that number, the passing
+       set is a uniform subset of them;
+    2. noisy gradient: the clipped per-example gradients are summed and Gaussian
+       noise ``grad_sigma`` is added on the selected coordinates and the
+       intercept only (the noise the other coordinates would get is never
+       looked at, so the release is a post-processing of the full-noise one);
+    3. update ``w_S <- prox(w_S - eta (g_S / (q n) + l2 w_S))``; the other
+       coordinates decay under the penalty lazily, in closed form on next access.
+
+    ``ops[t - 1]`` counts the elementary operations of step t (row entries,
+    selection candidates, sampling draws); none is proportional to n_features.
+    ``selected_trace[t - 1]`` receives the number of selected coordinates and
+    then their indices, as far as it has room. Returns the number of
+    per-example gradients computed.
+    """
+    n = indptr.size - 1
+    n_features = w.size
+    c = 1.0 - eta * l2
+    a = eta * l1
+    denom = q * n
+    touched = np.empty(min(n_features, 4096), dtype=np.int64)
+    selected = np.empty(min(n_features, 4096), dtype=np.int64)
+    batch = np.empty(n, dtype=np.int64)
+    row_mark = np.zeros(n, dtype=np.uint8)
+    margins = np.empty(n)
+    b = intercept[0]
+    n_grad = 0
+    for t in range(t_start + 1, t_end + 1):
+        op = 0
+        m = _poisson_batch(rng, n, q, batch, row_mark)
+        op += m
+        n_grad += m
+        # Margins at the current point: bring the rows' coordinates up to date.
+        for r in range(m):
+            i = batch[r]
+            z = b if fit_intercept else 0.0
+            for k in range(indptr[i], indptr[i + 1]):
+                j = indices[k]
+                _catch_up(j, t - 1, w, wsum, last, c, a)
+                z += data[k] * w[j]
+            margins[r] = z
+            op += indptr[i + 1] - indptr[i]
+        # Contribution counts and gradient sums on the batch's features.
+        n_touched = 0
+        gb = 0.0
+        for r in range(m):
+            i = batch[r]
+            g = _clipped_derivative(code, y[i], margins[r], param, dclip)
+            gb += g
+            nnz = indptr[i + 1] - indptr[i]
+            if nnz == 0:
+                continue
+            weight = min(1.0, contribution_bound / math.sqrt(nnz))
+            for k in range(indptr[i], indptr[i + 1]):
+                j = indices[k]
+                if feat_mark[j] == 0:
+                    if n_touched == touched.size:
+                        touched = _grow(touched)
+                    feat_mark[j] = 1
+                    touched[n_touched] = j
+                    n_touched += 1
+                counts[j] += weight
+                grads[j] += g * data[k]
+            op += nnz
+        # Selection among the features present in the batch ...
+        n_sel = 0
+        for r in range(n_touched):
+            j = touched[r]
+            if counts[j] + count_sigma * rng.standard_normal() > threshold:
+                if n_sel == selected.size:
+                    selected = _grow(selected)
+                selected[n_sel] = j
+                n_sel += 1
+        op += n_touched
+        # ... and among the n_features - k absent ones, exactly in distribution.
+        n_absent = n_features - n_touched
+        extra = rng.binomial(n_absent, p_zero_pass) if n_absent > 0 else 0
+        added = 0
+        while added < extra:
+            j = rng.integers(0, n_features)
+            op += 1
+            if feat_mark[j] == 0:
+                feat_mark[j] = 2
+                if n_sel == selected.size:
+                    selected = _grow(selected)
+                selected[n_sel] = j
+                n_sel += 1
+                added += 1
+        # Noisy proximal gradient step on the selected coordinates.
+        for r in range(n_sel):
+            j = selected[r]
+            _catch_up(j, t - 1, w, wsum, last, c, a)
+            gj = (grads[j] + grad_sigma * rng.standard_normal()) / denom
+            v = c * w[j] - eta * gj
+            if v > a:
+                v -= a
+            elif v < -a:
+                v += a
+            else:
+                v = 0.0
+            w[j] = v
+            wsum[j] += v
+            last[j] = t
+        op += n_sel
+        if fit_intercept:
+            b -= eta * (gb + grad_sigma * rng.standard_normal()) / denom
+        intercept[1] += b
+        row = t - 1
+        if row < selected_trace.shape[0]:
+            selected_trace[row, 0] = n_sel
+            for r in range(min(n_sel, selected_trace.shape[1] - 1)):
+                selected_trace[row, r + 1] = selected[r]
+        # Reset the scratch entries this step used.
+        for r in range(n_touched):
+            j = touched[r]
+            counts[j] = 0.0
+            grads[j] = 0.0
+            feat_mark[j] = 0
+        for r in range(n_sel):
+            feat_mark[selected[r]] = 0
+        if row < ops.size:
+            ops[row] = op
+    intercept[0] = b
+    return n_grad
+
+
+@numba.njit(cache=True)
+def lazy_finish(t, w, wsum, last, eta, l2, l1):
+    """Bring every coordinate to step ``t`` (one O(n_features) pass at the end of a fit)."""
+    c = 1.0 - eta * l2
+    a = eta * l1
+    for j in range(w.size):
+        _catch_up(j, t, w, wsum, last, c, a)
+
+
+@numba.njit(cache=True)
+def _grow(arr):
+    out = np.empty(2 * arr.size, dtype=arr.dtype)
+    out[: arr.size] = arr
+    return out

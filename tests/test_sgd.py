@@ -1,0 +1,520 @@
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from dp_accounting import dp_event
+from dp_accounting.privacy_accountant import NeighboringRelation
+from dp_accounting.rdp import rdp_privacy_accountant
+from scipy.integrate import quad
+from sklearn.linear_model import LogisticRegression
+
+from skdp_sparse.optim import _sgd_kernels as K
+from skdp_sparse.optim.losses import LogisticLoss, SquaredLoss
+from skdp_sparse.optim.sgd import (
+    _bias_reduced_gradient,
+    _bias_reduced_step_privacy,
+    _Filter,
+    _gradient_sum,
+    _prepare,
+    _projection_mechanism,
+    _tgeom_probs,
+    bias_reduced_sgd,
+    phased_sgd,
+    phased_sgd_gradient_bound,
+    sgd,
+    sparse_sgd,
+)
+from skdp_sparse.privacy.accounting import (
+    RDP_ORDERS,
+    PrivacyEvent,
+    calibrate_scale,
+    compose,
+    gaussian_epsilon,
+    rdp_epsilon,
+)
+from skdp_sparse.privacy.auditing import epsilon_lower_bound
+from skdp_sparse.privacy.subsampling import (
+    poisson_gaussian_rdp,
+    sampled_without_replacement_gaussian_rdp,
+    subsampled_gaussian_event,
+    wor_amplified_epsilon_delta,
+)
+
+
+def _logistic_data(n=400, d=30, density=0.2, seed=0, dense=False):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=density, format="csr", random_state=seed)
+    w = rng.normal(size=d) * 2
+    y = np.where(X @ w + 0.2 + 0.5 * rng.normal(size=n) > 0, 1.0, -1.0)
+    return (X.toarray() if dense else X), y
+
+
+# --------------------------------------------------------------------------
+# Subsampled Gaussian RDP against dp_accounting
+# --------------------------------------------------------------------------
+def _dp_accounting_epsilon(event, delta, orders, relation=NeighboringRelation.ADD_OR_REMOVE_ONE):
+    acc = rdp_privacy_accountant.RdpAccountant(orders=list(orders), neighboring_relation=relation)
+    acc.compose(event)
+    return acc.get_epsilon(delta)
+
+
+@pytest.mark.parametrize("q, z", [(0.01, 1.0), (0.001, 2.0), (0.1, 0.8), (0.05, 1.5),
+                                  (0.5, 3.0), (1.0, 2.0)])
+@pytest.mark.parametrize("order", [2, 3, 8, 32, 256])
+def test_poisson_rdp_matches_dp_accounting_at_integer_orders(q, z, order):
+    # Both accountants convert RDP with the same formula (Balle et al. 2020), so equal
+    # epsilons at one order mean equal RDP values.
+    delta = 1e-6
+    ours = rdp_epsilon(poisson_gaussian_rdp(q, z, [order], relation="add_remove"), delta,
+                       orders=[order])
+    ref = _dp_accounting_epsilon(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(z)),
+                                 delta, [order])
+    assert ours == pytest.approx(ref, rel=1e-3)
+
+
+@pytest.mark.parametrize("q, z", [(0.01, 1.0), (0.003, 0.7), (0.2, 2.0)])
+def test_poisson_rdp_upper_bounds_exact_fractional_orders_and_composes(q, z):
+    # (dp_accounting's series does not always converge below order 2; order 1.5 is
+    # checked against quadrature instead.)
+    fractional = [2.5, 7.3, 40.7, 300.2]
+    ours = poisson_gaussian_rdp(q, z, fractional, relation="add_remove")
+    ref = rdp_privacy_accountant._compute_rdp_poisson_subsampled_gaussian(q, z, fractional)
+    assert np.all(ours >= ref * (1 - 1e-9))
+
+    def integrand(x):
+        ratio = (1 - q) + q * np.exp((2 * x - 1) / (2 * z * z))
+        return np.exp(-x * x / (2 * z * z)) / math.sqrt(2 * math.pi * z * z) * ratio**1.5
+
+    exact = math.log(quad(integrand, -80, 80, epsabs=1e-15, epsrel=1e-12, limit=500)[0]) / 0.5
+    assert poisson_gaussian_rdp(q, z, [1.5], relation="add_remove")[0] >= exact
+    # A whole training run on the same grid: the chord at fractional orders costs a
+    # few percent of epsilon (up to ~10% at small noise) against dp_accounting's exact
+    # fractional-order series; it is never below it.
+    delta, steps = 1e-8, 1000
+    ours_eps = compose([PrivacyEvent.from_rdp(
+        poisson_gaussian_rdp(q, z, relation="add_remove"), count=steps)], delta)[0]
+    ref_eps = _dp_accounting_epsilon(dp_event.SelfComposedDpEvent(
+        dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(z)), steps), delta,
+        list(RDP_ORDERS))
+    assert ref_eps * (1 - 1e-3) <= ours_eps <= ref_eps * 1.15
+
+
+@pytest.mark.parametrize("q, z", [(0.01, 1.0), (0.05, 2.0), (0.3, 4.0)])
+def test_sampling_without_replacement_rdp_against_dp_accounting(q, z):
+    # dp_accounting's noise multiplier is relative to the replace-one sensitivity 2C.
+    n = 10_000
+    m = int(q * n)
+    orders = [2, 3, 4, 10, 64]
+    ours = sampled_without_replacement_gaussian_rdp(m / n, z, orders)
+    ref = rdp_privacy_accountant._compute_rdp_sample_wor_gaussian(m / n, z / 2, orders)
+    # Theorem 9 (general) vs dp_accounting's Gaussian-specific strengthening: equal
+    # at order 2, never below it.
+    assert ours[0] == pytest.approx(ref[0], rel=1e-9)
+    assert np.all(ours >= ref * (1 - 1e-9))
+    event = dp_event.SampledWithoutReplacementDpEvent(n, m, dp_event.GaussianDpEvent(z / 2))
+    ref_eps = _dp_accounting_epsilon(event, 1e-6, orders, NeighboringRelation.REPLACE_ONE)
+    ours_eps = rdp_epsilon(ours, 1e-6, orders=orders)
+    assert ref_eps * (1 - 1e-6) <= ours_eps <= ref_eps * 1.2
+
+
+def test_replace_one_poisson_rdp_is_between_add_remove_and_unsubsampled():
+    for q, z in [(0.01, 1.0), (0.1, 2.0), (0.5, 0.7)]:
+        ro = poisson_gaussian_rdp(q, z)
+        ar = poisson_gaussian_rdp(q, z, relation="add_remove")
+        assert np.all(ro >= ar * (1 - 1e-12))
+        assert np.all(ro <= 2 * RDP_ORDERS / z**2 * (1 + 1e-12))
+    # q = 1: a plain Gaussian of sensitivity 2C; the event is the exact GDP one.
+    ev = subsampled_gaussian_event(2.0, 1.0, count=3)
+    assert ev.mu == pytest.approx(1.0) and ev.count == 3
+    assert np.all(poisson_gaussian_rdp(0.0, 1.0) == 0)
+    assert np.all(np.isinf(poisson_gaussian_rdp(0.1, 0.0)))
+
+
+def test_wor_amplification_formula():
+    eps, dlt = wor_amplified_epsilon_delta(1.0, 1e-5, 0.1)
+    assert eps == pytest.approx(math.log(1 + 0.1 * (math.e - 1)))
+    assert dlt == pytest.approx(1e-6)
+
+
+def test_subsampling_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="sampling rate"):
+        poisson_gaussian_rdp(1.5, 1.0)
+    with pytest.raises(ValueError, match="noise multiplier"):
+        poisson_gaussian_rdp(0.1, -1.0)
+    with pytest.raises(ValueError, match="relation"):
+        poisson_gaussian_rdp(0.1, 1.0, relation="bogus")
+    with pytest.raises(ValueError, match="sampling"):
+        subsampled_gaussian_event(1.0, 0.1, sampling="bogus")
+
+
+# --------------------------------------------------------------------------
+# Calibration: the returned events compose to the requested budget
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("kwargs", [
+    dict(),
+    dict(batch_size=40, n_steps=30),
+    dict(batch_size=40, n_steps=30, sampling="without_replacement"),
+    dict(sparsity=5, gradient_estimator="projection", n_steps=7),
+])
+@pytest.mark.parametrize("epsilon", [0.5, 3.0])
+def test_sgd_events_compose_to_the_budget(kwargs, epsilon):
+    X, y = _logistic_data()
+    delta = 1e-6
+    coef, b, steps, events, n_grad = sgd(X, y, LogisticLoss(), epsilon=epsilon, delta=delta,
+                                         rng=0, **kwargs)
+    assert compose(events, delta)[0] == pytest.approx(epsilon, rel=1e-6)
+    assert compose(events, delta)[0] <= epsilon
+    assert sum(e.count for e in events) == steps
+    if "batch_size" not in kwargs:
+        assert n_grad == steps * X.shape[0]
+    assert coef.shape == (X.shape[1],) and np.isfinite(b)
+
+
+def test_sparse_and_phased_sgd_events_compose_to_the_budget():
+    X, y = _logistic_data()
+    delta = 1e-6
+    for solver, kw in [(sparse_sgd, dict(batch_size=50, n_steps=20)),
+                       (phased_sgd, dict()), (phased_sgd, dict(sampling="with_replacement"))]:
+        out = solver(X, y, LogisticLoss(), epsilon=1.0, delta=delta, rng=0, **kw)
+        assert compose(out[3], delta)[0] == pytest.approx(1.0, rel=1e-6)
+        assert compose(out[3], delta)[0] <= 1.0
+
+
+def test_bias_reduced_sgd_spend():
+    X, y = _logistic_data(n=256)
+    delta = 1e-6
+    out = bias_reduced_sgd(X, y, LogisticLoss(), epsilon=1.0, delta=delta, rng=0,
+                           filter_bound="amplified")
+    eps, dlt = compose(out[3], delta)
+    assert eps == pytest.approx(1.0, rel=1e-9) and dlt <= delta * (1 + 1e-9)
+    out = bias_reduced_sgd(X, y, LogisticLoss(), epsilon=1.0, delta=delta, rng=0)
+    eps, dlt = compose(out[3], delta)
+    # The paper's rule: filter at (eps/2, delta/2) plus one step of at most ~(3/16) eps.
+    n = X.shape[0]
+    assert 0.5 < eps <= 0.5 + (3 * n + 1) / (16 * n) + 1e-12 and dlt <= delta
+    out = bias_reduced_sgd(X, y, LogisticLoss(), epsilon=1.0, delta=delta, rng=0,
+                           boosting_runs=2, filter_bound="amplified")
+    assert compose(out[3], delta)[0] == pytest.approx(1.0, rel=1e-9)
+    assert any(e.name.startswith("report-noisy-min") for e in out[3])
+
+
+def test_bias_reduced_filter_is_the_corrected_spec_rule():
+    rng = np.random.default_rng(3)
+    n, epsilon, delta = 1000, 0.7, 1e-7
+    M = int(math.floor(math.log2(n))) - 1
+    probs = _tgeom_probs(M)
+    assert probs.sum() == pytest.approx(1.0)
+    filt = _Filter(epsilon / 2, delta / 4, delta / 4)
+    cs = []
+    for _ in range(5000):
+        N = int(rng.choice(M + 1, p=probs))
+        eps_s, delta_s = _bias_reduced_step_privacy(N, n, epsilon, delta, "paper")
+        c = (3 * 2 ** (N + 1) + 1) / (16 * n)
+        assert eps_s == pytest.approx(epsilon * c) and delta_s == pytest.approx(delta * c)
+        filt.add(eps_s, delta_s)
+        cs.append(c)
+        c2 = np.sum(np.square(cs))
+        spec = (math.sqrt(2 * math.log(4 / delta) * c2) + epsilon / 2 * c2 <= 0.5
+                and np.sum(cs) <= 0.25)
+        assert filt.within() == spec
+        if not spec:
+            break
+    else:
+        pytest.fail("the filter never stopped")
+    # Exact amplification is never looser than the paper's linearisation for eps <= 1.
+    for N in range(M + 1):
+        assert (_bias_reduced_step_privacy(N, n, 1.0, delta, "amplified")[0]
+                <= _bias_reduced_step_privacy(N, n, 1.0, delta, "paper")[0])
+    # Above eps ~ 13 the linearisation breaks; the rule falls back to the exact value.
+    big = _bias_reduced_step_privacy(M, n, 40.0, delta, "paper")[0]
+    assert big >= _bias_reduced_step_privacy(M, n, 40.0, delta, "amplified")[0]
+
+
+# --------------------------------------------------------------------------
+# Noise off: the solvers optimise the right objective
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("dense", [False, True])
+def test_noise_off_full_batch_gd_matches_sklearn(dense):
+    X, y = _logistic_data(n=300, d=15, dense=dense)
+    n = X.shape[0]
+    lam = 0.05
+    ref = LogisticRegression(C=1 / (lam * n), tol=1e-12, max_iter=10_000).fit(X, y)
+    coef, b, *_ = sgd(X, y, LogisticLoss(), l2=lam, epsilon=np.inf, max_row_norm=1e6,
+                      n_steps=1500, average=False)
+    np.testing.assert_allclose(coef, ref.coef_.ravel(), atol=1e-6)
+    assert b == pytest.approx(ref.intercept_[0], abs=1e-6)
+
+
+def test_noise_off_sparse_sgd_equals_dense_proximal_gd():
+    # Full batch, no noise: the lazy closed-form penalty updates must reproduce the
+    # dense proximal gradient iterates and their average.
+    X, y = _logistic_data(n=200, d=40, density=0.1)
+    kw = dict(l2=0.03, l1=0.002, epsilon=np.inf, learning_rate=1.5, n_steps=60)
+    dense = sgd(X, y, LogisticLoss(), **kw)
+    lazy = sparse_sgd(X, y, LogisticLoss(), batch_size=X.shape[0], **kw)
+    np.testing.assert_allclose(lazy[0], dense[0], atol=1e-10)
+    assert lazy[1] == pytest.approx(dense[1], abs=1e-10)
+    last_dense = sgd(X, y, LogisticLoss(), average=False, **kw)
+    last_lazy = sparse_sgd(X, y, LogisticLoss(), batch_size=X.shape[0], average=False, **kw)
+    np.testing.assert_allclose(last_lazy[0], last_dense[0], atol=1e-10)
+
+
+@pytest.mark.parametrize("c, a", [(1.0, 0.0), (0.9, 0.0), (1.0, 0.05), (0.93, 0.02)])
+def test_lazy_penalty_closed_form(c, a):
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        x = rng.normal() * 2
+        k = int(rng.integers(0, 40))
+        v, total = x, 0.0
+        for _ in range(k):
+            v = c * v
+            v = math.copysign(max(abs(v) - a, 0.0), v)
+            total += v
+        got_v, got_total = K._lazy_decay(x, k, c, a)
+        assert got_v == pytest.approx(v, abs=1e-12)
+        assert got_total == pytest.approx(total, abs=1e-10)
+
+
+def test_noise_off_phased_and_bias_reduced_learn():
+    X, y = _logistic_data(n=512, d=10, density=0.5)
+    base = np.mean(np.logaddexp(0, -y * 0))
+
+    def loss(coef, b):
+        return np.mean(np.logaddexp(0, -y * (X @ coef + b)))
+
+    c, b, *_ = phased_sgd(X, y, LogisticLoss(), epsilon=np.inf, n_steps=512, rng=0,
+                          learning_rate=8.0)
+    assert loss(c, b) < base - 0.1
+    c, b, *_ = bias_reduced_sgd(X, y, LogisticLoss(), epsilon=np.inf, max_steps=400, rng=0,
+                                learning_rate=1.0, gradient_estimator="gaussian")
+    assert loss(c, b) < base - 0.1
+
+
+# --------------------------------------------------------------------------
+# Fresh noise and privacy audits
+# --------------------------------------------------------------------------
+def test_sgd_draws_fresh_noise_every_step():
+    # Empty rows and no intercept: the gradient is 0 and the iterate is the running
+    # sum of the step noises. Fresh draws give variance T s^2; a reused draw T^2 s^2.
+    n, d, T = 50, 4000, 4
+    X = sp.csr_matrix((n, d))
+    y = np.ones(n)
+    coef, _, _, events, _ = sgd(X, y, LogisticLoss(), epsilon=1.0, delta=1e-5, n_steps=T,
+                                learning_rate=1.0, average=False, fit_intercept=False, rng=1)
+    z = 2.0 / events[0].mu  # noise multiplier, C2 = 1
+    per_step = (z / n) ** 2
+    assert np.var(coef) == pytest.approx(T * per_step, rel=0.1)
+
+
+def _one_step_outputs(y, epsilon, delta, runs, seed):
+    X = np.ones((4, 1))
+    out = np.empty(runs)
+    for i in range(runs):
+        coef, *_ = sgd(X, y, SquaredLoss(), epsilon=epsilon, delta=delta, derivative_clip=1.0,
+                       n_steps=1, learning_rate=1.0, average=False, fit_intercept=False,
+                       rng=seed + i)
+        out[i] = coef[0]
+    return out
+
+
+@pytest.mark.parametrize("undernoised", [False, True])
+def test_privacy_audit_of_one_full_batch_step(undernoised):
+    # One full-batch step is a Gaussian mechanism; with targets beyond the derivative
+    # clip, replacing the last row moves the gradient sum by exactly 2 C2: the audit is
+    # tight. The claim is (2, 1e-3); a copy with half the noise must be caught.
+    claim, delta, runs = 2.0, 1e-3, 8000
+    run_eps = claim
+    if undernoised:
+        mu = 1.0 / calibrate_scale(lambda s: [PrivacyEvent.gaussian(1 / s)], claim, delta)
+        run_eps = gaussian_epsilon(2 * mu, delta)
+    s = _one_step_outputs(np.full(4, 10.0), run_eps, delta, runs, seed=0)
+    s_prime = _one_step_outputs(np.array([10.0, 10.0, 10.0, -10.0]), run_eps, delta, runs,
+                                seed=10**6)
+    result = epsilon_lower_bound(s, s_prime, delta=delta, confidence=0.95, rng=0)
+    if undernoised:
+        assert result.epsilon_lb > claim
+    else:
+        assert result.epsilon_lb <= claim
+
+
+# --------------------------------------------------------------------------
+# Bias-reduced estimator
+# --------------------------------------------------------------------------
+def _small_problem(n=16, d=6, seed=1):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=0.5, format="csr", random_state=seed)
+    y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    P, _, _ = _prepare(X, y, LogisticLoss(), l2=0.0, l1=0.0, max_row_norm=1.0, sparsity=2,
+                       derivative_clip=None, fit_intercept=True, epsilon=1.0, delta=1e-6)
+    theta = rng.normal(size=P.p)
+    return P, theta
+
+
+def test_bias_reduced_estimator_is_unbiased_without_noise():
+    P, theta = _small_problem()
+    probs = _tgeom_probs(int(math.log2(P.n)) - 1)
+    rng = np.random.default_rng(0)
+    draws = np.array([_bias_reduced_gradient(P, theta, int(rng.choice(probs.size, p=probs)),
+                                             probs, 0.0, rng, "gaussian")[0]
+                      for _ in range(20_000)])
+    full = _gradient_sum(P, theta, None) / P.n
+    se = draws.std(axis=0) / math.sqrt(len(draws))
+    assert np.all(np.abs(draws.mean(axis=0) - full) <= 5 * se + 1e-12)
+
+
+def test_bias_reduced_estimator_matches_full_batch_projection_mechanism():
+    # n a power of two: E[G] is the mean of the projection mechanism on the full batch,
+    # which the heavy noise and the l1-ball projection pull far from the gradient.
+    P, theta = _small_problem(n=4)
+    probs = _tgeom_probs(int(math.log2(P.n)) - 1)
+    sigma_unit = 10.0
+    rng = np.random.default_rng(0)
+    draws = np.array([_bias_reduced_gradient(P, theta, int(rng.choice(probs.size, p=probs)),
+                                             probs, sigma_unit, rng, "projection")[0]
+                      for _ in range(20_000)])
+    full_sum = _gradient_sum(P, theta, None)
+    ref = np.array([_projection_mechanism(P, full_sum, P.n, sigma_unit, rng, "projection")
+                    for _ in range(20_000)])
+    se = np.sqrt(draws.var(axis=0) / len(draws) + ref.var(axis=0) / len(ref))
+    assert np.all(np.abs(draws.mean(axis=0) - ref.mean(axis=0)) <= 5 * se)
+    # The projection biases the mechanism: the check is not vacuous.
+    assert np.max(np.abs(ref.mean(axis=0) - full_sum / P.n)) > 10 * np.max(se)
+
+
+# --------------------------------------------------------------------------
+# Sparsity-preserving DP-SGD
+# --------------------------------------------------------------------------
+def _one_hot(n, n_fields, vocab, p, seed):
+    """n rows, one active feature per field, feature ids below ``vocab`` (of ``p`` columns)."""
+    rng = np.random.default_rng(seed)
+    ranks = rng.zipf(1.3, size=(n, n_fields)) - 1
+    cols = (ranks % (vocab // n_fields)) + np.arange(n_fields) * (vocab // n_fields)
+    rows = np.repeat(np.arange(n), n_fields)
+    X = sp.csr_matrix((np.ones(n * n_fields), (rows, cols.ravel())), shape=(n, p))
+    X.sum_duplicates()
+    y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    return X, y
+
+
+def test_sparse_sgd_updates_only_selected_coordinates():
+    X, y = _one_hot(2000, 5, 5000, 5000, seed=0)
+    coef, b, steps, events, n_grad, info = sparse_sgd(
+        X, y, LogisticLoss(), epsilon=1.0, delta=1e-6, batch_size=400, n_steps=1,
+        average=False, rng=0, _trace=(1, 5000))
+    selected = info["selected"][0]
+    chosen = set(selected[1: 1 + selected[0]].tolist())
+    assert 0 < len(chosen) < np.unique(X.indices).size
+    assert set(np.flatnonzero(coef).tolist()) <= chosen
+    assert set(np.flatnonzero(coef).tolist()) == chosen  # noise makes every update non-zero
+
+
+def test_sparse_sgd_work_per_step_does_not_grow_with_dimension():
+    # The same rows in 10^4 and 10^6 columns: the operation counts per step match.
+    X_small, y = _one_hot(3000, 6, 6000, 10_000, seed=1)
+    X_big = sp.csr_matrix((X_small.data, X_small.indices, X_small.indptr),
+                          shape=(3000, 1_000_000))
+    ops = {}
+    for name, X in [("small", X_small), ("big", X_big)]:
+        *_, info = sparse_sgd(X, y, LogisticLoss(), epsilon=1.0, delta=1e-6, batch_size=300,
+                              n_steps=50, rng=0, _trace=(0, 1))
+        ops[name] = info["ops"]
+        # Expected absent features passing the threshold: one per step, whatever d.
+        assert info["p_zero"] * X.shape[1] == pytest.approx(1.0, rel=1e-6)
+    ratio = ops["big"].sum() / ops["small"].sum()
+    assert 0.95 < ratio < 1.05
+    nnz_per_step = 300 * 6
+    assert ops["big"].mean() < 4 * nnz_per_step
+
+
+def test_sparse_sgd_learns_frequent_features():
+    X, _ = _one_hot(20_000, 4, 400, 400, seed=2)
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=400) * 3
+    y = np.where(X @ w + rng.logistic(size=X.shape[0]) > 0, 1.0, -1.0)
+    coef, b, *_ = sparse_sgd(X, y, LogisticLoss(), epsilon=2.0, delta=1e-8, batch_size=2000,
+                             n_steps=200, learning_rate=8.0, rng=0)
+    acc = np.mean(np.sign(X @ coef + b) == y)
+    assert acc > 0.7
+
+
+# --------------------------------------------------------------------------
+# Phased SGD
+# --------------------------------------------------------------------------
+def test_phased_sgd_uses_each_example_at_most_once_and_meets_the_bound():
+    X, y = _logistic_data(n=2000, d=20)
+    delta = 1 / 2000**2
+    coef, b, steps, events, n_grad = phased_sgd(X, y, LogisticLoss(), epsilon=1.0,
+                                                delta=delta, rng=0)
+    assert n_grad == steps <= X.shape[0]
+    # Default accuracy target alpha = 6 alpha*, diameter 20, Lipschitz sqrt(2).
+    bl = 20 * math.sqrt(2)
+    alpha = 6 * bl * math.sqrt(21 * math.log(1 / delta)) / (2000 * 1.0)
+    assert n_grad <= phased_sgd_gradient_bound(21, delta / 2000, alpha, diameter=20,
+                                               lipschitz=math.sqrt(2))
+    _, _, steps_wr, _, n_wr = phased_sgd(X, y, LogisticLoss(), epsilon=1.0, delta=delta,
+                                         rng=0, sampling="with_replacement", n_steps=5000)
+    assert n_wr == steps_wr > X.shape[0]
+
+
+# --------------------------------------------------------------------------
+# Verbose output and bad input
+# --------------------------------------------------------------------------
+def test_verbose_reports_privacy_spent(capsys):
+    X, y = _logistic_data(n=100)
+    sgd(X, y, LogisticLoss(), epsilon=1.0, delta=1e-6, n_steps=5, rng=0, verbose=1)
+    out = capsys.readouterr().out
+    assert "step 5/5" in out and "privacy spent: epsilon=1" in out
+    sparse_sgd(X, y, LogisticLoss(), epsilon=1.0, delta=1e-6, n_steps=5, rng=0, verbose=1)
+    assert "privacy spent" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("solver", [sgd, sparse_sgd, phased_sgd, bias_reduced_sgd])
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(epsilon=0.0), "epsilon"),
+    (dict(epsilon=1.0, delta=0.0), "delta > 0"),
+    (dict(delta=1.5), "delta"),
+    (dict(l2=-1.0), "l2"),
+    (dict(max_row_norm=0.0), "max_row_norm"),
+    (dict(derivative_clip=-1.0), "derivative_clip"),
+])
+def test_bad_privacy_and_bound_parameters(solver, kwargs, match):
+    X, y = _logistic_data(n=64)
+    with pytest.raises(ValueError, match=match):
+        solver(X, y, LogisticLoss(), **kwargs)
+
+
+def test_bad_inputs():
+    X, y = _logistic_data(n=64)
+    with pytest.raises(ValueError, match="labels"):
+        sgd(X, (y + 1) / 2, LogisticLoss())
+    with pytest.raises(ValueError, match="derivative_clip"):
+        sgd(X, y, SquaredLoss())
+    with pytest.raises(ValueError, match="shape"):
+        sgd(X, y[:-1], LogisticLoss())
+    bad = X.toarray()
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        sgd(bad, y, LogisticLoss())
+    with pytest.raises(ValueError, match="loss"):
+        sgd(X, y, "logistic")
+    with pytest.raises(ValueError, match="batch_size"):
+        sgd(X, y, LogisticLoss(), batch_size=0)
+    with pytest.raises(ValueError, match="n_steps"):
+        sgd(X, y, LogisticLoss(), n_steps=0)
+    with pytest.raises(ValueError, match="sampling"):
+        sgd(X, y, LogisticLoss(), batch_size=8, sampling="bogus")
+    with pytest.raises(ValueError, match="gradient_estimator"):
+        sgd(X, y, LogisticLoss(), gradient_estimator="bogus")
+    with pytest.raises(ValueError, match="average"):
+        sgd(X, y, LogisticLoss(), average="bogus")
+    with pytest.raises(ValueError, match="selection_share"):
+        sparse_sgd(X, y, LogisticLoss(), selection_share=1.0)
+    with pytest.raises(ValueError, match="filter_bound"):
+        bias_reduced_sgd(X, y, LogisticLoss(), filter_bound="bogus")
+    with pytest.raises(ValueError, match="max_steps"):
+        bias_reduced_sgd(X, y, LogisticLoss(), epsilon=np.inf)
+    with pytest.raises(ValueError, match="sampling"):
+        phased_sgd(X, y, LogisticLoss(), sampling="bogus")
+    with pytest.raises(ValueError, match="radius"):
+        phased_sgd(X, y, LogisticLoss(), radius=0.0)
