@@ -14,10 +14,15 @@ class DPEstimatorMixin:
 
     A fit builds a :class:`~skdp_sparse.privacy.accounting.PrivacyAccountant`,
     records every mechanism call in it and ends with :meth:`_record_spend`,
-    which sets
+    which sets the attributes below and reports the fit to any active
+    :class:`~skdp_sparse.privacy.ledger.PrivacyLedger`.
 
-    ``epsilon_spent_``, ``delta_spent_`` : float
-        The composed guarantee of the fit (replace-one neighbours).
+    Attributes
+    ----------
+    epsilon_spent_ : float
+        Composed epsilon of the fit (replace-one neighbours); ``inf`` when noise was off.
+    delta_spent_ : float
+        Composed delta of the fit.
     privacy_events_ : tuple of PrivacyEvent
         The mechanism calls the fit made, for audits and ledgers.
     """

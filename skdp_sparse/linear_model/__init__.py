@@ -1,6 +1,11 @@
 """Private linear models."""
 
-from ._coordinate_descent import DPGreedyCDRegressor, DPSparseLogisticRegression
+from ._coordinate_descent import (
+    DPGreedyCDRegressor,
+    DPSparseLogisticRegression,
+    default_greedy_iterations,
+    resolve_solver,
+)
 from ._output_perturbation import (
     DPOutputPerturbation,
     DPOutputPerturbationClassifier,
@@ -15,4 +20,6 @@ __all__ = [
     "DPOutputPerturbationClassifier",
     "DPOutputPerturbationRegressor",
     "fit_output_perturbation",
+    "default_greedy_iterations",
+    "resolve_solver",
 ]

@@ -35,7 +35,12 @@ from ..privacy._random import check_generator
 from ..privacy.accounting import PrivacyAccountant, PrivacyEvent, calibrate_scale
 from ._output_perturbation import fit_output_perturbation
 
-__all__ = ["DPGreedyCDRegressor", "DPSparseLogisticRegression"]
+__all__ = [
+    "DPGreedyCDRegressor",
+    "DPSparseLogisticRegression",
+    "default_greedy_iterations",
+    "resolve_solver",
+]
 
 # Share of each greedy step's zCDP budget spent on the selection; the rest goes
 # to the coordinate update. With equal rho the selection's Gumbel noise and the
@@ -549,6 +554,7 @@ class DPGreedyCDRegressor(RegressorMixin, _BaseDPCoordinateDescent):
         return self
 
     def predict(self, X):
+        """Predicted targets ``X @ coef_ + intercept_``."""
         return np.asarray(self._decision(X)).ravel()
 
 
@@ -670,9 +676,11 @@ class DPSparseLogisticRegression(ClassifierMixin, _BaseDPCoordinateDescent):
         return p / p.sum(axis=1, keepdims=True)
 
     def predict_log_proba(self, X):
+        """Logarithm of :meth:`predict_proba`."""
         return np.log(self.predict_proba(X))
 
     def predict(self, X):
+        """Predicted class labels."""
         scores = self.decision_function(X)
         idx = (scores > 0).astype(int) if scores.ndim == 1 else scores.argmax(axis=1)
         return self.classes_[idx]

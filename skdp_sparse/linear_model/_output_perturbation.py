@@ -1,4 +1,5 @@
-"""Output perturbation with l_inf projection (paper 003, Section 5, Algorithm 3).
+"""Output perturbation with l_inf projection (Ghazi, Guzmán, Kamath, Kumar & Manurangsi,
+"Differentially Private Optimization with Sparse Gradients", Section 5, Algorithm 3).
 
 Fit the L2-regularised ERM ``theta = argmin_{theta in X} (1/n) sum_i l(y_i, a_i . theta)
 + (lambda/2) ||theta||^2`` to a certified accuracy, add Gaussian (``delta > 0``) or
@@ -206,7 +207,7 @@ def output_perturbation_bounds(
 
 def default_alpha(*, n, d, s, lipschitz, smoothness, epsilon, delta, comparator_norm,
                   beta=_CONFIDENCE_BETA):
-    """Regularisation from the tuning rules of Theorem 5.1 (paper 003); public inputs only.
+    """Regularisation from the tuning rules of Theorem 5.1 of Ghazi et al.; public inputs only.
 
     ``d`` and ``s`` count the intercept if there is one. ``epsilon = inf`` (no noise)
     uses the stability term of Theorem 5.6, ``(L/D) sqrt(ln(n) ln(1/beta) / n)``.
@@ -534,7 +535,7 @@ class DPOutputPerturbationClassifier(ClassifierMixin, _BaseOutputPerturbation):
 
     Solves the L2-regularised logistic regression to a certified accuracy, adds
     noise calibrated to its sensitivity and projects the result onto ``domain`` in
-    the l_inf norm (paper 003, Algorithm 3, Theorems 5.1 and 5.6). Binary problems
+    the l_inf norm (Ghazi et al., Algorithm 3, Theorems 5.1 and 5.6). Binary problems
     fit one model; with K > 2 classes, K one-vs-rest models share the budget: with
     ``delta=0`` each gets ``epsilon / K`` (basic composition), with ``delta > 0`` their
     Gaussian noise is calibrated jointly so the exact composition meets

@@ -1,6 +1,7 @@
 """Projections in the l_inf norm onto the domains of output perturbation.
 
-Output perturbation (paper 003, Algorithm 3) returns ``argmin_{z in X} ||z - x||_inf``
+Output perturbation (Ghazi et al., "Differentially Private Optimization with Sparse
+Gradients", Algorithm 3) returns ``argmin_{z in X} ||z - x||_inf``
 of the noisy minimiser ``x``. Minimising the l_inf rather than the l2 distance is
 what makes its accuracy depend on ``||noise||_inf`` (about ``sqrt(log d)`` times the
 per-coordinate scale) instead of ``||noise||_2`` (about ``sqrt(d)`` times it).

@@ -39,6 +39,7 @@ __all__ = [
     "rdp_epsilon",
     "PrivacyEvent",
     "PrivacyAccountant",
+    "compose",
     "gaussian_delta",
     "gaussian_epsilon",
     "zcdp_epsilon",
