@@ -17,7 +17,7 @@ from skdp_sparse import DPSparseLogisticRegression, DPSparseMeanEstimator
 def sparse_unit_rows(n, d, s, rng):
     """n rows with s non-zeros each, l2 norm 1, popular features more frequent."""
     cols = np.minimum(rng.zipf(1.3, size=(n, s)) - 1, d - 1)
-    vals = rng.standard_normal((n, s))
+    vals = rng.exponential(size=(n, s))  # non-negative, like term weights
     X = sp.csr_matrix((vals.ravel(), cols.ravel(), np.arange(0, n * s + 1, s)), shape=(n, d))
     X.sum_duplicates()
     norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
@@ -28,7 +28,7 @@ def main():
     rng = np.random.default_rng(0)
 
     # 1. Private mean of sparse rows: n = 5,000 rows, d = 100,000 features, s = 10.
-    n, d, s = 5_000, 100_000, 10
+    n, d, s = 20_000, 100_000, 10
     X = sparse_unit_rows(n, d, s, rng)
     exact = np.asarray(X.mean(axis=0)).ravel()
     print(f"Sparse mean estimation, n={n}, d={d}, s={s}, epsilon=1, delta=1e-6")
@@ -48,7 +48,8 @@ def main():
     X = sparse_unit_rows(n, d, 15, rng)
     w = np.zeros(d)
     w[:30] = rng.standard_normal(30) * 8
-    y = (X @ w + 0.3 * rng.standard_normal(n) > 0).astype(int)
+    score = X @ w
+    y = (score + 0.3 * rng.standard_normal(n) > np.median(score)).astype(int)
     X_train, X_test, y_train, y_test = train_test_split(X, y, random_state=0)
     delta = 1.0 / X_train.shape[0] ** 2
     clf = DPSparseLogisticRegression(epsilon=1.0, delta=delta, feature_bound=1.0,
@@ -58,7 +59,7 @@ def main():
     elapsed = time.perf_counter() - start
     proba = clf.predict_proba(X_test)[:, 1]
     print(f"\nPrivate logistic regression, n={X_train.shape[0]}, d={d}, "
-          f"solver={clf.solver!r}")
+          f"solver={clf.solver!r} -> {clf.solver_!r}")
     print(f"  test accuracy {accuracy_score(y_test, clf.predict(X_test)):.3f}, "
           f"ROC AUC {roc_auc_score(y_test, proba):.3f} "
           f"(majority class {max(y_test.mean(), 1 - y_test.mean()):.3f})")

@@ -8,6 +8,7 @@ from .linear_model import (
     DPOutputPerturbationRegressor,
     DPSparseLogisticRegression,
 )
+from .mean import DPSparseMeanEstimator
 from .model_selection import PrivateHyperparameterSearch
 from .privacy.ledger import PrivacyLedger, privacy_ledger
 
@@ -19,6 +20,7 @@ __all__ = [
     "DPOutputPerturbationClassifier",
     "DPOutputPerturbationRegressor",
     "DPSparseLogisticRegression",
+    "DPSparseMeanEstimator",
     "PrivateHyperparameterSearch",
     "PrivacyLedger",
     "privacy_ledger",

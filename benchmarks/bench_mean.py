@@ -1,0 +1,212 @@
+"""DPSparseMeanEstimator: accuracy of each method, and cost next to a non-private mean.
+
+Accuracy: l2 error of ``mean_`` against the exact mean of the clipped rows
+(L = 1, l1 bound sqrt(s)), median over seeds, on
+
+* ``generated``: n = 1,000 rows, d = 100,000 features, s = 10 nonzeros a row,
+  features drawn with Zipf weights 1/(j + 5) (a few frequent features, a long
+  tail, as in text), positive values, rows scaled to unit l2 norm;
+* ``generated-small``: the same with n = 100, d = 20,000, s = 5, the one regime
+  here where Algorithm 2 takes its compressed-sensing branch;
+* ``reuters``: the 7,770 training rows of reuters_lasvm (8,315 TF-IDF features,
+  already unit l2 norm, median 31 and at most 380 nonzeros a row). The public
+  sparsity is s = 100 (l1 bound 10, the bound the project's SPEC uses for these
+  rows); rows with a larger l1 norm (a few, 99th percentile 12.7) are clipped.
+
+epsilon = 1, delta = 1e-6 (the pure-DP rows use delta = 0). Time columns: median
+fit time and the median time of the non-private ``X.mean(axis=0)``.
+
+Timing: at n = 100,000, d = 1,000,000, s = 20, the fit time of the default
+method (projection) against a non-private sparse mean plus one ``np.sort`` of d
+floats (the reference cost of a sort-based projection); best of several
+interleaved runs, with the time of the fit's three steps (clipped mean, drawing
+d noise values, projection) measured alone.
+
+Run: ``python benchmarks/bench_mean.py [--quick]``. Data are read from
+``<repository>/../shared/data`` (override with ``SKDP_DATA_DIR``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from skdp_sparse.mean import (  # noqa: E402
+    DPSparseMeanEstimator,
+    _clipped_mean,
+    _project_l1,
+)
+
+EPSILON = 1.0
+DELTA = 1e-6
+
+METHODS = [
+    ("projection (pure)", "projection", 0.0),
+    ("projection", "projection", DELTA),
+    ("l1_recovery", "l1_recovery", DELTA),
+    ("gaussian", "gaussian", DELTA),
+    ("laplace (pure)", "laplace", 0.0),
+    ("auto", "auto", DELTA),
+]
+
+
+def data_dir() -> Path:
+    env = os.environ.get("SKDP_DATA_DIR")
+    return Path(env) if env else Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def generated_rows(n, d, s, seed=0):
+    """CSR rows with at most s nonzeros (Zipf-weighted features), unit l2 norm."""
+    rng = np.random.default_rng(seed)
+    cdf = np.cumsum(1.0 / (np.arange(d) + 5.0))
+    cdf /= cdf[-1]
+    cols = np.minimum(np.searchsorted(cdf, rng.random(n * s)), d - 1).astype(np.int32)
+    X = sp.csr_matrix(
+        (rng.random(n * s) + 0.5, cols, np.arange(0, n * s + 1, s)), shape=(n, d)
+    )
+    X.sum_duplicates()  # a repeated feature makes a row sparser, never denser
+    norms = np.sqrt(np.bincount(np.repeat(np.arange(n), np.diff(X.indptr)),
+                                weights=X.data**2, minlength=n))
+    X.data /= np.repeat(norms, np.diff(X.indptr))
+    return X
+
+
+def reuters_rows():
+    from sklearn.datasets import load_svmlight_file
+
+    path = data_dir() / "reuters_lasvm.trn.bz2"
+    X, _ = load_svmlight_file(str(path), n_features=8315)
+    return sp.csr_matrix(X)
+
+
+def timed(f, repeats):
+    times = []
+    out = None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = f()
+        times.append(time.perf_counter() - t0)
+    return out, times
+
+
+def accuracy_rows(name, X, s, seeds):
+    n, d = X.shape
+    _, np_times = timed(lambda: np.asarray(X.mean(axis=0)).ravel(), max(5, len(seeds)))
+    rows = []
+    gauss_err = proj_err = None
+    for label, method, delta in METHODS:
+        est = DPSparseMeanEstimator(epsilon=EPSILON, delta=delta, norm_bound=1.0,
+                                    sparsity=s, method=method)
+        exact = _clipped_mean(X, est._plan(n, d))
+        errs, times = [], []
+        for seed in seeds:
+            est.set_params(random_state=seed)
+            t0 = time.perf_counter()
+            est.fit(X)
+            times.append(time.perf_counter() - t0)
+            errs.append(float(np.linalg.norm(est.mean_ - exact)))
+        err = float(np.median(errs))
+        if label == "gaussian":
+            gauss_err = err
+        if label == "projection":
+            proj_err = err
+        rows.append({
+            "dataset": f"{name} (n={n}, d={d}, s={s})",
+            "method": label,
+            "used": est.method_,
+            "m": est.n_measurements_,
+            "l2 error": err,
+            "error / ||mean||": err / float(np.linalg.norm(exact)),
+            "fit ms": 1e3 * float(np.median(times)),
+            "non-private ms": 1e3 * float(np.median(np_times)),
+        })
+    return rows, proj_err / gauss_err
+
+
+def timing(n, d, s, repeats):
+    X = generated_rows(n, d, s, seed=1)
+    x = np.random.default_rng(2).normal(size=d)
+    est = DPSparseMeanEstimator(epsilon=EPSILON, delta=DELTA, sparsity=s, random_state=0)
+    est.fit(X)  # compile and warm up
+    fit_t, mean_t, sort_t = [], [], []
+    # interleaved, so a busy moment of the machine hits all three alike
+    for _ in range(repeats):
+        fit_t += timed(lambda: est.fit(X), 1)[1]
+        mean_t += timed(lambda: np.asarray(X.mean(axis=0)).ravel(), 1)[1]
+        sort_t += timed(lambda: np.sort(x), 1)[1]
+    ref = min(mean_t) + min(sort_t)
+    # where a fit's time goes: the three steps a private fit cannot skip
+    plan = est._plan(n, d)
+    rng = np.random.default_rng(3)
+    mean = _clipped_mean(X, plan)
+    _, clip_t = timed(lambda: _clipped_mean(X, plan), repeats)
+    _, noise_t = timed(lambda: plan.mechanism.randomise(np.zeros(d), rng), repeats)
+    noisy = mean + plan.mechanism.randomise(np.zeros(d), rng)
+    _, proj_t = timed(lambda: _project_l1(noisy, plan.radius), repeats)
+    return {
+        "size": f"n={n}, d={d}, s={s}, nnz={X.nnz}",
+        "method": est.method_,
+        "fit ms (best)": 1e3 * min(fit_t),
+        "fit ms (median)": 1e3 * float(np.median(fit_t)),
+        "mean ms": 1e3 * min(mean_t),
+        "sort ms": 1e3 * min(sort_t),
+        "clipped mean ms": 1e3 * min(clip_t),
+        "noise draw ms": 1e3 * min(noise_t),
+        "projection ms": 1e3 * min(proj_t),
+        "ratio fit / (mean + sort)": min(fit_t) / ref,
+    }
+
+
+def markdown(rows, columns):
+    def fmt(v):
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return str(v)
+
+    out = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    out += ["| " + " | ".join(fmt(r[c]) for c in columns) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="3 seeds, smaller timing size")
+    args = parser.parse_args(argv)
+    seeds = range(3) if args.quick else range(20)
+
+    rows, ratios = [], {}
+    for name, X, s in [
+        ("generated", generated_rows(1000, 100_000, 10), 10),
+        ("generated-small", generated_rows(100, 20_000, 5), 5),
+        ("reuters", reuters_rows(), 100),
+    ]:
+        r, ratios[name] = accuracy_rows(name, X, s, seeds)
+        rows += r
+    print(f"## Accuracy (epsilon={EPSILON}, delta={DELTA}; median over {len(seeds)} seeds)\n")
+    print(markdown(rows, ["dataset", "method", "used", "m", "l2 error", "error / ||mean||",
+                          "fit ms", "non-private ms"]))
+    print()
+    for name, ratio in ratios.items():
+        print(f"- {name}: projection error / gaussian error = {ratio:.4f}")
+    target = ratios["generated"] <= 0.1
+    print(f"- target projection <= 0.1 x gaussian on generated data: "
+          f"{'met' if target else 'NOT met'}")
+
+    size = (10_000, 100_000, 20) if args.quick else (100_000, 1_000_000, 20)
+    t = timing(*size, repeats=5 if args.quick else 15)
+    print("\n## Cost of a fit against a non-private mean plus one sort of d floats\n")
+    print(markdown([t], list(t)))
+    print(f"\n- target ratio <= 1: {'met' if t['ratio fit / (mean + sort)'] <= 1 else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

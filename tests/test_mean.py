@@ -1,0 +1,681 @@
+"""Tests of DPSparseMeanEstimator (paper 003, Section 3).
+
+Statistical tests run the release many times through ``_perturb``, the function
+``fit`` itself calls (``test_fit_is_perturb_of_clipped_mean`` pins that down),
+with all draws vectorised.
+"""
+
+import copy
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from skdp_sparse.mean import (
+    _MEASUREMENT_CLIP,
+    DPSparseMeanEstimator,
+    _choose_method,
+    _clipped_mean,
+    _clipped_measurement_mean,
+    _l1_threshold,
+    _n_measurements,
+    _perturb,
+    _project_l1,
+    _table1_rates,
+)
+from skdp_sparse.optim.l1_recovery import GaussianSensingMatrix, basis_pursuit
+from skdp_sparse.optim.projections import project_l1_ball
+from skdp_sparse.privacy.auditing import epsilon_lower_bound
+from skdp_sparse.privacy.clipping import clip_rows
+from skdp_sparse.privacy.mechanisms import GaussianMechanism, LaplaceMechanism
+
+
+# --------------------------------------------------------------------------
+# Data
+# --------------------------------------------------------------------------
+def zipf_rows(n, d, s, seed=0, norm=1.0):
+    """CSR rows with s nonzeros each, features drawn with weight 1/(j+5), l2 norm ``norm``."""
+    rng = np.random.default_rng(seed)
+    p = 1.0 / (np.arange(d) + 5.0)
+    p /= p.sum()
+    cols = np.concatenate([rng.choice(d, s, replace=False, p=p) for _ in range(n)])
+    vals = rng.random(n * s) + 0.5
+    X = sp.csr_matrix((vals, (np.repeat(np.arange(n), s), cols)), shape=(n, d))
+    norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
+    return sp.csr_matrix(sp.diags(norm / norms) @ X)
+
+
+def hard_rows(n, d, s, pool):
+    """Rows cycling through a pool of ``pool`` features, s at a time, value 1/sqrt(s).
+
+    The clipped mean has about ``pool`` equal coordinates and l1 norm sqrt(s):
+    with ``pool`` ~ sqrt(s) / noise level it is the instance behind the
+    high-dimensional rates (the signal sits at the projection's threshold).
+    """
+    pool = int(min(max(pool, s), d))
+    cols = np.arange(n * s) % pool
+    X = sp.csr_matrix(
+        (np.full(n * s, 1 / math.sqrt(s)), (np.repeat(np.arange(n), s), cols)), shape=(n, d)
+    )
+    X.sum_duplicates()
+    return X
+
+
+def errors(X, est, n_draws, seed=0):
+    """l2 errors of ``n_draws`` independent releases of ``est`` on X, vectorised."""
+    n, d = X.shape
+    plan = est._plan(n, d)
+    mean = _clipped_mean(X, plan)
+    released, _ = _perturb(mean, plan, np.random.default_rng(seed), n_draws=n_draws)
+    return np.linalg.norm(released - mean, axis=1)
+
+
+def loglog_slope(x, y):
+    return float(np.polyfit(np.log(x), np.log(y), 1)[0])
+
+
+# --------------------------------------------------------------------------
+# Fitted attributes, the fit's internal path, Lemma 3.1
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("delta", [0.0, 1e-5])
+def test_fit_is_perturb_of_clipped_mean(delta):
+    X = zipf_rows(200, 3000, 5, seed=1, norm=2.0)  # norms above the bound: clipped
+    est = DPSparseMeanEstimator(epsilon=0.7, delta=delta, sparsity=5, random_state=3).fit(X)
+    plan = est._plan(*X.shape)
+    expected, _ = _perturb(_clipped_mean(X, plan), plan, np.random.default_rng(3))
+    np.testing.assert_array_equal(est.mean_, expected)
+    assert est.method_ == "projection"
+    assert est.n_features_in_ == 3000
+    assert est.mean_.shape == (3000,)
+    assert np.abs(est.mean_).sum() <= math.sqrt(5) * (1 + 1e-12)
+    assert est.n_measurements_ == 0
+    assert len(est.privacy_events_) == 1
+
+
+def test_clipped_mean_matches_clip_rows():
+    X = zipf_rows(300, 500, 8, seed=2, norm=3.0)
+    X.data *= np.random.default_rng(0).choice([-1, 1], X.nnz)
+    est = DPSparseMeanEstimator(norm_bound=0.5, sparsity=2)
+    plan = est._plan(*X.shape)
+    expected = np.asarray(clip_rows(X, 0.5, 0.5 * math.sqrt(2)).mean(axis=0)).ravel()
+    np.testing.assert_allclose(_clipped_mean(X, plan), expected, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(_clipped_mean(X.toarray(), plan), expected, rtol=1e-12,
+                               atol=1e-15)
+
+
+@pytest.mark.parametrize("delta", [0.0, 1e-6])
+@pytest.mark.parametrize("n, d, s", [(50, 2000, 3), (2000, 200, 10), (500, 20000, 1)])
+def test_lemma_3_1_holds_for_every_draw(delta, n, d, s):
+    X = zipf_rows(n, d, s, seed=n)
+    L = 1.3
+    est = DPSparseMeanEstimator(epsilon=0.5, delta=delta, norm_bound=L, sparsity=s,
+                                method="projection")
+    plan = est._plan(n, d)
+    mean = _clipped_mean(X, plan)
+    released, noise = _perturb(mean, plan, np.random.default_rng(0), n_draws=50)
+    err = np.linalg.norm(released - mean, axis=1)
+    bound = np.minimum(
+        np.linalg.norm(noise, axis=1),
+        np.sqrt(2 * L * math.sqrt(s) * np.abs(noise).max(axis=1)),
+    )
+    assert np.all(err <= bound * (1 + 1e-9) + 1e-12)
+    # the second term must be the active one somewhere in the high-dim cases
+    if d > 10 * n:
+        assert np.any(bound < np.linalg.norm(noise, axis=1))
+
+
+def test_projection_never_increases_error():
+    X = zipf_rows(400, 100, 4, seed=5)
+    est = DPSparseMeanEstimator(epsilon=0.2, delta=1e-5, sparsity=4, method="projection")
+    plan = est._plan(*X.shape)
+    mean = _clipped_mean(X, plan)
+    released, noise = _perturb(mean, plan, np.random.default_rng(1), n_draws=200)
+    assert np.all(np.linalg.norm(released - mean, axis=1)
+                  <= np.linalg.norm(noise, axis=1) * (1 + 1e-12))
+
+
+def test_fast_projection_equals_reference():
+    rng = np.random.default_rng(0)
+    for trial in range(200):
+        d = int(rng.integers(1, 40_000))
+        radius = float(rng.exponential(3.0)) + 1e-3
+        x = rng.normal(size=d) * rng.exponential()
+        if trial % 3 == 0:
+            x[rng.integers(0, d, 3)] += 50 * rng.normal(size=3)
+        if trial % 5 == 0:
+            x[: d // 2] = 0.0
+        # same threshold up to rounding (it is a running mean over other sets)
+        np.testing.assert_allclose(_project_l1(x, radius), project_l1_ball(x, radius),
+                                   rtol=0, atol=1e-10 * max(radius, np.abs(x).max()))
+        y = np.abs(x)
+        if y.sum() > radius:
+            tau = _l1_threshold(y, radius)
+            assert np.maximum(y - tau, 0).sum() == pytest.approx(radius, rel=1e-9)
+
+
+# --------------------------------------------------------------------------
+# Calibration and accounting
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("method", ["projection", "laplace"])
+def test_laplace_scale_and_spend(method):
+    n, d, s, L, eps = 300, 40_000, 7, 2.5, 0.8
+    X = zipf_rows(n, d, s)
+    est = DPSparseMeanEstimator(epsilon=eps, norm_bound=L, sparsity=s, method=method,
+                                random_state=0).fit(X)
+    b = 2 * L * math.sqrt(s) / (n * eps)
+    # the formula's scale, up to the relative slack (at most 2^-16) a
+    # floating-point-safe Laplace mechanism adds for its lattice rounding
+    assert b <= est.noise_scale_ <= b * (1 + 2**-15)
+    assert est.noise_scale_ == LaplaceMechanism(2 * L * math.sqrt(s) / n, epsilon=eps).scale
+    assert est.epsilon_spent_ == eps
+    assert est.delta_spent_ == 0.0
+    # the noise really has that scale: E|Lap(b)| = b, sd of the mean of |.| is b / sqrt(d)
+    plan = est._plan(n, d)
+    _, noise = _perturb(np.zeros(d), plan, np.random.default_rng(1))
+    assert np.mean(np.abs(noise)) == pytest.approx(b, rel=5 / math.sqrt(d))
+
+
+def test_laplace_without_sparsity_uses_sqrt_d():
+    n, d = 100, 400
+    X = zipf_rows(n, d, 3)
+    est = DPSparseMeanEstimator(epsilon=1.0, method="auto").fit(X)
+    assert est.method_ == "laplace"
+    b = 2 * math.sqrt(d) / n
+    assert b <= est.noise_scale_ <= b * (1 + 2**-15)
+
+
+@pytest.mark.parametrize("method", ["projection", "gaussian"])
+@pytest.mark.parametrize("eps, delta", [(1.0, 1e-5), (0.3, 1e-8), (4.0, 1e-3)])
+def test_gaussian_sigma_is_analytic_calibration(method, eps, delta):
+    dp_accounting = pytest.importorskip("dp_accounting")
+    from dp_accounting import pld, rdp
+
+    n, d, s, L = 500, 5000, 4, 1.7
+    X = zipf_rows(n, d, s)
+    est = DPSparseMeanEstimator(epsilon=eps, delta=delta, norm_bound=L, sparsity=s,
+                                method=method, random_state=0).fit(X)
+    sensitivity = 2 * L / n
+    multiplier = est.noise_scale_ / sensitivity
+    # Balle & Wang's calibration as implemented independently by dp_accounting:
+    # ours is the same up to the bisection tolerance, and never below it.
+    reference = dp_accounting.get_sigma_gaussian(eps, delta)
+    assert multiplier >= reference * (1 - 1e-9)
+    assert multiplier == pytest.approx(reference, rel=1e-6)
+    # The privacy curve of a Gaussian mechanism depends only on Delta/sigma, so the
+    # accountants' unit-sensitivity event with this multiplier is our mechanism.
+    acc = pld.PLDAccountant()
+    acc.compose(dp_accounting.GaussianDpEvent(multiplier))
+    assert acc.get_epsilon(delta) == pytest.approx(eps, rel=2e-3)
+    acc = rdp.RdpAccountant()
+    acc.compose(dp_accounting.GaussianDpEvent(multiplier))
+    assert eps * (1 - 1e-6) <= acc.get_epsilon(delta) <= 1.5 * eps
+    assert est.epsilon_spent_ <= eps * (1 + 1e-9)
+    assert est.epsilon_spent_ == pytest.approx(eps, rel=1e-6)
+    assert est.delta_spent_ == delta
+    plan = est._plan(n, d)
+    _, noise = _perturb(np.zeros(d), plan, np.random.default_rng(2))
+    assert np.std(noise) == pytest.approx(est.noise_scale_, rel=5 / math.sqrt(2 * d))
+
+
+def test_epsilon_inf_means_no_noise():
+    X = zipf_rows(100, 1000, 5, seed=3, norm=1.5)
+    for method, delta in [("projection", 0.0), ("projection", 1e-5), ("gaussian", 1e-5),
+                          ("laplace", 0.0), ("l1_recovery", 1e-5)]:
+        est = DPSparseMeanEstimator(epsilon=np.inf, delta=delta, sparsity=5,
+                                    method=method).fit(X)
+        exact = _clipped_mean(X, est._plan(*X.shape))
+        np.testing.assert_allclose(est.mean_, exact, rtol=1e-12, atol=1e-15)
+        assert est.epsilon_spent_ == np.inf
+        assert est.noise_scale_ == 0.0
+
+
+def test_random_state():
+    X = zipf_rows(100, 500, 3)
+    a = DPSparseMeanEstimator(sparsity=3, random_state=7).fit(X).mean_
+    b = DPSparseMeanEstimator(sparsity=3, random_state=7).fit(X).mean_
+    c = DPSparseMeanEstimator(sparsity=3, random_state=None).fit(X).mean_
+    d = DPSparseMeanEstimator(sparsity=3, random_state=None).fit(X).mean_
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(c, d)
+    assert not np.array_equal(a, c)
+
+
+def test_fitted_attributes_are_public_only():
+    X = zipf_rows(100, 500, 3, norm=4.0)
+    est = DPSparseMeanEstimator(delta=1e-5, sparsity=3, random_state=0).fit(X)
+    fitted = {k for k in vars(est) if k.endswith("_") and not k.startswith("_")}
+    assert fitted == {"mean_", "method_", "noise_scale_", "n_measurements_",
+                      "n_features_in_", "epsilon_spent_", "delta_spent_",
+                      "privacy_events_"}
+    # the same fit on rescaled data (different norms, different clipping) reports
+    # the same noise scale: nothing data-dependent besides mean_
+    est2 = DPSparseMeanEstimator(delta=1e-5, sparsity=3, random_state=0).fit(X * 0.1)
+    assert est2.noise_scale_ == est.noise_scale_
+    assert est2.privacy_events_ == est.privacy_events_
+
+
+# --------------------------------------------------------------------------
+# Error rates (Table 1)
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("method, delta", [("gaussian", 1e-5), ("laplace", 0.0)])
+def test_plain_noise_error_is_one_over_n_in_low_dimension(method, delta):
+    ns = [500, 2000, 8000]
+    med = [np.median(errors(zipf_rows(n, 20, 2, seed=0),
+                            DPSparseMeanEstimator(delta=delta, sparsity=2, method=method),
+                            400)) for n in ns]
+    assert loglog_slope(ns, med) == pytest.approx(-1.0, abs=0.06)
+
+
+def test_plain_noise_error_in_d():
+    ds = [10, 100, 1000]
+    gauss = [np.median(errors(zipf_rows(200, d, 1, seed=0),
+                              DPSparseMeanEstimator(delta=1e-5, method="gaussian"), 200))
+             for d in ds]
+    # without sparsity the l1 sensitivity is 2 L sqrt(d) / n: error ~ b sqrt(d) ~ d
+    lap = [np.median(errors(zipf_rows(200, d, 1, seed=0),
+                            DPSparseMeanEstimator(method="laplace"), 200)) for d in ds]
+    assert loglog_slope(ds, gauss) == pytest.approx(0.5, abs=0.05)
+    assert loglog_slope(ds, lap) == pytest.approx(1.0, abs=0.05)
+
+
+def test_projection_error_is_one_over_n_in_low_dimension():
+    # mean strictly inside the l1 ball, d small: the projection is eventually inactive
+    ns = [2000, 8000, 32000]
+    med = [np.median(errors(zipf_rows(n, 20, 1, seed=0),
+                            DPSparseMeanEstimator(delta=1e-5, sparsity=4,
+                                                  method="projection"), 200))
+           for n in ns]
+    assert loglog_slope(ns, med) == pytest.approx(-1.0, abs=0.1)
+
+
+def _worst_error(n, d, s, delta, n_draws=6):
+    """Median error on the hardest of a few ``hard_rows`` instances."""
+    est = DPSparseMeanEstimator(epsilon=1.0, delta=delta, sparsity=s, method="projection")
+    scale = est._plan(n, d).noise_scale
+    return max(np.median(errors(hard_rows(n, d, s, math.sqrt(s) / (c * scale)), est, n_draws))
+               for c in (0.5, 1.0, 2.0, 4.0))
+
+
+@pytest.mark.parametrize("delta", [0.0, 1e-5])
+def test_projection_high_dimensional_rates(delta):
+    """Worst-case error over the hard family follows Table 1 in the high-dim regime:
+    ~ n^-1/2; ~ s^1/2 (pure) or s^1/4 (approximate); only logarithmic in d."""
+    d, s, n = 100_000, 8, 500
+    ns = [250, 1000, 4000]
+    by_n = [_worst_error(m, d, s, delta) for m in ns]
+    assert loglog_slope(ns, by_n) == pytest.approx(-0.5, abs=0.12)
+    ss = [2, 8, 32]
+    by_s = [_worst_error(n, d, t, delta) for t in ss]
+    assert loglog_slope(ss, by_s) == pytest.approx(0.5 if delta == 0 else 0.25, abs=0.1)
+    ds = [10_000, 100_000, 300_000]
+    by_d = [_worst_error(n, e, s, delta) for e in ds]
+    assert abs(loglog_slope(ds, by_d)) < 0.1
+    # and the level matches the rate, not only its shape
+    for (m, e, t), err in zip(
+        [(m, d, s) for m in ns] + [(n, d, t) for t in ss] + [(n, e, s) for e in ds],
+        by_n + by_s + by_d,
+        strict=True,
+    ):
+        rate = _table1_rates(m, e, t, 1.0, delta)["projection"]
+        assert 0.2 * rate < err < 3 * rate
+
+
+def test_projection_beats_plain_gaussian_in_high_dimension():
+    n, d, s = 1000, 50_000, 5  # d >> n eps
+    X = zipf_rows(n, d, s, seed=4)
+    proj = errors(X, DPSparseMeanEstimator(delta=1e-5, sparsity=s, method="projection"), 10)
+    gauss = errors(X, DPSparseMeanEstimator(delta=1e-5, sparsity=s, method="gaussian"), 10)
+    assert np.median(proj) < 0.15 * np.median(gauss)
+
+
+# --------------------------------------------------------------------------
+# Privacy audits
+# --------------------------------------------------------------------------
+def _neighbours(n, d, s):
+    """Worst-case replace-one pair: row 0 is an s-sparse vector of norm 3 (clipped to 1)
+    in S and its opposite in S'; the other rows are zero."""
+    z = np.zeros(d)
+    z[:s] = 3 / math.sqrt(s)
+    X = np.zeros((n, d))
+    X[0] = z
+    Xp = X.copy()
+    Xp[0] = -z
+    return X, Xp
+
+
+def _audit(plan, a, b, statistic, n_draws, delta):
+    rng = np.random.default_rng(12345)
+    out_s, _ = _perturb(a, plan, rng, n_draws=n_draws)
+    out_sp, _ = _perturb(b, plan, rng, n_draws=n_draws)
+    return epsilon_lower_bound(statistic(out_s), statistic(out_sp), delta=delta, rng=0)
+
+
+def _halve_noise(plan):
+    """The same plan with a mechanism that draws half the noise but claims the same."""
+    weaker = copy.copy(plan.mechanism)
+    if isinstance(weaker, LaplaceMechanism):
+        weaker.scale /= 2
+    else:
+        weaker.sigma /= 2
+    return dataclasses.replace(plan, mechanism=weaker)
+
+
+def test_audit_laplace_projection():
+    n, d, s, eps = 50, 6, 2, 1.0
+    X, Xp = _neighbours(n, d, s)
+    plan = DPSparseMeanEstimator(epsilon=eps, sparsity=s, method="projection")._plan(n, d)
+    a, b = _clipped_mean(X, plan), _clipped_mean(Xp, plan)
+    assert np.abs(a - b).sum() == pytest.approx(2 * math.sqrt(s) / n)  # the l1 sensitivity
+
+    def llr(Y):  # Laplace log-likelihood ratio (times b): the most powerful statistic
+        return (np.abs(Y - b) - np.abs(Y - a)).sum(axis=1)
+
+    honest = _audit(plan, a, b, llr, 100_000, 0.0)
+    assert honest.epsilon_lb <= eps
+    assert honest.epsilon_lb > 0.8 * eps  # the audit is tight enough to mean something
+    broken = _audit(_halve_noise(plan), a, b, llr, 100_000, 0.0)
+    assert broken.epsilon_lb > eps
+
+
+def test_audit_gaussian_projection():
+    # n large enough that the projection rarely clips the noise (it would only help)
+    n, d, s, eps, delta = 500, 6, 2, 1.0, 1e-5
+    X, Xp = _neighbours(n, d, s)
+    plan = DPSparseMeanEstimator(epsilon=eps, delta=delta, sparsity=s,
+                                 method="projection")._plan(n, d)
+    a, b = _clipped_mean(X, plan), _clipped_mean(Xp, plan)
+    assert np.linalg.norm(a - b) == pytest.approx(2 / n)  # the l2 sensitivity
+
+    def proj(Y):
+        return Y @ (a - b)
+
+    honest = _audit(plan, a, b, proj, 1_000_000, delta)
+    assert honest.epsilon_lb <= eps
+    broken = _audit(_halve_noise(plan), a, b, proj, 1_000_000, delta)
+    assert broken.epsilon_lb > eps
+
+
+@pytest.mark.slow
+def test_audit_whole_fit_laplace():
+    n, d, s, eps = 20, 4, 2, 1.0
+    X, Xp = _neighbours(n, d, s)
+    runs = 20_000
+    est = DPSparseMeanEstimator(epsilon=eps, sparsity=s, method="projection")
+    plan = est._plan(n, d)
+    a, b = _clipped_mean(X, plan), _clipped_mean(Xp, plan)
+
+    def llr(Y):
+        return (np.abs(Y - b) - np.abs(Y - a)).sum(axis=1)
+
+    out = [np.array([est.set_params(random_state=2 * i + k).fit(data).mean_
+                     for i in range(runs)]) for k, data in enumerate((X, Xp))]
+    assert epsilon_lower_bound(llr(out[0]), llr(out[1]), rng=0).epsilon_lb <= eps
+
+
+# --------------------------------------------------------------------------
+# Gaussian l1-recovery (Algorithm 2)
+# --------------------------------------------------------------------------
+def test_n_measurements_rule():
+    n, d, s, eps, delta = 100, 20_000, 5, 1.0, 1e-5
+    m = math.ceil(n * eps * math.sqrt(s * math.log(d / s) / math.log(1 / delta)))
+    assert d >= m * math.log(m) ** 2
+    assert _n_measurements(n, d, s, eps, delta) == m
+    # low-dimensional: d < m ln^2 m falls back to plain Gaussian noise
+    assert _n_measurements(1000, 100_000, 10, 1.0, 1e-6) == 0
+    assert _n_measurements(n, d, s, np.inf, delta) == 0
+    assert _n_measurements(n, d, d, eps, delta) == 0
+
+
+def test_l1_recovery_fallback_is_gaussian_on_the_mean():
+    n, d, s = 1000, 20_000, 10
+    X = zipf_rows(n, d, s)
+    est = DPSparseMeanEstimator(delta=1e-6, sparsity=s, method="l1_recovery",
+                                random_state=0).fit(X)
+    assert est.method_ == "l1_recovery"
+    assert est.n_measurements_ == 0
+    ref = DPSparseMeanEstimator(delta=1e-6, sparsity=s, method="gaussian",
+                                random_state=0).fit(X)
+    np.testing.assert_array_equal(est.mean_, ref.mean_)
+
+
+def test_l1_recovery_compressed_branch():
+    n, d, s, delta = 60, 8000, 3, 1e-5
+    X = zipf_rows(n, d, s, seed=2)
+    est = DPSparseMeanEstimator(epsilon=2.0, delta=delta, sparsity=s, method="l1_recovery",
+                                random_state=0).fit(X)
+    m = _n_measurements(n, d, s, 2.0, delta)
+    assert est.n_measurements_ == m > 0
+    # sensitivity 3L/n for every A; sigma by the analytic calibration, full budget
+    assert est.noise_scale_ == pytest.approx(
+        GaussianMechanism(3 / n, epsilon=2.0, delta=delta).sigma, rel=1e-12)
+    assert est.epsilon_spent_ == pytest.approx(2.0, rel=1e-6)
+    assert est.delta_spent_ == delta
+    assert np.linalg.norm(est.mean_) <= 2.0
+    again = DPSparseMeanEstimator(epsilon=2.0, delta=delta, sparsity=s,
+                                  method="l1_recovery", random_state=0).fit(X.tocsc())
+    np.testing.assert_allclose(again.mean_, est.mean_, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("norm, kept", [(2.5 * 1.9, False), (1.5 * 1.9, True)])
+def test_l1_recovery_returns_zero_beyond_2L(monkeypatch, norm, kept):
+    import skdp_sparse.mean as mean_module
+
+    d = 8000
+    solution = np.zeros(d)
+    solution[:4] = norm / 2
+    monkeypatch.setattr(mean_module, "basis_pursuit", lambda A, b, **kw: solution.copy())
+    X = zipf_rows(60, d, 3)
+    est = DPSparseMeanEstimator(epsilon=2.0, delta=1e-5, norm_bound=1.9, sparsity=3,
+                                method="l1_recovery", random_state=0).fit(X)
+    assert est.n_measurements_ > 0
+    np.testing.assert_array_equal(est.mean_, solution if kept else np.zeros(d))
+
+
+def test_measurement_clipping_bounds_sensitivity_for_any_matrix():
+    m, d, s, n = 2, 2000, 20, 10
+    A = GaussianSensingMatrix(m, d, seed=5)
+    At = A.toarray()
+    # adversarial s-sparse unit row: the s columns most aligned with one direction
+    u = np.linalg.svd(At)[0][:, 0]
+    score = u @ At
+    idx = np.argsort(-np.abs(score))[:s]
+    z = np.zeros(d)
+    z[idx] = np.sign(score[idx]) / math.sqrt(s)
+    assert np.linalg.norm(At @ z) > 3  # far outside any restricted-isometry bound
+    X = np.zeros((n, d))
+    X[0] = z
+    Xp = X.copy()
+    Xp[0] = -z
+    clipped = (np.linalg.norm(_clipped_measurement_mean(X, A, _MEASUREMENT_CLIP)
+                              - _clipped_measurement_mean(Xp, A, _MEASUREMENT_CLIP)))
+    assert clipped <= 2 * _MEASUREMENT_CLIP / n * (1 + 1e-12)
+    unclipped = np.linalg.norm(_clipped_measurement_mean(X, A, np.inf)
+                               - _clipped_measurement_mean(Xp, A, np.inf))
+    assert unclipped > 2 * _MEASUREMENT_CLIP / n
+
+
+def test_sensing_matrix_on_demand_equals_in_memory():
+    m, d = 40, 70_000  # several generation blocks
+    A = GaussianSensingMatrix(m, d, seed=11)
+    B = GaussianSensingMatrix(m, d, seed=11, max_bytes=0)
+    assert A.in_memory and not B.in_memory and B.n_blocks > 1
+    rng = np.random.default_rng(0)
+    x, r = rng.normal(size=d), rng.normal(size=m)
+    np.testing.assert_allclose(B.matvec(x), A.matvec(x), rtol=1e-10)
+    np.testing.assert_allclose(B.rmatvec(r), A.rmatvec(r), rtol=1e-12)
+    np.testing.assert_allclose(B.gram(), A.gram(), rtol=1e-10)
+    X = zipf_rows(30, d, 4)
+    np.testing.assert_allclose(B.apply_rows(X), A.apply_rows(X), rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(B.apply_rows(X.toarray()), A.apply_rows(X), rtol=1e-10,
+                               atol=1e-14)
+    dense = A.toarray()
+    assert dense.std() == pytest.approx(1 / math.sqrt(m), rel=0.01)
+    assert abs(dense.mean()) < 5 / math.sqrt(m * d * m)
+
+
+def test_l1_recovery_on_demand_matrix_gives_same_fit(monkeypatch):
+    import skdp_sparse.mean as mean_module
+
+    n, d, s = 60, 8000, 3
+    X = zipf_rows(n, d, s, seed=2)
+    kwargs = dict(epsilon=2.0, delta=1e-5, sparsity=s, method="l1_recovery", random_state=1)
+    monkeypatch.setattr(mean_module, "_BP_MAX_ITER", 15)
+    in_memory = DPSparseMeanEstimator(**kwargs).fit(X).mean_
+    assert np.any(in_memory != 0)
+
+    class OnDemand(GaussianSensingMatrix):
+        def __init__(self, *args, **kw):
+            super().__init__(*args, max_bytes=0)
+
+    monkeypatch.setattr(mean_module, "GaussianSensingMatrix", OnDemand)
+    on_demand = DPSparseMeanEstimator(**kwargs).fit(X).mean_
+    np.testing.assert_allclose(on_demand, in_memory, rtol=1e-6, atol=1e-9)
+
+
+def test_basis_pursuit_close_to_linear_program():
+    from scipy.optimize import linprog
+
+    rng = np.random.default_rng(0)
+    m, d = 40, 1000
+    A = GaussianSensingMatrix(m, d, seed=3)
+    dense = A.toarray()
+    truth = np.zeros(d)
+    truth[:100] = rng.random(100) / 20
+    b = dense @ truth + 0.05 * rng.normal(size=m)
+    lp = linprog(np.ones(2 * d), A_eq=np.hstack([dense, -dense]), b_eq=b, bounds=(0, None),
+                 method="highs")
+    z_lp = lp.x[:d] - lp.x[d:]
+    z = basis_pursuit(A, b, max_iter=500)
+    assert np.abs(z).sum() == pytest.approx(lp.fun, rel=2e-3)
+    assert np.linalg.norm(dense @ z - b) < 0.01 * np.linalg.norm(b)
+    # the solver's error is small next to the noise-driven error of the exact solution
+    assert np.linalg.norm(z - z_lp) < 0.25 * np.linalg.norm(z_lp - truth)
+    # noiseless sparse signal: exact recovery
+    x = np.zeros(d)
+    x[rng.choice(d, 5, replace=False)] = rng.normal(size=5)
+    z = basis_pursuit(dense, dense @ x, max_iter=500)
+    assert np.linalg.norm(z - x) < 1e-2 * np.linalg.norm(x)
+
+
+# --------------------------------------------------------------------------
+# method="auto"
+# --------------------------------------------------------------------------
+def test_auto_rule():
+    assert _choose_method(100, 1000, None, 1.0, 0.0) == "laplace"
+    assert _choose_method(100, 1000, None, 1.0, 1e-5) == "gaussian"
+    assert _choose_method(100, 1000, 10, 1.0, 0.0) == "projection"
+    for n, d, s in [(1000, 100_000, 10), (100, 20_000, 5), (100_000, 1_000_000, 20),
+                    (50, 10_000, 3000)]:
+        assert _choose_method(n, d, s, 1.0, 1e-6) == "projection"
+    # Alg. 2 wins on rates only for s a large power of d, and then needs a matrix
+    # far too large to use
+    n, d, s, delta = 3162, 10**8, 31_622, 1e-6
+    rates = _table1_rates(n, d, s, 1.0, delta)
+    assert _n_measurements(n, d, s, 1.0, delta) > 0
+    assert rates["l1_recovery"] < min(rates["projection"], 1.0)
+    assert _choose_method(n, d, s, 1.0, delta) == "projection"
+    assert _choose_method(n, d, s, 1.0, delta, max_work=np.inf) == "l1_recovery"
+    est = DPSparseMeanEstimator(delta=1e-6, sparsity=5, random_state=0).fit(zipf_rows(50, 300, 5))
+    assert est.method_ == "projection" and est.method == "auto"
+
+
+# --------------------------------------------------------------------------
+# Input handling
+# --------------------------------------------------------------------------
+_X_OK = np.abs(np.random.default_rng(0).normal(size=(20, 8)))
+
+
+@pytest.mark.parametrize(
+    "params, X, match",
+    [
+        ({}, np.where(np.eye(20, 8) > 0, np.nan, _X_OK), "NaN"),
+        ({}, np.where(np.eye(20, 8) > 0, np.inf, _X_OK), "infinity"),
+        ({}, sp.csr_matrix(np.where(np.eye(20, 8) > 0, np.nan, _X_OK)), "NaN"),
+        ({}, np.zeros((0, 8)), "0 sample"),
+        ({"epsilon": 0.0}, _X_OK, "epsilon"),
+        ({"epsilon": -1.0}, _X_OK, "epsilon"),
+        ({"epsilon": np.nan}, _X_OK, "epsilon"),
+        ({"delta": -0.1}, _X_OK, "delta"),
+        ({"delta": 1.0}, _X_OK, "delta"),
+        ({"delta": np.nan}, _X_OK, "delta"),
+        ({"norm_bound": 0.0}, _X_OK, "norm_bound"),
+        ({"norm_bound": -2.0}, _X_OK, "norm_bound"),
+        ({"norm_bound": np.inf}, _X_OK, "norm_bound"),
+        ({"norm_bound": None}, _X_OK, "norm_bound"),
+        ({"sparsity": 0}, _X_OK, "sparsity"),
+        ({"sparsity": 0.5}, _X_OK, "sparsity"),
+        ({"sparsity": 9}, _X_OK, "sparsity must be at most n_features=8"),
+        ({"sparsity": "3"}, _X_OK, "sparsity"),
+        ({"method": "median"}, _X_OK, "method must be one of"),
+        ({"method": "gaussian"}, _X_OK, "delta > 0"),
+        ({"method": "l1_recovery", "sparsity": 2}, _X_OK, "delta > 0"),
+        ({"method": "projection"}, _X_OK, "sparsity"),
+        ({"method": "l1_recovery", "delta": 1e-5}, _X_OK, "sparsity"),
+    ],
+)
+def test_bad_input_raises(params, X, match):
+    with pytest.raises(ValueError, match=match):
+        DPSparseMeanEstimator(**params).fit(X)
+
+
+def test_params_checked_before_data():
+    # a bad hyperparameter is reported even when the data are bad too
+    with pytest.raises(ValueError, match="epsilon"):
+        DPSparseMeanEstimator(epsilon=-1).fit(np.full((3, 3), np.nan))
+
+
+@pytest.mark.parametrize("fmt", ["coo", "lil", "dok", "csc", "bsr"])
+def test_sparse_formats_match_csr(fmt):
+    X = zipf_rows(100, 300, 4, seed=9, norm=1.5)
+    ref = DPSparseMeanEstimator(delta=1e-5, sparsity=4, random_state=0).fit(X).mean_
+    got = DPSparseMeanEstimator(delta=1e-5, sparsity=4, random_state=0).fit(
+        X.asformat(fmt)).mean_
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("method, delta", [("projection", 0.0), ("projection", 1e-5),
+                                           ("gaussian", 1e-5), ("laplace", 0.0)])
+def test_dense_matches_sparse(method, delta):
+    X = zipf_rows(150, 400, 4, seed=10, norm=1.5)
+    kw = dict(delta=delta, sparsity=4, method=method, random_state=0)
+    sparse = DPSparseMeanEstimator(**kw).fit(X).mean_
+    dense = DPSparseMeanEstimator(**kw).fit(X.toarray()).mean_
+    np.testing.assert_allclose(dense, sparse, rtol=1e-10, atol=1e-14)
+
+
+def test_fit_does_not_modify_params_or_data():
+    X = zipf_rows(50, 100, 3, norm=5.0)
+    X_copy = X.copy()
+    est = DPSparseMeanEstimator(delta=1e-5, sparsity=3, random_state=0)
+    params = est.get_params()
+    est.fit(X)
+    assert est.get_params() == params
+    assert (X != X_copy).nnz == 0
+
+
+# --------------------------------------------------------------------------
+# scikit-learn conventions
+# --------------------------------------------------------------------------
+def _expected_failed_checks(estimator):
+    """Checks a DP mean estimator cannot pass, with the reason.
+
+    None at present: the estimator has no predict/transform, so the checks that
+    compare outputs across fits do not apply, and with an int random_state a fit
+    is reproducible.
+    """
+    return {}
+
+
+@parametrize_with_checks(
+    [
+        DPSparseMeanEstimator(random_state=0),
+        DPSparseMeanEstimator(delta=1e-5, sparsity=1, random_state=0),
+        DPSparseMeanEstimator(delta=1e-5, sparsity=1, method="l1_recovery", random_state=0),
+    ],
+    expected_failed_checks=_expected_failed_checks,
+)
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
