@@ -42,8 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from skdp_sparse.mean import (  # noqa: E402
     DPSparseMeanEstimator,
     _clipped_mean,
-    _project_l1,
 )
+from skdp_sparse.optim.projections import project_l1_ball
 
 EPSILON = 1.0
 DELTA = 1e-6
@@ -150,7 +150,7 @@ def timing(n, d, s, repeats):
     _, clip_t = timed(lambda: _clipped_mean(X, plan), repeats)
     _, noise_t = timed(lambda: plan.mechanism.randomise(np.zeros(d), rng), repeats)
     noisy = mean + plan.mechanism.randomise(np.zeros(d), rng)
-    _, proj_t = timed(lambda: _project_l1(noisy, plan.radius), repeats)
+    _, proj_t = timed(lambda: project_l1_ball(noisy, plan.radius), repeats)
     return {
         "size": f"n={n}, d={d}, s={s}, nnz={X.nnz}",
         "method": est.method_,

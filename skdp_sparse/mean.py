@@ -176,68 +176,6 @@ def _clipped_mean(X, plan):
     return np.asarray(X.T @ scales, dtype=np.float64).ravel()
 
 
-def _project_l1(x, radius):
-    """``project_l1_ball(x, radius)``, computed on the coordinates that can survive.
-
-    Any ``t0`` with ``sum_j (|x_j| - t0)_+ >= radius`` is at most the projection's
-    threshold tau, so coordinates with ``|x_j| <= t0`` are zero in the result and
-    tau is the threshold of the others alone. ``t0`` comes from a histogram of
-    ``|x|`` (one pass) and is checked exactly, so the result does not depend on
-    the histogram's rounding. The threshold of the candidates is then found by
-    sorting them: linear-time pivoting is slow on nearly sorted input, which is
-    what the mean of data with Zipf-distributed features looks like.
-    """
-    y = np.abs(x)
-    if not float(y.sum()) > radius:
-        return project_l1_ball(x, radius)
-    t0 = _histogram_lower_threshold(y, float(radius), 4096)
-    keep = np.flatnonzero(y > t0)
-    cand = y[keep]
-    if not float(cand.sum()) - cand.size * t0 >= radius:  # rounding at a bucket edge
-        keep = np.arange(y.size)
-        cand = y
-    tau = _l1_threshold(cand, radius)
-    out = np.zeros_like(x)
-    out[keep] = np.sign(x[keep]) * np.maximum(cand - tau, 0.0)
-    return out
-
-
-@numba.njit(cache=True)
-def _histogram_lower_threshold(y, radius, n_buckets):
-    """Largest bucket edge t with ``sum (y - t)_+ >= radius`` (up to rounding), for y >= 0."""
-    ymax = 0.0
-    for v in y:
-        if v > ymax:
-            ymax = v
-    if ymax == 0.0:
-        return 0.0
-    scale = n_buckets / ymax
-    counts = np.zeros(n_buckets + 1, np.int64)
-    sums = np.zeros(n_buckets + 1)
-    for v in y:
-        k = min(int(v * scale), n_buckets)
-        counts[k] += 1
-        sums[k] += v
-    count = 0
-    total = 0.0
-    for k in range(n_buckets, -1, -1):
-        count += counts[k]
-        total += sums[k]
-        edge = k / scale
-        if total - count * edge >= radius:
-            return edge
-    return 0.0
-
-
-def _l1_threshold(y, radius):
-    """Threshold tau with sum (y - tau)_+ = radius, for y >= 0 with sum(y) > radius (sort-based)."""
-    u = np.sort(y)[::-1]
-    css = np.cumsum(u) - radius
-    k = np.arange(1, u.size + 1)
-    rho = np.flatnonzero(u * k > css)[-1]
-    return max(float(css[rho] / (rho + 1)), 0.0)
-
-
 @numba.njit(cache=True)
 def _project_rows_inplace(Z, radius):
     for i in range(Z.shape[0]):
@@ -258,7 +196,7 @@ def _perturb(mean, plan, rng, n_draws=None):
     noise = noisy - mean
     if math.isfinite(plan.radius):
         if noisy.ndim == 1:
-            noisy = _project_l1(noisy, plan.radius)
+            noisy = project_l1_ball(noisy, plan.radius)
         else:
             noisy = np.ascontiguousarray(noisy)
             _project_rows_inplace(noisy, float(plan.radius))

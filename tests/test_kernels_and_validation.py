@@ -35,6 +35,28 @@ def test_l1_projection_matches_sort_reference(d):
                                    atol=1e-10)
 
 
+def test_screened_projection_equals_unscreened_kernel():
+    # The histogram screening must not change the result: compare against
+    # Condat's kernel run on all coordinates, on inputs with ties, spikes and zeros.
+    from skdp_sparse.optim.projections import _project_l1_inplace
+
+    rng = np.random.default_rng(0)
+    for trial in range(200):
+        d = int(rng.integers(1, 40_000))
+        radius = float(rng.exponential(3.0)) + 1e-3
+        x = rng.normal(size=d) * rng.exponential()
+        if trial % 3 == 0:
+            x[rng.integers(0, d, 3)] += 50 * rng.normal(size=3)
+        if trial % 5 == 0:
+            x[: d // 2] = 0.0
+        if trial % 7 == 0:
+            x = np.sort(x)[::-1].copy()  # nearly sorted input, as the mean of Zipf data
+        ref = x.copy()
+        _project_l1_inplace(ref, radius)
+        np.testing.assert_allclose(project_l1_ball(x, radius), ref, rtol=0,
+                                   atol=1e-10 * max(radius, np.abs(x).max()))
+
+
 def test_l1_projection_satisfies_optimality_certificate():
     # p is the projection iff <v - p, z - p> <= 0 for all z in the ball, and the
     # maximum of <v - p, z> over the ball is radius * ||v - p||_inf.

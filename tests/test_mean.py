@@ -20,14 +20,11 @@ from skdp_sparse.mean import (
     _choose_method,
     _clipped_mean,
     _clipped_measurement_mean,
-    _l1_threshold,
     _n_measurements,
     _perturb,
-    _project_l1,
     _table1_rates,
 )
 from skdp_sparse.optim.l1_recovery import GaussianSensingMatrix, basis_pursuit
-from skdp_sparse.optim.projections import project_l1_ball
 from skdp_sparse.privacy.auditing import epsilon_lower_bound
 from skdp_sparse.privacy.clipping import clip_rows
 from skdp_sparse.privacy.mechanisms import GaussianMechanism, LaplaceMechanism
@@ -135,25 +132,6 @@ def test_projection_never_increases_error():
     released, noise = _perturb(mean, plan, np.random.default_rng(1), n_draws=200)
     assert np.all(np.linalg.norm(released - mean, axis=1)
                   <= np.linalg.norm(noise, axis=1) * (1 + 1e-12))
-
-
-def test_fast_projection_equals_reference():
-    rng = np.random.default_rng(0)
-    for trial in range(200):
-        d = int(rng.integers(1, 40_000))
-        radius = float(rng.exponential(3.0)) + 1e-3
-        x = rng.normal(size=d) * rng.exponential()
-        if trial % 3 == 0:
-            x[rng.integers(0, d, 3)] += 50 * rng.normal(size=3)
-        if trial % 5 == 0:
-            x[: d // 2] = 0.0
-        # same threshold up to rounding (it is a running mean over other sets)
-        np.testing.assert_allclose(_project_l1(x, radius), project_l1_ball(x, radius),
-                                   rtol=0, atol=1e-10 * max(radius, np.abs(x).max()))
-        y = np.abs(x)
-        if y.sum() > radius:
-            tau = _l1_threshold(y, radius)
-            assert np.maximum(y - tau, 0).sum() == pytest.approx(radius, rel=1e-9)
 
 
 # --------------------------------------------------------------------------

@@ -1,8 +1,11 @@
 """Euclidean projections onto norm balls.
 
 The l1-ball projection is the post-processing step of the projection
-mechanism; it uses Condat's (2016) algorithm, which runs in expected linear
-time and needs no full sort of the d coordinates.
+mechanism. A one-pass histogram first screens out coordinates that cannot
+survive (a threshold ``t0`` with ``sum (|x_j| - t0)_+ >= radius`` is a lower
+bound of the projection's threshold, checked exactly), then Condat's (2016)
+algorithm finds the threshold of the few candidates left; no full sort of the
+d coordinates is needed.
 """
 
 import numba
@@ -74,6 +77,47 @@ def _project_l1_inplace(x, radius):
         x[i] = np.sign(x[i]) * a if a > 0 else 0.0
 
 
+@numba.njit(cache=True)
+def _screening_threshold(y, radius, n_buckets):
+    """Largest bucket edge t with ``sum (y - t)_+ >= radius`` (up to rounding), for y >= 0."""
+    ymax = 0.0
+    for v in y:
+        if v > ymax:
+            ymax = v
+    if ymax == 0.0:
+        return 0.0
+    scale = n_buckets / ymax
+    counts = np.zeros(n_buckets + 1, np.int64)
+    sums = np.zeros(n_buckets + 1)
+    for v in y:
+        k = min(int(v * scale), n_buckets)
+        counts[k] += 1
+        sums[k] += v
+    count = 0
+    total = 0.0
+    for k in range(n_buckets, -1, -1):
+        count += counts[k]
+        total += sums[k]
+        edge = k / scale
+        if total - count * edge >= radius:
+            return edge
+    return 0.0
+
+
+def _project_l1_screened(x, radius):
+    y = np.abs(x)
+    t0 = _screening_threshold(y, radius, 4096)
+    keep = np.flatnonzero(y > t0)
+    cand = y[keep]
+    if not float(cand.sum()) - cand.size * t0 >= radius:  # rounding at a bucket edge
+        keep = np.arange(y.size)
+        cand = y
+    tau = _simplex_threshold(cand, radius)
+    out = np.zeros_like(x)
+    out[keep] = np.sign(x[keep]) * np.maximum(cand - tau, 0.0)
+    return out
+
+
 def project_l1_ball(x, radius):
     """Euclidean projection of ``x`` onto ``{z : ||z||_1 <= radius}``.
 
@@ -91,8 +135,8 @@ def project_l1_ball(x, radius):
     out = np.array(x, dtype=np.float64, copy=True).ravel()
     if not np.all(np.isfinite(out)):
         raise ValueError("x must be finite")
-    if np.isfinite(radius):
-        _project_l1_inplace(out, float(radius))
+    if np.isfinite(radius) and float(np.abs(out).sum()) > radius:
+        out = _project_l1_screened(out, float(radius))
     return out.reshape(np.shape(x))
 
 
