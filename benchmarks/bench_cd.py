@@ -52,7 +52,7 @@ def main():
         ds = load_dataset(name)
         n = ds.X_train.shape[0]
         delta = 1.0 / n**2
-        alpha = DPSparseLogisticRegression().alpha
+        alpha = DPSparseLogisticRegression._default_alpha
         start = time.perf_counter()
         ref = LogisticRegression(C=1 / (n * alpha), l1_ratio=1.0, solver="saga", tol=1e-6,
                                  max_iter=5000).fit(ds.X_train, ds.y_train)
