@@ -15,17 +15,13 @@ import math
 import numba
 import numpy as np
 
+from ._cd_kernels import _clip
 from .losses import loss_derivative
 
 
 @numba.njit(cache=True, inline="always")
 def _clipped_derivative(code, y, z, param, dclip):
-    g = loss_derivative(code, y, z, param)
-    if g > dclip:
-        return dclip
-    if g < -dclip:
-        return -dclip
-    return g
+    return _clip(loss_derivative(code, y, z, param), dclip)
 
 
 @numba.njit(cache=True)
