@@ -288,7 +288,8 @@ def compose(events, delta):
             else:
                 rho = sum(e.count * e.rho for e in smooth)
                 candidates.append((eps_approx + zcdp_epsilon(rho, delta_left), delta))
-            if all(e.mu is None and e.delta == 0 for e in smooth):
+            if all(e.mu is None and e.delta == 0 and not math.isnan(e.epsilon)
+                   for e in smooth):
                 candidates.append(
                     (
                         eps_approx

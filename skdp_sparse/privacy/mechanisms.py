@@ -8,6 +8,20 @@ that a fit records for one call.
 
 Noise is drawn in vectorised form from a :class:`numpy.random.Generator`;
 ``n_draws`` repeats the release independently (used by the privacy audits).
+
+Floating-point safety. ``value + rng.laplace(...)`` computed in doubles leaks the
+low-order bits of ``value`` (Mironov 2012). With ``floating_point_safe=True`` the
+Laplace and Gaussian mechanisms instead round ``value`` to a lattice ``gamma Z``
+(``gamma`` a power of two fixed by public quantities) and add exactly sampled
+discrete Laplace or discrete Gaussian noise in units of ``gamma``; the rounding is
+paid for by a ``2^-16`` relative slack in the sensitivity, and the reported event
+is exactly the guarantee of what is run. See :mod:`skdp_sparse.privacy.discrete`.
+The default is safe for the Laplace mechanism (its noise grows by a relative
+``2^-16``, its run time by a factor 1.3 to 1.7); the Gaussian mechanism keeps the
+continuous path by default, because the discrete Gaussian is accounted by zCDP,
+which needs 4 to 9% more noise than the analytic calibration for the same
+(epsilon, delta), its sampler takes about 5 times as long, and the class also
+serves to calibrate continuous noise drawn elsewhere.
 """
 
 from __future__ import annotations
@@ -16,7 +30,8 @@ import math
 
 import numpy as np
 
-from .accounting import PrivacyEvent, calibrate_scale, gaussian_epsilon
+from . import discrete
+from .accounting import PrivacyEvent, calibrate_scale, compose, gaussian_epsilon, zcdp_epsilon
 
 __all__ = ["LaplaceMechanism", "GaussianMechanism", "ExponentialMechanism"]
 
@@ -44,35 +59,64 @@ class LaplaceMechanism:
     Smith 2006; Dwork & Roth 2014, Thm 3.6). ``b`` is the Laplace scale (density
     proportional to ``exp(-|x| / b)``), not the standard deviation.
 
+    With ``floating_point_safe=True`` (the default) each coordinate is rounded to a
+    lattice ``gamma Z`` and receives exact discrete Laplace noise of scale ``b``
+    (in units of ``gamma``, rounded up); the release is a function of an integer
+    vector, so its support does not depend on ``f(S)``. The rounding can move
+    neighbouring vectors apart by ``d gamma`` more in l1, and ``gamma`` is chosen
+    so that this is at most ``2^-16 Delta_1``: the guarantee is
+    ``epsilon = (1 + 2^-16) Delta_1 / b``, and calibration to a target epsilon
+    makes ``b`` larger by that factor (:func:`discrete.laplace_epsilon`).
+
     Parameters
     ----------
     sensitivity : float
         l1 sensitivity of the released statistic.
     epsilon : float, optional
-        Target epsilon; sets ``scale = sensitivity / epsilon``.
+        Target epsilon; sets the smallest scale meeting it.
     scale : float, optional
         Laplace scale b, if given instead of epsilon.
+    floating_point_safe : bool, default=True
+        Lattice rounding and exact discrete noise (see above), or the textbook
+        ``value + rng.laplace(0, b)`` in doubles, which is not private against an
+        adversary who reads the low-order bits of the output.
     """
 
-    def __init__(self, sensitivity, *, epsilon=None, scale=None):
+    def __init__(self, sensitivity, *, epsilon=None, scale=None, floating_point_safe=True):
         self.sensitivity = _check_positive("sensitivity", sensitivity)
+        self.floating_point_safe = bool(floating_point_safe)
         if (epsilon is None) == (scale is None):
             raise ValueError("give exactly one of epsilon and scale")
         if epsilon is not None:
             self.epsilon = _check_positive("epsilon", epsilon, allow_inf=True)
-            self.scale = self.sensitivity / self.epsilon
+            if math.isinf(self.epsilon):
+                self.scale = 0.0
+            elif self.floating_point_safe:
+                self.scale = discrete.laplace_scale_for(self.sensitivity, self.epsilon)
+            else:
+                self.scale = self.sensitivity / self.epsilon
         else:
             self.scale = _check_positive("scale", scale)
-            self.epsilon = self.sensitivity / self.scale
+            if self.floating_point_safe:
+                self.epsilon = discrete.laplace_epsilon(self.sensitivity, self.scale)
+            else:
+                self.epsilon = self.sensitivity / self.scale
 
     def randomise(self, value, rng, n_draws=None):
-        """``value + noise``; with ``n_draws``, that many independent releases stacked."""
+        """``value + noise``; with ``n_draws``, that many independent releases stacked.
+
+        Each release of a ``d``-coordinate ``value`` is private for the l1
+        sensitivity, whatever ``d`` is (the lattice adapts to ``d``).
+        """
         if self.scale == 0:
             return _noisy(value, lambda s: np.zeros(s), n_draws)
+        if self.floating_point_safe:
+            return discrete.release_laplace(value, self.sensitivity, self.scale, rng, n_draws)
         return _noisy(value, lambda s: rng.laplace(0.0, self.scale, size=s), n_draws)
 
     def event(self, count=1):
-        return PrivacyEvent.pure(self.epsilon, count=count, name="laplace")
+        name = "discrete_laplace" if self.floating_point_safe else "laplace"
+        return PrivacyEvent.pure(self.epsilon, count=count, name=name)
 
 
 class GaussianMechanism:
@@ -87,18 +131,35 @@ class GaussianMechanism:
     epsilon > 0; it is also ``mu^2/2``-zCDP (Bun & Steinke 2016, Prop. 1.6) and
     mu-GDP (Dong, Roth & Su 2019), which the accountant uses to compose it.
 
+    With ``floating_point_safe=True`` each coordinate is rounded to a lattice
+    ``gamma Z`` and receives exact discrete Gaussian noise with variance parameter
+    ``sigma^2`` (in units of ``gamma``, rounded up). The discrete Gaussian is
+    ``||a - a'||_2^2 / (2 sigma^2)``-zCDP on integer vectors (Canonne, Kamath &
+    Steinke 2020), but not exactly mu-GDP, so the event carries ``rho`` only:
+    ``rho = ((1 + 2^-16) Delta_2 / sigma)^2 / 2``, the ``2^-16`` paying for the
+    rounding (:func:`discrete.gaussian_rho`). Calibration to (epsilon, delta)
+    then goes through the zCDP conversion and needs 4 to 9% more noise than the
+    analytic calibration.
+
     Parameters
     ----------
     sensitivity : float
         l2 sensitivity of the released statistic.
     epsilon, delta : float, optional
-        Target budget; sigma is the smallest value meeting it (analytic calibration).
+        Target budget; sigma is the smallest value meeting it (analytic
+        calibration, or the zCDP conversion of the safe path).
     sigma : float, optional
         Noise standard deviation, if given instead of (epsilon, delta).
+    floating_point_safe : bool, default=False
+        Lattice rounding and exact discrete Gaussian noise (see above), or
+        ``value + rng.normal(0, sigma)`` in doubles, which is not private against
+        an adversary who reads the low-order bits of the output.
     """
 
-    def __init__(self, sensitivity, *, epsilon=None, delta=None, sigma=None):
+    def __init__(self, sensitivity, *, epsilon=None, delta=None, sigma=None,
+                 floating_point_safe=False):
         self.sensitivity = _check_positive("sensitivity", sensitivity)
+        self.floating_point_safe = bool(floating_point_safe)
         if sigma is not None:
             if epsilon is not None or delta is not None:
                 raise ValueError("give either sigma or (epsilon, delta), not both")
@@ -111,6 +172,13 @@ class GaussianMechanism:
                 raise ValueError(f"the Gaussian mechanism needs 0 < delta < 1, got {delta}")
             if math.isinf(epsilon):
                 self.sigma = 0.0
+            elif self.floating_point_safe:
+                self.sigma = self.sensitivity * calibrate_scale(
+                    lambda s: [discrete.discrete_gaussian_event(1.0, s)], epsilon, delta
+                )
+                # Rescaling by the sensitivity rounds; step up until the real event fits.
+                while compose([self.event()], delta)[0] > epsilon:
+                    self.sigma = math.nextafter(self.sigma, math.inf)
             else:
                 self.sigma = self.sensitivity * calibrate_scale(
                     lambda s: [PrivacyEvent.gaussian(1.0 / s)], epsilon, delta
@@ -118,19 +186,40 @@ class GaussianMechanism:
 
     @property
     def mu(self):
+        """``Delta_2 / sigma`` of the continuous mechanism; None on the safe path."""
+        if self.floating_point_safe:
+            return None
         return math.inf if self.sigma == 0 else self.sensitivity / self.sigma
+
+    @property
+    def rho(self):
+        """zCDP parameter of one release."""
+        if self.sigma == 0:
+            return math.inf
+        if self.floating_point_safe:
+            return discrete.gaussian_rho(self.sensitivity, self.sigma)
+        return 0.5 * self.mu**2
 
     def epsilon_at(self, delta):
         """Epsilon of one release at the given delta."""
+        if self.floating_point_safe:
+            return zcdp_epsilon(self.rho, delta)
         return gaussian_epsilon(self.mu, delta)
 
     def randomise(self, value, rng, n_draws=None):
         """``value + noise``; with ``n_draws``, that many independent releases stacked."""
         if self.sigma == 0:
             return _noisy(value, lambda s: np.zeros(s), n_draws)
+        if self.floating_point_safe:
+            return discrete.release_gaussian(value, self.sensitivity, self.sigma, rng, n_draws)
         return _noisy(value, lambda s: rng.normal(0.0, self.sigma, size=s), n_draws)
 
     def event(self, count=1):
+        if self.floating_point_safe:
+            if self.sigma == 0:
+                return PrivacyEvent("discrete_gaussian", math.nan, 0.0, math.inf, None,
+                                    int(count))
+            return discrete.discrete_gaussian_event(self.sensitivity, self.sigma, count)
         return PrivacyEvent.gaussian(self.mu, count=count)
 
 
