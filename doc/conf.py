@@ -64,9 +64,6 @@ default_role = "literal"
 # the build has no network, so there is no intersphinx inventory to resolve them.
 nitpicky = False
 pygments_style = "sphinx"
-# Pages of the toctree that are written separately: until such a page exists,
-# its toctree entry is dropped (with a message) instead of failing the build.
-OPTIONAL_PAGES = ("security",)
 
 # -- autodoc / autosummary / numpydoc --------------------------------------
 autosummary_generate = True
@@ -253,15 +250,6 @@ def privacy_sections_as_rubrics(app, what, name, obj, options, lines):
         i += 1
 
 
-def drop_missing_optional_pages(app, docname, source):
-    if docname != root_doc:
-        return
-    for page in OPTIONAL_PAGES:
-        if not (DOC_DIR / f"{page}.rst").exists():
-            logger.info("doc/%s.rst does not exist yet: left out of the toctree", page)
-            source[0] = re.sub(rf"(?m)^   {re.escape(page)}\n", "", source[0])
-
-
 _ROUTING_METHOD = re.compile(r"set_\w+_request|get_metadata_routing")
 
 
@@ -274,7 +262,6 @@ def skip_metadata_routing(app, what, name, obj, skip, options):
 
 
 def setup(app):
-    app.connect("source-read", drop_missing_optional_pages)
     app.connect("autodoc-skip-member", skip_metadata_routing)
     app.connect("builder-inited", check_api_complete)
     app.connect("autodoc-process-docstring", fix_docstrings, priority=390)
