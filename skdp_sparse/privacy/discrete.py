@@ -267,52 +267,6 @@ def _add_rounded(ai, z):
 
 # The draw loops are written out in each kernel: Numba compiles per-draw helper
 # functions with early returns into code several times slower.
-@numba.njit(cache=True, inline="always")
-def _two_sided_geometric(next64, state, p, shift, table, guide, wbits, gshift, low_bits,
-                         pblock, fb):
-    """One draw ``(ok, x, s, buf, nb)`` of ``floor(X / 2^shift)`` with ``X ~ Geometric(exp(-1/p))``
-    and a random sign ``s``, the negative zero rejected (see :func:`_laplace_kernel`).
-
-    ``ok`` is False when a uniform word equals a table entry: ``fb`` then holds the
-    state the exact continuation needs. ``buf, nb`` are the unused random bits,
-    which the caller may keep drawing from.
-    """
-    while True:
-        w, buf, nb = _fresh(next64, state, wbits)
-        g = guide[w >> gshift]
-        while w < table[g + 1]:
-            g += 1
-        # Recorded for the continuation, which may need the proposal's (g, w).
-        fb[2], fb[3] = g, w
-        if w == table[g + 1]:
-            fb[0], fb[1] = _FB_GEOMETRIC, 0
-            return False, np.int64(0), np.int64(0), buf, nb
-        acc = False
-        lo = np.int64(0)
-        while not acc:
-            lo, buf, nb = _fresh(next64, state, low_bits)
-            acc, buf, nb = _bernoulli_exp(next64, state, buf, nb, lo, p, pblock, 1, 1, 32)
-        s, buf, nb = _bits(next64, state, buf, nb, 1)
-        x = ((g << low_bits) + lo) >> shift
-        if s == 0 or x != 0:
-            return True, x, s, buf, nb
-
-
-@numba.njit(cache=True, inline="always")
-def _store(a, out, out_int, i, ia, d, z, fb):
-    """Write noise ``z`` (``a`` empty) or ``fl(a + z)`` at ``i``; ``(ok, next ia)``."""
-    if a.size == 0:
-        out_int[i] = z
-        return True, ia
-    ok, v = _add_rounded(a[ia], z)
-    if not ok:
-        fb[0], fb[1] = _FB_NOISE, z
-        return False, ia
-    out[i] = v
-    ia += 1
-    return True, 0 if ia == d else ia
-
-
 @numba.njit(cache=True)
 def _laplace_kernel(a, out, out_int, start, p, shift, table, guide, wbits, gshift, low_bits,
                     pblock, next64, state, fb):
@@ -337,13 +291,35 @@ def _laplace_kernel(a, out, out_int, start, p, shift, table, guide, wbits, gshif
     d = max(a.size, 1)
     ia = start % d
     for i in range(start, n):
-        ok, x, s, buf, nb = _two_sided_geometric(next64, state, p, shift, table, guide, wbits,
-                                                 gshift, low_bits, pblock, fb)
-        if not ok:
-            return i
-        ok, ia = _store(a, out, out_int, i, ia, d, x - 2 * s * x, fb)
-        if not ok:
-            return i
+        while True:
+            w, buf, nb = _fresh(next64, state, wbits)
+            g = guide[w >> gshift]
+            while w < table[g + 1]:
+                g += 1
+            if w == table[g + 1]:
+                fb[0], fb[1], fb[2], fb[3] = _FB_GEOMETRIC, 0, g, w
+                return i
+            acc = False
+            lo = np.int64(0)
+            while not acc:
+                lo, buf, nb = _fresh(next64, state, low_bits)
+                acc, buf, nb = _bernoulli_exp(next64, state, buf, nb, lo, p, pblock, 1, 1, 32)
+            s, buf, nb = _bits(next64, state, buf, nb, 1)
+            x = ((g << low_bits) + lo) >> shift
+            if s == 0 or x != 0:
+                break
+        z = x - 2 * s * x
+        if a.size == 0:
+            out_int[i] = z
+        else:
+            ok, v = _add_rounded(a[ia], z)
+            if not ok:
+                fb[0], fb[1] = _FB_NOISE, z
+                return i
+            out[i] = v
+            ia += 1
+            if ia == d:
+                ia = 0
     return n
 
 
@@ -369,14 +345,27 @@ def _gauss_kernel(a, out, out_int, start, j, pc, f, table, guide, wbits, gshift,
     pc_bits = _bit_length(pc)
     for i in range(start, n):
         while True:
-            ok, x, s, buf, nb = _two_sided_geometric(next64, state, p, 0, table, guide, wbits,
-                                                     gshift, low_bits, pblock, fb)
-            if not ok:
-                return i
+            while True:
+                w, buf, nb = _fresh(next64, state, wbits)
+                g = guide[w >> gshift]
+                while w < table[g + 1]:
+                    g += 1
+                if w == table[g + 1]:
+                    fb[0], fb[1], fb[2], fb[3] = _FB_GEOMETRIC, 0, g, w
+                    return i
+                acc = False
+                lo = np.int64(0)
+                while not acc:
+                    lo, buf, nb = _fresh(next64, state, low_bits)
+                    acc, buf, nb = _bernoulli_exp(next64, state, buf, nb, lo, p, pblock, 1, 1,
+                                                  32)
+                s, buf, nb = _bits(next64, state, buf, nb, 1)
+                x = (g << low_bits) + lo
+                if s == 0 or x != 0:
+                    break
             z = x - 2 * s * x
             if x >= ylim:
-                # fb[2], fb[3] keep the proposal's (g, w) set by the geometric draw.
-                fb[0], fb[1] = _FB_GAUSS_Y, z
+                fb[0], fb[1], fb[2], fb[3] = _FB_GAUSS_Y, z, g, w
                 return i
             aa = abs((x << f) - pc)
             accept = True
@@ -396,9 +385,17 @@ def _gauss_kernel(a, out, out_int, start, j, pc, f, table, guide, wbits, gshift,
                         break
             if accept:
                 break
-        ok, ia = _store(a, out, out_int, i, ia, d, z, fb)
-        if not ok:
-            return i
+        if a.size == 0:
+            out_int[i] = z
+        else:
+            ok, v = _add_rounded(a[ia], z)
+            if not ok:
+                fb[0], fb[1] = _FB_NOISE, z
+                return i
+            out[i] = v
+            ia += 1
+            if ia == d:
+                ia = 0
     return n
 
 
