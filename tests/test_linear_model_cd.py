@@ -88,8 +88,9 @@ def test_cd_gaussian_calibration(monkeypatch, epsilon):
     X, y = _regression_data()
     n, p = X.shape
     delta = 1e-5
+    # The bound's constants; curvature="private" is tested in test_curvature.py.
     reg = DPGreedyCDRegressor(epsilon=epsilon, delta=delta, solver="cd", max_iter=3,
-                              random_state=0).fit(X, y)
+                              curvature="bound", random_state=0).fit(X, y)
     kw = cap.calls[0]
     k = 3 * (p + 1)
     assert kw["n_updates"] == k
@@ -110,7 +111,8 @@ def test_greedy_exponential_calibration(monkeypatch):
     n = X.shape[0]
     eps, delta, T = 1.0, 1e-6, 40
     clf = DPSparseLogisticRegression(epsilon=eps, delta=delta, max_iter=T, solver="greedy_cd",
-                                     feature_bound=0.5, random_state=0).fit(X, y)
+                                     feature_bound=0.5, curvature="bound",
+                                     random_state=0).fit(X, y)
     assert len(cap.calls) == 3
     kw = cap.calls[0]
     # Logistic loss: C_j = feature bound (0.5; intercept 1), M_j = b_j^2 / 4.
@@ -136,7 +138,7 @@ def test_greedy_laplace_pure_calibration(monkeypatch):
     n = X.shape[0]
     T = 25
     reg = DPGreedyCDRegressor(epsilon=2.0, delta=0.0, selection="laplace", max_iter=T,
-                              solver="greedy_cd",
+                              solver="greedy_cd", curvature="bound",
                               loss="huber", huber_epsilon=0.5, random_state=0).fit(X, y)
     kw = cap.calls[0]
     eps0 = 2.0 / (2 * T)  # basic composition of 2T pure steps
@@ -194,7 +196,8 @@ def _cd_audit(noise_factor, monkeypatch, n_runs=25_000):
         y[0] = target
         rng = np.random.default_rng(seed)
         reg = DPGreedyCDRegressor(epsilon=1.0, delta=1e-5, solver="cd", fit_intercept=False,
-                                  penalty=None, max_iter=1, random_state=rng)
+                                  penalty=None, max_iter=1, curvature="bound",
+                                  random_state=rng)
         outs.append(np.array([reg.fit(X, y).coef_[0] for _ in range(n_runs)]))
     return epsilon_lower_bound(outs[0], outs[1], delta=1e-5)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -33,6 +34,7 @@ from ..optim.losses import HuberLoss, LogisticLoss, SquaredLoss
 from ..optim.penalties import L1, L2, ElasticNet, NoPenalty
 from ..privacy._random import check_generator
 from ..privacy.accounting import PrivacyAccountant, PrivacyEvent, calibrate_scale
+from ..privacy.statistics import column_second_moment_sums, release_column_second_moments
 from ._output_perturbation import fit_output_perturbation
 
 __all__ = [
@@ -46,6 +48,18 @@ __all__ = [
 # to the coordinate update. With equal rho the selection's Gumbel noise and the
 # update's Gaussian noise have about the same size on the gradient scale.
 _SELECTION_SHARE = 0.5
+
+#: Share of the coordinate-descent budget (of its zCDP rho, or of its pure
+#: epsilon) spent on the private curvature estimate of ``curvature="private"``.
+#: Noise on the estimate only mis-sizes steps, while noise on the updates is the
+#: utility bottleneck, so the estimate gets a small share.
+CURVATURE_SHARE = 0.1
+#: Smallest coordinate curvature, relative to the bound ``beta b_j^2``: caps the
+#: step on rare or noisily estimated features at this many times the bound's.
+MIN_CURVATURE_RATIO = 1e-3
+#: With more rows than this above ``norm_bound`` (by the private count), the
+#: curvature estimate is too biased to use and the bound's constants are kept.
+MAX_CLIPPED_ROW_FRACTION = 0.5
 
 
 def _make_penalty(penalty, alpha, l1_ratio):
@@ -131,6 +145,10 @@ class _BaseDPCoordinateDescent(DPEstimatorMixin, BaseEstimator):
                 "solver='output_perturbation' solves the L2-regularised problem: "
                 "set penalty='l2' (alpha=None picks the theorem's default strength)"
             )
+        if self.curvature not in ("private", "bound"):
+            raise ValueError(
+                f"curvature must be 'private' or 'bound', got {self.curvature!r}"
+            )
         if self.selection not in ("exponential", "laplace"):
             raise ValueError(
                 f"selection must be 'exponential' or 'laplace', got {self.selection!r}"
@@ -194,19 +212,69 @@ class _BaseDPCoordinateDescent(DPEstimatorMixin, BaseEstimator):
         # DP-CD: a few passes; more passes split the budget over more noisy updates.
         return 5 * n_coords
 
-    def _events(self, scale, n_updates, n_problems, epsilon_pure):
-        """Mechanism calls of the whole fit for a noise scale (``1 / mu`` or ``1 / eps0``)."""
+    def _events(self, scale, n_updates, n_problems, epsilon_pure, curvature=False):
+        """Mechanism calls of the whole fit for a noise scale (``1 / mu`` or ``1 / eps0``).
+
+        With ``curvature``, the last event is the curvature estimate's, sized to
+        ``CURVATURE_SHARE`` of the total (in rho, or in epsilon for Laplace noise).
+        """
         k = n_updates * n_problems
         if self.solver_ == "cd":
-            return [PrivacyEvent.gaussian(1.0 / scale, count=k, name="cd update")]
-        if epsilon_pure:
+            events = [PrivacyEvent.gaussian(1.0 / scale, count=k, name="cd update")]
+        elif epsilon_pure:
             eps0 = 1.0 / scale
-            return [PrivacyEvent.pure(eps0, count=k, name="noisy max (laplace)"),
-                    PrivacyEvent.pure(eps0, count=k, name="update (laplace)")]
-        mu = 1.0 / scale
-        eps_select = math.sqrt(8 * _SELECTION_SHARE / (1 - _SELECTION_SHARE) * mu**2 / 2)
-        return [PrivacyEvent.exponential(eps_select, count=k, name="selection"),
-                PrivacyEvent.gaussian(mu, count=k, name="update")]
+            events = [PrivacyEvent.pure(eps0, count=k, name="noisy max (laplace)"),
+                      PrivacyEvent.pure(eps0, count=k, name="update (laplace)")]
+        else:
+            mu = 1.0 / scale
+            eps_select = math.sqrt(8 * _SELECTION_SHARE / (1 - _SELECTION_SHARE) * mu**2 / 2)
+            events = [PrivacyEvent.exponential(eps_select, count=k, name="selection"),
+                      PrivacyEvent.gaussian(mu, count=k, name="update")]
+        if curvature:
+            ratio = CURVATURE_SHARE / (1 - CURVATURE_SHARE)
+            if epsilon_pure:
+                eps_c = ratio * sum(e.epsilon * e.count for e in events)
+                events.append(PrivacyEvent.pure(eps_c, name="curvature (laplace)"))
+            else:
+                rho_c = ratio * sum(e.rho * e.count for e in events)
+                events.append(PrivacyEvent.gaussian(math.sqrt(2 * rho_c), name="curvature"))
+        return events
+
+    def _curvature_ratios(self, X, feature_bound, event, rng):
+        """Coordinate curvature relative to its bound, ``r_j ~ mean_i x_ij^2 / b_j^2``.
+
+        With ``event`` (a private fit), a noisy release of the second moments of
+        the rows clipped to ``norm_bound`` (:func:`release_column_second_moments`);
+        without (noise off), the exact second moments. Clipped to
+        ``[max(MIN_CURVATURE_RATIO, 2 noise_std), 1]``: the upper end is the
+        bound itself, the lower end keeps noise from inflating steps.
+        """
+        n_samples, n_features = X.shape
+        b2 = np.broadcast_to(np.asarray(feature_bound, dtype=float), (n_features,)) ** 2
+        if event is None:
+            sums, noise_std = column_second_moment_sums(X)[0], 0.0
+        else:
+            norm_bound = float(self.norm_bound)
+            kwargs = dict(mu=event.mu) if event.mu is not None else dict(epsilon=event.epsilon)
+            sums, n_clipped, noise_std = release_column_second_moments(
+                X, norm_bound=norm_bound, max_entry=float(np.sqrt(b2.max())), rng=rng,
+                **kwargs,
+            )
+            if n_clipped > MAX_CLIPPED_ROW_FRACTION * n_samples:
+                # Decided on the private release only, so the fallback leaks nothing.
+                warnings.warn(
+                    f"norm_bound={norm_bound:g} is below the l2 norm of most rows (by a "
+                    "private count), so the private curvature estimate would be biased "
+                    "low; the fit uses the feature bounds' curvature instead "
+                    "(curvature='bound'). Set norm_bound to a public bound on the row "
+                    "norms to use the estimate.", UserWarning, stacklevel=4,
+                )
+                return np.ones(n_features + int(self.fit_intercept))
+        floor = np.maximum(MIN_CURVATURE_RATIO, 2 * noise_std / (n_samples * b2))
+        ratios = np.clip(sums / (n_samples * b2), np.minimum(floor, 1.0), 1.0)
+        if self.fit_intercept:
+            ratios = np.append(ratios, 1.0)
+        return ratios
 
     def _alpha(self):
         return self._default_alpha if self.alpha is None else self.alpha
@@ -295,16 +363,31 @@ class _BaseDPCoordinateDescent(DPEstimatorMixin, BaseEstimator):
         n_coords = n_features + int(self.fit_intercept)
         smoothness, clip_all = self._public_constants(loss, n_features, feature_bound, clip)
         n_updates = self._n_updates(n_samples, n_coords, epsilon, delta)
-        sensitivity = 2.0 * clip_all / n_samples
         pure = self.solver_ == "greedy_cd" and self.selection == "laplace"
+        curvature = self.curvature == "private"
+        private = math.isfinite(epsilon)
+        rng = check_generator(self.random_state)
 
         accountant = PrivacyAccountant()
-        if math.isfinite(epsilon):
+        if private:
             scale = calibrate_scale(
-                lambda s: self._events(s, n_updates, n_problems, pure), epsilon, delta
+                lambda s: self._events(s, n_updates, n_problems, pure, curvature),
+                epsilon, delta,
             )
-            for event in self._events(scale, n_updates, n_problems, pure):
+            events = self._events(scale, n_updates, n_problems, pure, curvature)
+            for event in events:
                 accountant.record(event)
+        if curvature:
+            ratios = self._curvature_ratios(X, feature_bound, events[-1] if private else None,
+                                            rng)
+            smoothness = smoothness * ratios
+            # C_j proportional to sqrt(M_j) (Mangold et al. 2022): every coordinate's
+            # noisy step then has the same signal-to-noise scale. Without noise the
+            # clip is left alone, so that the objective is unchanged.
+            if private and clip is None:
+                clip_all = clip_all * np.sqrt(ratios)
+        sensitivity = 2.0 * clip_all / n_samples
+        if private:
             if self.solver_ == "cd":
                 update_noise, update_scale = "gaussian", sensitivity * scale
                 selection_noise, selection_scale = "none", 0.0
@@ -326,7 +409,6 @@ class _BaseDPCoordinateDescent(DPEstimatorMixin, BaseEstimator):
             update_noise, update_scale = "none", np.zeros(n_coords)
             selection_noise, selection_scale = "none", 0.0
 
-        rng = check_generator(self.random_state)
         selection = "greedy" if self.solver_ == "greedy_cd" else "random"
         coefs, intercepts, n_iters = [], [], []
         for k, y_k in enumerate(targets):
@@ -439,8 +521,9 @@ class DPGreedyCDRegressor(RegressorMixin, _BaseDPCoordinateDescent):
     feature_bound : float or array of shape (n_features,), default=1.0
         Public bound on ``|x_ij|`` (coordinate-descent solvers); entries are clipped to it.
     norm_bound : float, default=1.0
-        Public bound on the l2 norm of a row (gradient solvers, output perturbation);
-        rows are clipped to it.
+        Public bound on the l2 norm of a row (gradient solvers, output perturbation,
+        and the curvature estimate of the coordinate-descent solvers); rows are
+        clipped to it.
     sparsity : int, default=None
         Public bound s on non-zeros per row; rows are also clipped to l1 norm
         ``norm_bound * sqrt(s)`` (projection-mechanism gradients, pure-DP output
@@ -458,6 +541,24 @@ class DPGreedyCDRegressor(RegressorMixin, _BaseDPCoordinateDescent):
 "phased_sgd", "output_perturbation"}, default="auto"
     selection : {"exponential", "laplace"}, default="exponential"
         Noisy selection of the greedy solver.
+    curvature : {"private", "bound"}, default="private"
+        Where the coordinate-descent solvers take each coordinate's smoothness
+        ``M_j`` (its step is ``1/M_j``) and default clip ``C_j``. ``"bound"``: from
+        the public bounds alone, ``M_j = beta b_j^2`` (``beta`` the loss's
+        smoothness) and ``C_j`` as above; safe but very conservative for rare
+        features. ``"private"``: ``CURVATURE_SHARE`` (10%) of the budget buys a
+        noisy estimate of the column second moments ``mean_i x_ij^2`` of the rows
+        clipped to ``norm_bound``
+        (:func:`~skdp_sparse.privacy.statistics.release_column_second_moments`;
+        Gaussian noise, Laplace for ``selection="laplace"``); then
+        ``M_j = beta b_j^2 r_j`` and ``C_j = C_j^bound sqrt(r_j)`` with
+        ``r_j`` the estimate over ``b_j^2``, clipped to ``[1e-3, 1]``
+        (DP-CD's ``C_j ~ sqrt(M_j)``, Mangold et al. 2022). Set ``norm_bound`` to
+        a bound on the row norms: rows above it bias the estimate low. The same
+        release counts them, and if the noisy count exceeds half the rows the
+        fit warns and keeps the bound's constants. Without noise
+        (``epsilon=np.inf``) the exact moments set ``M_j`` and ``C_j`` is left
+        as it is. Ignored by the other solvers.
     max_iter : int, default=None
         Greedy steps (``greedy_cd``), passes over the coordinates (``cd``) or
         gradient steps (gradient solvers). ``None``: ``(n eps / sqrt(log(1/delta)))^{2/3}``
@@ -502,8 +603,8 @@ class DPGreedyCDRegressor(RegressorMixin, _BaseDPCoordinateDescent):
     def __init__(self, *, epsilon=1.0, delta=1e-6, loss="squared", huber_epsilon=1.35,
                  penalty="l1", alpha=None, l1_ratio=0.5, feature_bound=1.0, norm_bound=1.0,
                  sparsity=None, target_bound=1.0, gradient_clip=None, fit_intercept=True,
-                 solver="auto", selection="exponential", max_iter=None, batch_size=None,
-                 learning_rate=None, tol=1e-7, random_state=None, verbose=0):
+                 solver="auto", selection="exponential", curvature="private", max_iter=None,
+                 batch_size=None, learning_rate=None, tol=1e-7, random_state=None, verbose=0):
         self.epsilon = epsilon
         self.delta = delta
         self.loss = loss
@@ -519,6 +620,7 @@ class DPGreedyCDRegressor(RegressorMixin, _BaseDPCoordinateDescent):
         self.fit_intercept = fit_intercept
         self.solver = solver
         self.selection = selection
+        self.curvature = curvature
         self.max_iter = max_iter
         self.batch_size = batch_size
         self.learning_rate = learning_rate
@@ -582,7 +684,7 @@ class DPSparseLogisticRegression(ClassifierMixin, _BaseDPCoordinateDescent):
     Parameters
     ----------
     epsilon, delta, penalty, l1_ratio, feature_bound, norm_bound, sparsity,
-    gradient_clip, fit_intercept, solver, selection, max_iter, batch_size,
+    gradient_clip, fit_intercept, solver, selection, curvature, max_iter, batch_size,
     learning_rate, tol, random_state, verbose
         As in :class:`DPGreedyCDRegressor`.
     alpha : float, default=None
@@ -613,8 +715,9 @@ class DPSparseLogisticRegression(ClassifierMixin, _BaseDPCoordinateDescent):
 
     def __init__(self, *, epsilon=1.0, delta=1e-6, penalty="l1", alpha=None, l1_ratio=0.5,
                  feature_bound=1.0, norm_bound=1.0, sparsity=None, gradient_clip=None,
-                 fit_intercept=True, solver="auto", selection="exponential", max_iter=None,
-                 batch_size=None, learning_rate=None, tol=1e-7, random_state=None, verbose=0):
+                 fit_intercept=True, solver="auto", selection="exponential",
+                 curvature="private", max_iter=None, batch_size=None, learning_rate=None,
+                 tol=1e-7, random_state=None, verbose=0):
         self.epsilon = epsilon
         self.delta = delta
         self.penalty = penalty
@@ -627,6 +730,7 @@ class DPSparseLogisticRegression(ClassifierMixin, _BaseDPCoordinateDescent):
         self.fit_intercept = fit_intercept
         self.solver = solver
         self.selection = selection
+        self.curvature = curvature
         self.max_iter = max_iter
         self.batch_size = batch_size
         self.learning_rate = learning_rate

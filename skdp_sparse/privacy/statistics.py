@@ -1,0 +1,85 @@
+"""Private releases of the data statistics that set a solver's constants.
+
+A solver's step sizes and clipping thresholds may come from public bounds or
+from a private, accounted estimate; never from raw statistics of the data.
+"""
+
+import math
+
+import numpy as np
+import scipy.sparse as sp
+
+from .mechanisms import GaussianMechanism, LaplaceMechanism
+
+__all__ = ["column_second_moment_sums", "release_column_second_moments"]
+
+
+def column_second_moment_sums(X, norm_bound=np.inf):
+    """``sum_i xt_ij^2`` for every column j, with ``xt_i = x_i min(1, L / ||x_i||_2)``.
+
+    Not private: this is the statistic :func:`release_column_second_moments`
+    perturbs. Rows are clipped to l2 norm ``L = norm_bound`` (no clipping for
+    ``np.inf``); O(nnz) on sparse input, nothing is densified.
+
+    Returns
+    -------
+    sums : ndarray of shape (n_features,)
+    n_clipped : int
+        Number of rows whose norm exceeds ``norm_bound``.
+    """
+    squares = X.multiply(X) if sp.issparse(X) else np.square(np.asarray(X, dtype=float))
+    if sp.issparse(squares):
+        squares = sp.csr_matrix(squares)
+    if math.isinf(norm_bound):
+        return np.asarray(squares.sum(axis=0), dtype=float).ravel(), 0
+    row_norm_sq = np.asarray(squares.sum(axis=1), dtype=float).ravel()
+    clipped = row_norm_sq > norm_bound**2
+    weights = np.ones_like(row_norm_sq)
+    weights[clipped] = norm_bound**2 / row_norm_sq[clipped]
+    return np.asarray(squares.T @ weights, dtype=float).ravel(), int(clipped.sum())
+
+
+def release_column_second_moments(X, *, norm_bound, max_entry, rng, mu=None, epsilon=None):
+    """Noisy ``column_second_moment_sums(X, norm_bound)``, both outputs, in one release.
+
+    The released vector is ``(sums_1, ..., sums_p, n_clipped)`` plus Gaussian
+    (``mu``) or Laplace (``epsilon``) noise of the same scale on every entry.
+
+    Sensitivity (replace-one): a row contributes ``v_i = (xt_ij^2)_j``, a
+    non-negative vector with ``||v_i||_1 = ||xt_i||_2^2 <= L^2`` and, since
+    every entry is at most ``m^2 = min(max_entry, L)^2``,
+    ``||v_i||_2^2 <= m^2 ||v_i||_1 <= m^2 L^2``. Replacing a row changes the
+    sums by ``v - v'``; for non-negative vectors ``||v - v'||_2^2 <= ||v||_2^2 +
+    ||v'||_2^2 <= 2 m^2 L^2``, and ``||v - v'||_1 <= 2 L^2``. The count of
+    clipped rows changes by at most 1. So ``Delta_2 = sqrt(2 m^2 L^2 + 1)`` and
+    ``Delta_1 = 2 L^2 + 1``.
+
+    Privacy: ``mu``-GDP with ``sigma = Delta_2 / mu`` (:class:`GaussianMechanism`),
+    or epsilon-DP with Laplace scale ``Delta_1 / epsilon`` (:class:`LaplaceMechanism`,
+    floating-point safe), whichever is given. ``max_entry`` must be a public
+    bound on ``|x_ij|`` that holds for every entry (clip entries to it first).
+
+    Returns
+    -------
+    sums : ndarray of shape (n_features,)
+        The noisy sums (may be negative).
+    n_clipped : float
+        The noisy number of rows above ``norm_bound``.
+    noise_std : float
+        Standard deviation of the noise of each output.
+    """
+    if (mu is None) == (epsilon is None):
+        raise ValueError("give exactly one of mu and epsilon")
+    if not (norm_bound > 0 and math.isfinite(norm_bound)):
+        raise ValueError(f"norm_bound must be positive and finite, got {norm_bound!r}")
+    sums, n_clipped = column_second_moment_sums(X, norm_bound)
+    value = np.append(sums, float(n_clipped))
+    if mu is not None:
+        m = min(float(max_entry), norm_bound)
+        sensitivity = math.sqrt(2.0 * m**2 * norm_bound**2 + 1.0)
+        mechanism = GaussianMechanism(sensitivity, sigma=sensitivity / mu)
+        noisy, noise_std = mechanism.randomise(value, rng), mechanism.sigma
+    else:
+        mechanism = LaplaceMechanism(2.0 * norm_bound**2 + 1.0, epsilon=epsilon)
+        noisy, noise_std = mechanism.randomise(value, rng), math.sqrt(2.0) * mechanism.scale
+    return noisy[:-1], float(noisy[-1]), noise_std
