@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import skdp_sparse.linear_model._coordinate_descent as cd_module
 from skdp_sparse.linear_model import DPGreedyCDRegressor, DPSparseLogisticRegression
 from skdp_sparse.linear_model._coordinate_descent import CURVATURE_SHARE, MIN_CURVATURE_RATIO
 from skdp_sparse.privacy.accounting import compose, gaussian_epsilon, zcdp_epsilon
@@ -147,26 +146,13 @@ def test_audit_release_gaussian():
 
 
 # --------------------------------------------------------- in the estimators
-class _Capture:
-    def __init__(self, monkeypatch):
-        self.calls = []
-        real = cd_module.coordinate_descent
-
-        def wrapper(*args, **kwargs):
-            self.calls.append(kwargs)
-            return real(*args, **kwargs)
-
-        monkeypatch.setattr(cd_module, "coordinate_descent", wrapper)
-
-
-def test_cd_calibration_includes_curvature_share(monkeypatch):
-    cap = _Capture(monkeypatch)
+def test_cd_calibration_includes_curvature_share(cd_calls):
     X, y, _ = _rare_feature_data(n=500, p=10)
     n, p = X.shape
     eps, delta = 1.0, 1e-5
     reg = DPGreedyCDRegressor(epsilon=eps, delta=delta, solver="cd", max_iter=2,
                               random_state=0).fit(X, y)
-    kw = cap.calls[0]
+    kw = cd_calls[0]
     k = 2 * (p + 1)
     mu = (2 * kw["clip"] / n) / kw["update_scale"]
     np.testing.assert_allclose(mu, mu[0])
@@ -180,13 +166,12 @@ def test_cd_calibration_includes_curvature_share(monkeypatch):
     assert reg.epsilon_spent_ == pytest.approx(eps, rel=1e-6)
 
 
-def test_greedy_calibration_includes_curvature_share(monkeypatch):
-    cap = _Capture(monkeypatch)
+def test_greedy_calibration_includes_curvature_share(cd_calls):
     X, y, _ = _rare_feature_data(n=600, p=12)
     eps, delta, T = 1.0, 1e-6, 30
     clf = DPSparseLogisticRegression(epsilon=eps, delta=delta, solver="greedy_cd", max_iter=T,
                                      random_state=0).fit(X, y)
-    kw = cap.calls[0]
+    kw = cd_calls[0]
     n = X.shape[0]
     delta_j = 2 * kw["clip"] / n
     mu = delta_j[0] / kw["update_scale"][0]
@@ -199,7 +184,7 @@ def test_greedy_calibration_includes_curvature_share(monkeypatch):
     assert compose(clf.privacy_events_, delta)[0] == pytest.approx(eps, rel=1e-9)
 
 
-def test_pure_greedy_spends_laplace_curvature(monkeypatch):
+def test_pure_greedy_spends_laplace_curvature():
     X, y, _ = _rare_feature_data(n=400, p=8)
     reg = DPGreedyCDRegressor(epsilon=2.0, delta=0.0, selection="laplace", solver="greedy_cd",
                               max_iter=10, random_state=0).fit(X, y)
@@ -210,15 +195,14 @@ def test_pure_greedy_spends_laplace_curvature(monkeypatch):
     assert reg.epsilon_spent_ == pytest.approx(2.0, rel=1e-9) and reg.delta_spent_ == 0
 
 
-def test_private_constants_follow_estimate(monkeypatch):
+def test_private_constants_follow_estimate(cd_calls):
     """M_j and C_j scale with the clipped noisy estimate: C_j / sqrt(M_j) is constant,
     neither exceeds its bound, and both respect the floor."""
-    cap = _Capture(monkeypatch)
     X, y, freq = _rare_feature_data(n=20_000, p=30)
     # Binary rows over 30 features: sqrt(30) bounds their norm, so nothing is clipped.
     clf = DPSparseLogisticRegression(epsilon=5.0, delta=1e-8, solver="greedy_cd", max_iter=5,
                                      norm_bound=np.sqrt(30), random_state=0).fit(X, y)
-    kw = cap.calls[0]
+    kw = cd_calls[0]
     ratio = kw["smoothness"] / 0.25
     assert ratio[-1] == 1.0  # intercept: a constant feature, known curvature
     assert np.all(ratio <= 1.0) and np.all(ratio >= MIN_CURVATURE_RATIO)
@@ -229,25 +213,23 @@ def test_private_constants_follow_estimate(monkeypatch):
     assert clf.epsilon_spent_ == pytest.approx(5.0, rel=1e-6)
 
 
-def test_user_clip_is_kept_and_bound_mode_unchanged(monkeypatch):
-    cap = _Capture(monkeypatch)
+def test_user_clip_is_kept_and_bound_mode_unchanged(cd_calls):
     X, y, _ = _rare_feature_data(n=300, p=6)
     DPSparseLogisticRegression(solver="greedy_cd", max_iter=3, gradient_clip=0.3,
                                random_state=0).fit(X, y)
-    np.testing.assert_allclose(cap.calls[-1]["clip"][:-1], 0.3)
+    np.testing.assert_allclose(cd_calls[-1]["clip"][:-1], 0.3)
     DPSparseLogisticRegression(solver="greedy_cd", max_iter=3, curvature="bound",
                                random_state=0).fit(X, y)
-    np.testing.assert_allclose(cap.calls[-1]["smoothness"], 0.25)
-    np.testing.assert_allclose(cap.calls[-1]["clip"], 1.0)
+    np.testing.assert_allclose(cd_calls[-1]["smoothness"], 0.25)
+    np.testing.assert_allclose(cd_calls[-1]["clip"], 1.0)
 
 
-def test_noiseless_curvature_is_exact(monkeypatch):
-    cap = _Capture(monkeypatch)
+def test_noiseless_curvature_is_exact(cd_calls):
     X, y, _ = _rare_feature_data(n=300, p=6)
     X = X.multiply(1.7).tocsr()  # rows far above norm_bound: not clipped without noise
     DPGreedyCDRegressor(epsilon=np.inf, solver="cd", max_iter=2, feature_bound=2.0,
                         random_state=0).fit(X, y)
-    kw = cap.calls[0]
+    kw = cd_calls[0]
     exact = np.asarray(X.multiply(X).mean(axis=0)).ravel()
     expected = np.clip(exact / 4.0, MIN_CURVATURE_RATIO, 1.0) * 4.0
     np.testing.assert_allclose(kw["smoothness"][:-1], expected)
@@ -274,18 +256,17 @@ def test_private_curvature_lowers_excess_risk_on_rare_features():
     assert scores["private"] < scores["bound"] - 0.01
 
 
-def test_norm_bound_below_most_rows_falls_back_to_bound(monkeypatch):
-    cap = _Capture(monkeypatch)
+def test_norm_bound_below_most_rows_falls_back_to_bound(cd_calls):
     X, y, _ = _rare_feature_data(n=3000, p=30)  # about 5 ones per row: norms near 2.2
     with pytest.warns(UserWarning, match="norm_bound=1 is below"):
         DPSparseLogisticRegression(solver="greedy_cd", max_iter=3, random_state=0).fit(X, y)
-    np.testing.assert_allclose(cap.calls[-1]["smoothness"], 0.25)
-    np.testing.assert_allclose(cap.calls[-1]["clip"], 1.0)
+    np.testing.assert_allclose(cd_calls[-1]["smoothness"], 0.25)
+    np.testing.assert_allclose(cd_calls[-1]["clip"], 1.0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         DPSparseLogisticRegression(solver="greedy_cd", max_iter=3, norm_bound=np.sqrt(30),
                                    random_state=0).fit(X, y)
-    assert np.all(cap.calls[-1]["smoothness"][:-1] < 0.25)
+    assert np.all(cd_calls[-1]["smoothness"][:-1] < 0.25)
 
 
 def test_invalid_curvature_raises():

@@ -68,30 +68,15 @@ def test_noiseless_logistic_l2_matches_sklearn(fit_intercept):
 
 
 # ------------------------------------------------------------ calibration
-class _Capture:
-    """Wraps the engine to record the noise it was asked to add."""
-
-    def __init__(self, monkeypatch):
-        self.calls = []
-        real = cd_module.coordinate_descent
-
-        def wrapper(*args, **kwargs):
-            self.calls.append(kwargs)
-            return real(*args, **kwargs)
-
-        monkeypatch.setattr(cd_module, "coordinate_descent", wrapper)
-
-
 @pytest.mark.parametrize("epsilon", [0.3, 1.0, 5.0])
-def test_cd_gaussian_calibration(monkeypatch, epsilon):
-    cap = _Capture(monkeypatch)
+def test_cd_gaussian_calibration(cd_calls, epsilon):
     X, y = _regression_data()
     n, p = X.shape
     delta = 1e-5
     # The bound's constants; curvature="private" is tested in test_curvature.py.
     reg = DPGreedyCDRegressor(epsilon=epsilon, delta=delta, solver="cd", max_iter=3,
                               curvature="bound", random_state=0).fit(X, y)
-    kw = cap.calls[0]
+    kw = cd_calls[0]
     k = 3 * (p + 1)
     assert kw["n_updates"] == k
     sensitivity = 2 * kw["clip"] / n
@@ -105,16 +90,15 @@ def test_cd_gaussian_calibration(monkeypatch, epsilon):
     assert reg.delta_spent_ == delta
 
 
-def test_greedy_exponential_calibration(monkeypatch):
-    cap = _Capture(monkeypatch)
+def test_greedy_exponential_calibration(cd_calls):
     X, y = _classification_data(n_classes=3)
     n = X.shape[0]
     eps, delta, T = 1.0, 1e-6, 40
     clf = DPSparseLogisticRegression(epsilon=eps, delta=delta, max_iter=T, solver="greedy_cd",
                                      feature_bound=0.5, curvature="bound",
                                      random_state=0).fit(X, y)
-    assert len(cap.calls) == 3
-    kw = cap.calls[0]
+    assert len(cd_calls) == 3
+    kw = cd_calls[0]
     # Logistic loss: C_j = feature bound (0.5; intercept 1), M_j = b_j^2 / 4.
     np.testing.assert_allclose(kw["clip"][:-1], 0.5)
     np.testing.assert_allclose(kw["smoothness"][:-1], 0.25 * 0.25)
@@ -132,15 +116,14 @@ def test_greedy_exponential_calibration(monkeypatch):
     assert compose(clf.privacy_events_, delta)[0] == clf.epsilon_spent_
 
 
-def test_greedy_laplace_pure_calibration(monkeypatch):
-    cap = _Capture(monkeypatch)
+def test_greedy_laplace_pure_calibration(cd_calls):
     X, y = _regression_data()
     n = X.shape[0]
     T = 25
     reg = DPGreedyCDRegressor(epsilon=2.0, delta=0.0, selection="laplace", max_iter=T,
                               solver="greedy_cd", curvature="bound",
                               loss="huber", huber_epsilon=0.5, random_state=0).fit(X, y)
-    kw = cap.calls[0]
+    kw = cd_calls[0]
     eps0 = 2.0 / (2 * T)  # basic composition of 2T pure steps
     delta_j = 2 * kw["clip"] / n
     np.testing.assert_allclose(kw["clip"], 0.5)  # |huber'| <= 0.5, b = 1
@@ -152,12 +135,11 @@ def test_greedy_laplace_pure_calibration(monkeypatch):
     assert reg.delta_spent_ == 0.0
 
 
-def test_default_iterations_follow_public_rule(monkeypatch):
-    cap = _Capture(monkeypatch)
+def test_default_iterations_follow_public_rule(cd_calls):
     X, y = _regression_data(n=400)
     DPGreedyCDRegressor(epsilon=1.0, delta=1e-6, solver="greedy_cd", random_state=0).fit(X, y)
     expected = round((400 * 1.0 / math.sqrt(math.log(1e6))) ** (2 / 3))
-    assert cap.calls[0]["n_updates"] == expected
+    assert cd_calls[0]["n_updates"] == expected
 
 
 def test_noise_is_fresh_and_seeded():
