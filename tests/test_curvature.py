@@ -215,9 +215,11 @@ def test_private_constants_follow_estimate(cd_calls):
 
 def test_user_clip_is_kept_and_bound_mode_unchanged(cd_calls):
     X, y, _ = _rare_feature_data(n=300, p=6)
-    DPSparseLogisticRegression(solver="greedy_cd", max_iter=3, gradient_clip=0.3,
-                               random_state=0).fit(X, y)
+    clf = DPSparseLogisticRegression(solver="greedy_cd", max_iter=3, gradient_clip=0.3,
+                                     random_state=0).fit(X, y)
     np.testing.assert_allclose(cd_calls[-1]["clip"][:-1], 0.3)
+    np.testing.assert_allclose(cd_calls[-1]["smoothness"], 0.25)
+    assert all(e.name != "curvature" for e in clf.privacy_events_)
     DPSparseLogisticRegression(solver="greedy_cd", max_iter=3, curvature="bound",
                                random_state=0).fit(X, y)
     np.testing.assert_allclose(cd_calls[-1]["smoothness"], 0.25)

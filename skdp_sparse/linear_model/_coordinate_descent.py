@@ -364,8 +364,11 @@ class _BaseDPCoordinateDescent(DPEstimatorMixin, BaseEstimator):
         smoothness, clip_all = self._public_constants(loss, n_features, feature_bound, clip)
         n_updates = self._n_updates(n_samples, n_coords, epsilon, delta)
         pure = self.solver_ == "greedy_cd" and self.selection == "laplace"
-        curvature = self.curvature == "private"
         private = math.isfinite(epsilon)
+        # Larger steps on rare features pay off only with clips shrunk to match
+        # (C_j ~ sqrt(M_j)); an explicit gradient_clip fixes C_j, so the bounds'
+        # curvature is kept and no budget is spent on an estimate.
+        curvature = self.curvature == "private" and (clip is None or not private)
         rng = check_generator(self.random_state)
 
         accountant = PrivacyAccountant()
@@ -384,7 +387,7 @@ class _BaseDPCoordinateDescent(DPEstimatorMixin, BaseEstimator):
             # C_j proportional to sqrt(M_j) (Mangold et al. 2022): every coordinate's
             # noisy step then has the same signal-to-noise scale. Without noise the
             # clip is left alone, so that the objective is unchanged.
-            if private and clip is None:
+            if private:
                 clip_all = clip_all * np.sqrt(ratios)
         sensitivity = 2.0 * clip_all / n_samples
         if private:
@@ -558,7 +561,9 @@ class DPGreedyCDRegressor(RegressorMixin, _BaseDPCoordinateDescent):
         release counts them, and if the noisy count exceeds half the rows the
         fit warns and keeps the bound's constants. Without noise
         (``epsilon=np.inf``) the exact moments set ``M_j`` and ``C_j`` is left
-        as it is. Ignored by the other solvers.
+        as it is. With an explicit ``gradient_clip`` a private fit keeps the
+        bounds' curvature (larger steps without matching clips amplify the noise).
+        Ignored by the other solvers.
     max_iter : int, default=None
         Greedy steps (``greedy_cd``), passes over the coordinates (``cd``) or
         gradient steps (gradient solvers). ``None``: ``(n eps / sqrt(log(1/delta)))^{2/3}``
