@@ -1,8 +1,10 @@
 """Tests of DPSparseMeanEstimator (paper 003, Section 3).
 
-Statistical tests run the release many times through ``_perturb``, the function
-``fit`` itself calls (``test_fit_is_perturb_of_clipped_mean`` pins that down),
-with all draws vectorised.
+Statistical tests run the release many times through ``_perturb``, with all draws
+vectorised. ``fit`` calls ``_release`` (``test_fit_is_release_of_clipped_mean`` pins
+that down), which is ``_perturb`` except for the continuous Gaussian projection:
+there it draws only the noise that can survive the projection, and the tests of
+that section check that its output has ``_perturb``'s law and audit it directly.
 """
 
 import copy
@@ -12,19 +14,28 @@ import math
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from scipy.special import ndtr
+from scipy.stats import ks_2samp, kstest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+from skdp_sparse._mean_kernels import _sample_exceedances
 from skdp_sparse.mean import (
     _MEASUREMENT_CLIP,
+    _SMALL_MEAN,
     DPSparseMeanEstimator,
     _choose_method,
     _clipped_mean,
     _clipped_measurement_mean,
+    _l1_threshold,
     _n_measurements,
     _perturb,
+    _release,
+    _sampled_gaussian_projection,
+    _sampling_threshold,
     _table1_rates,
 )
 from skdp_sparse.optim.l1_recovery import GaussianSensingMatrix, basis_pursuit
+from skdp_sparse.optim.projections import project_l1_ball
 from skdp_sparse.privacy.auditing import epsilon_lower_bound
 from skdp_sparse.privacy.clipping import clip_rows
 from skdp_sparse.privacy.mechanisms import GaussianMechanism, LaplaceMechanism
@@ -78,12 +89,21 @@ def loglog_slope(x, y):
 # Fitted attributes, the fit's internal path, Lemma 3.1
 # --------------------------------------------------------------------------
 @pytest.mark.parametrize("delta", [0.0, 1e-5])
-def test_fit_is_perturb_of_clipped_mean(delta):
+def test_fit_is_release_of_clipped_mean(delta):
     X = zipf_rows(200, 3000, 5, seed=1, norm=2.0)  # norms above the bound: clipped
     est = DPSparseMeanEstimator(epsilon=0.7, delta=delta, sparsity=5, random_state=3).fit(X)
     plan = est._plan(*X.shape)
-    expected, _ = _perturb(_clipped_mean(X, plan), plan, np.random.default_rng(3))
+    mean = _clipped_mean(X, plan)
+    expected = _release(mean, plan, np.random.default_rng(3))
     np.testing.assert_array_equal(est.mean_, expected)
+    if delta == 0:  # Laplace: the release is _perturb's
+        np.testing.assert_array_equal(expected, _perturb(mean, plan,
+                                                         np.random.default_rng(3))[0])
+    else:  # this size takes the sampled Gaussian projection
+        assert _sampling_threshold(plan.mechanism.sigma, 3000, plan.radius) is not None
+        sampled = _sampled_gaussian_projection(mean, plan.mechanism.sigma, plan.radius, None,
+                                               np.random.default_rng(3))
+        np.testing.assert_array_equal(expected, sampled[0])
     assert est.method_ == "projection"
     assert est.n_features_in_ == 3000
     assert est.mean_.shape == (3000,)
@@ -100,6 +120,8 @@ def test_clipped_mean_matches_clip_rows():
     expected = np.asarray(clip_rows(X, 0.5, 0.5 * math.sqrt(2)).mean(axis=0)).ravel()
     np.testing.assert_allclose(_clipped_mean(X, plan), expected, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(_clipped_mean(X.toarray(), plan), expected, rtol=1e-12,
+                               atol=1e-15)
+    np.testing.assert_allclose(_clipped_mean(X.tocsc(), plan), expected, rtol=1e-12,
                                atol=1e-15)
 
 
@@ -391,6 +413,230 @@ def test_audit_whole_fit_laplace():
     out = [np.array([est.set_params(random_state=2 * i + k).fit(data).mean_
                      for i in range(runs)]) for k, data in enumerate((X, Xp))]
     assert epsilon_lower_bound(llr(out[0]), llr(out[1]), rng=0).epsilon_lb <= eps
+
+
+# --------------------------------------------------------------------------
+# Sampled Gaussian projection: the law of _perturb's, with fewer draws
+# --------------------------------------------------------------------------
+def _sampled_runs(mean, sigma, radius, t, runs, seed):
+    rng = np.random.default_rng(seed)
+    out = [_sampled_gaussian_projection(mean, sigma, radius, t, rng) for _ in range(runs)]
+    released = np.array([o[0] for o in out])
+    return released, np.array([o[1] for o in out]), np.array([o[2] for o in out])
+
+
+def _full_runs(mean, sigma, radius, runs, seed):
+    plan = DPSparseMeanEstimator(sparsity=1)._plan(10, 10)  # replaced below
+    plan = dataclasses.replace(plan, mechanism=GaussianMechanism(1.0, sigma=sigma),
+                               radius=radius)
+    released, noise = _perturb(mean, plan, np.random.default_rng(seed), n_draws=runs)
+    a = np.abs(mean + noise)
+    tau = np.array([_l1_threshold(r, radius) if r.sum() > radius else 0.0 for r in a])
+    return released, tau
+
+
+def _signal(d, k, seed=0):
+    """A mean with k nonzeros: a few large, most of them small (as a Zipf-like mean)."""
+    rng = np.random.default_rng(seed)
+    mean = np.zeros(d)
+    support = rng.choice(d, k, replace=False)
+    mean[support] = rng.choice([-1, 1], k) * 0.4 / (np.arange(k) + 1.0)
+    return mean, support
+
+
+@pytest.mark.parametrize("regime", ["public_t", "small_means", "fallback"])
+def test_sampled_projection_has_the_law_of_the_full_one(regime):
+    d, k, radius, runs = 2000, 300, 1.0, 3000
+    mean, support = _signal(d, k)
+    sigma = 0.02
+    if regime == "small_means":
+        # the first support coordinate stays large; the others go below _SMALL_MEAN * sigma,
+        # both signs, so they take the envelope-and-thinning path
+        mean[support[1:]] = (np.random.default_rng(5).uniform(-1, 1, k - 1)
+                             * _SMALL_MEAN * sigma)
+    t_public = _sampling_threshold(sigma, d, radius)
+    assert t_public is not None
+    # at the median threshold (about 2.36 sigma here) the full branch is taken half the time
+    t = {"public_t": None, "small_means": t_public, "fallback": 2.36 * sigma}[regime]
+    fast, tau_fast, full = _sampled_runs(mean, sigma, radius, t, runs, seed=1)
+    ref, tau_ref = _full_runs(mean, sigma, radius, runs, seed=2)
+    if regime != "fallback":
+        assert not full.any()
+        assert np.all(tau_fast >= t_public)
+    else:
+        assert 0.3 < full.mean() < 0.7
+    off = np.setdiff1d(np.arange(d), support)[:2]
+    stats = {
+        "largest mean coordinate": lambda r: r[:, support[0]],
+        "small mean coordinate": lambda r: r[:, support[-1]],
+        "off-support coordinate": lambda r: r[:, off[0]],
+        "another off-support coordinate": lambda r: r[:, off[1]],
+        "error": lambda r: np.linalg.norm(r - mean, axis=1),
+        "nonzeros": lambda r: np.count_nonzero(r, axis=1),
+    }
+    for name, f in stats.items():
+        assert ks_2samp(f(fast), f(ref)).pvalue > 1e-3, name
+    assert ks_2samp(tau_fast, tau_ref).pvalue > 1e-3, "tau"
+    # the off-support coordinates are exactly 0 as often in both
+    for j in off:
+        p0, p1 = np.mean(fast[:, j] == 0), np.mean(ref[:, j] == 0)
+        assert abs(p0 - p1) < 5 * math.sqrt(p1 * (1 - p1) / runs) + 1e-3
+
+
+@pytest.mark.parametrize("m_over_b", [0.0, 0.5, -1.0, 1.0, -0.3])
+@pytest.mark.parametrize("t_over_sigma", [0.8, 1.5, 3.0])
+def test_exceedances_have_the_exact_conditional_law(m_over_b, t_over_sigma):
+    # d iid coordinates of mean m <= b: the kept ones are exactly those with |z_j| > t,
+    # with z_j's law given that; checked against the exact probability and CDF
+    d, sigma = 200_000, 0.7
+    t, b = t_over_sigma * sigma, _SMALL_MEAN * sigma
+    m = m_over_b * b
+    idx, z = _sample_exceedances(np.full(d, m), sigma, t, b, np.random.default_rng(7))
+    assert np.all(np.diff(idx) > 0) and np.all(np.abs(z) > t)
+    upper, lower = ndtr((m - t) / sigma), ndtr((-m - t) / sigma)
+    q = upper + lower
+    assert abs(idx.size - d * q) < 5 * math.sqrt(d * q * (1 - q))
+
+    def cdf(x):  # of N(m, sigma^2) given |z| > t
+        x = np.asarray(x)
+        below = np.minimum(ndtr((x - m) / sigma), lower)
+        above = np.maximum(ndtr((x - m) / sigma) - ndtr((t - m) / sigma), 0.0)
+        return (below + above) / q
+
+    assert kstest(z, cdf).pvalue > 1e-3
+    # the positions are a Bernoulli process: gaps geometric, no position favoured
+    assert kstest(idx, "randint", args=(0, d)).pvalue > 1e-3
+
+
+def test_exceedances_draw_every_big_coordinate():
+    d, sigma, t, b = 5000, 1.0, 2.0, 0.05
+    mean = np.zeros(d)
+    big = np.arange(0, d, 7)
+    mean[big] = np.where(np.arange(big.size) % 2, 1, -1) * np.linspace(0.051, 3, big.size)
+    idx, z = _sample_exceedances(mean, sigma, t, b, np.random.default_rng(0))
+    assert np.array_equal(idx[:big.size], big)
+    rest = idx[big.size:]
+    assert np.all(np.abs(z[big.size:]) > t) and not np.isin(rest, big).any()
+    assert np.unique(idx).size == idx.size
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc", "dense"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_fit_rejects_non_finite_values_before_any_noise(fmt, bad):
+    X = zipf_rows(30, 400, 3, seed=0).tolil()
+    X[4, 7] = bad
+    X = X.toarray() if fmt == "dense" else X.asformat(fmt)
+    rng = np.random.default_rng(0)
+    est = DPSparseMeanEstimator(epsilon=1.0, delta=1e-6, sparsity=3, random_state=rng)
+    state = copy.deepcopy(rng.bit_generator.state)
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        est.fit(X)
+    assert rng.bit_generator.state == state
+
+
+def test_sampled_projection_falls_back_below_t():
+    d, k, radius, sigma = 2000, 300, 1.0, 0.02
+    mean, _ = _signal(d, k)
+    rng = np.random.default_rng(0)
+    for t in (2.36 * sigma, 5 * sigma):
+        for _ in range(50):
+            released, tau, full, (idx, z) = _sampled_gaussian_projection(mean, sigma, radius,
+                                                                         t, rng)
+            assert full == (tau < t)
+            assert np.abs(released).sum() <= radius * (1 + 1e-12)
+            if full:
+                assert idx.size == d
+            else:  # nothing undrawn survives
+                assert np.isin(np.flatnonzero(released), idx).all()
+    # a noise too small to leave the ball: tau = 0 < t, the whole z is drawn and released
+    small = mean * 0.5 / np.abs(mean).sum()
+    released, tau, full, _ = _sampled_gaussian_projection(small, 1e-7, radius, 3e-7, rng)
+    assert full and tau == 0.0
+    assert np.count_nonzero(released) == d
+    np.testing.assert_allclose(released, small, atol=1e-5)
+
+
+def test_sampled_projection_threshold_is_exact():
+    # with every value drawn (t = 0 samples all off-support coordinates), the release
+    # is the projection of the drawn vector
+    d, k, radius, sigma = 500, 50, 1.0, 0.05
+    mean, support = _signal(d, k)
+    rng = np.random.default_rng(4)
+    for _ in range(20):
+        released, tau, full, (idx, z_drawn) = _sampled_gaussian_projection(
+            mean, sigma, radius, 1e-300, rng)
+        assert not full and np.array_equal(np.sort(idx), np.arange(d))
+        assert np.abs(released).sum() == pytest.approx(radius, rel=1e-12)
+        z = np.zeros(d)
+        z[idx] = z_drawn
+        np.testing.assert_allclose(released, project_l1_ball(z, radius), atol=1e-12)
+        assert np.count_nonzero(released) > 0
+
+
+@pytest.mark.parametrize("n, d, s", [(50, 2000, 3), (500, 20000, 1)])
+def test_lemma_3_1_holds_for_every_sampled_draw(n, d, s):
+    # Lemma 3.1's proof bounds ||P(z) - mean||^2 by <P(z) - mean, xi>, a sum over the
+    # coordinates where P(z) or the mean is nonzero, all of which were drawn: the
+    # bound holds with the norms of the drawn noise, which are at most the full ones.
+    X = zipf_rows(n, d, s, seed=n)
+    L = 1.3
+    est = DPSparseMeanEstimator(epsilon=0.5, delta=1e-6, norm_bound=L, sparsity=s,
+                                method="projection")
+    plan = est._plan(n, d)
+    sigma = plan.mechanism.sigma
+    t = _sampling_threshold(sigma, d, plan.radius)
+    assert t is not None
+    mean = _clipped_mean(X, plan)
+    rng = np.random.default_rng(0)
+    for i in range(50):
+        released, _, _, (idx, z) = _sampled_gaussian_projection(
+            mean, sigma, plan.radius, t if i % 2 else None, rng)
+        xi = z - mean[idx]
+        err = np.linalg.norm(released - mean)
+        bound = min(np.linalg.norm(xi), math.sqrt(2 * L * math.sqrt(s) * np.abs(xi).max()))
+        assert err <= bound * (1 + 1e-9) + 1e-12
+
+
+def test_sampling_threshold_is_public_and_rarely_too_high():
+    # depends on sigma, d and R only; with no signal the full branch is rare
+    assert _sampling_threshold(0.01, 100, 1.0) is None  # too little noise to pay
+    assert _sampling_threshold(0.0, 10**6, 1.0) is None
+    d, radius, sigma = 5000, 1.0, 0.01
+    t = _sampling_threshold(sigma, d, radius)
+    rng = np.random.default_rng(0)
+    fulls = [_sampled_gaussian_projection(np.zeros(d), sigma, radius, t, rng)[2]
+             for _ in range(300)]
+    assert not any(fulls)
+
+
+def test_audit_sampled_gaussian_projection():
+    # The fit's path for a high-dimensional Gaussian projection, run once per draw.
+    # The rows other than row 0 put 0.35 on the audited coordinates, so they sit
+    # above the projection's threshold and the audit sees the shift, not only zeros.
+    n, d, s, eps, delta = 50, 400, 2, 1.0, 1e-5
+    X, Xp = _neighbours(n, d, s)
+    X[1:n // 2, :s] = Xp[1:n // 2, :s] = 1 / math.sqrt(s)
+    plan = DPSparseMeanEstimator(epsilon=eps, delta=delta, sparsity=s,
+                                 method="projection")._plan(n, d)
+    a, b = _clipped_mean(X, plan), _clipped_mean(Xp, plan)
+    assert np.linalg.norm(a - b) == pytest.approx(2 / n)
+    sigma = plan.mechanism.sigma
+    assert _sampling_threshold(sigma, d, plan.radius) is not None
+
+    def runs(mean, sig, count, seed):
+        rng = np.random.default_rng(seed)
+        assert _sampling_threshold(sig, d, plan.radius) is not None
+        return np.array([_sampled_gaussian_projection(mean, sig, plan.radius, None, rng)[0][:s]
+                         for _ in range(count)]) @ (a - b)[:s]
+
+    count = 40_000
+    honest = epsilon_lower_bound(runs(a, sigma, count, 1), runs(b, sigma, count, 2),
+                                 delta=delta, rng=0)
+    assert honest.epsilon_lb <= eps
+    # a third of the noise: at this number of runs half of it is detected only narrowly
+    broken = epsilon_lower_bound(runs(a, sigma / 3, count, 1), runs(b, sigma / 3, count, 2),
+                                 delta=delta, rng=0)
+    assert broken.epsilon_lb > eps
 
 
 # --------------------------------------------------------------------------
