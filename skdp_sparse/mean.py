@@ -186,6 +186,10 @@ def _clipped_mean(X, plan):
         _check_finite(X)
         return clip_rows(X, plan.max_l2, plan.max_l1).mean(axis=0)
     X = X.tocsr()
+    if not X.has_canonical_format:
+        # The product below sums duplicates; the clipping factors must see them summed.
+        X = X.copy()
+        X.sum_duplicates()
     _check_finite(X.data)
     scales = _row_scales_csr(X.data, X.indptr, float(plan.max_l2), float(plan.max_l1))
     scales /= n

@@ -275,3 +275,46 @@ def test_invalid_curvature_raises():
     X, y, _ = _rare_feature_data(n=50, p=4)
     with pytest.raises(ValueError, match="curvature must be"):
         DPSparseLogisticRegression(curvature="data").fit(X, y)
+
+
+def _with_duplicates(X):
+    """The same matrix with every stored entry split into two halves (non-canonical)."""
+    coo = sp.coo_matrix(X)
+    rows = np.concatenate([coo.row, coo.row])
+    cols = np.concatenate([coo.col, coo.col])
+    data = np.concatenate([coo.data / 2, coo.data / 2])
+    # csr_matrix((data, (i, j))) would sum duplicates; build the raw arrays instead.
+    order = np.lexsort((cols, rows))
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=X.shape[0]))])
+    dup = sp.csr_matrix((data[order], cols[order], indptr), shape=X.shape)
+    assert not dup.has_canonical_format and dup.nnz == 2 * coo.nnz
+    return dup
+
+
+def test_duplicate_entries_are_clipped_as_summed():
+    """Entry and row clipping see x_ij with its stored duplicates summed, as every
+    later product does; otherwise split entries would escape the bounds."""
+    from skdp_sparse.mean import DPSparseMeanEstimator
+    from skdp_sparse.privacy.clipping import clip_rows
+
+    rng = np.random.default_rng(0)
+    X = sp.random(80, 6, density=0.5, random_state=0, format="csr")
+    X.data = rng.uniform(1, 3, X.data.size)  # entries and rows above their bounds
+    y = rng.integers(0, 2, 80)
+    Xd = _with_duplicates(X)
+    np.testing.assert_allclose(clip_rows(Xd, 1.0).toarray(), clip_rows(X, 1.0).toarray())
+    np.testing.assert_allclose(column_second_moment_sums(Xd, 1.0)[0],
+                               column_second_moment_sums(X, 1.0)[0])
+    for est in (DPSparseLogisticRegression(solver="greedy_cd", max_iter=20, norm_bound=3.0,
+                                           random_state=0),
+                DPSparseLogisticRegression(solver="cd", max_iter=2, random_state=0)):
+        np.testing.assert_allclose(clone_fit(est, Xd, y).coef_, clone_fit(est, X, y).coef_)
+    mean = DPSparseMeanEstimator(epsilon=1.0, delta=1e-6, random_state=0,
+                                 method="gaussian")
+    np.testing.assert_allclose(clone_fit(mean, Xd).mean_, clone_fit(mean, X).mean_)
+
+
+def clone_fit(est, X, y=None):
+    from sklearn.base import clone
+
+    return clone(est).fit(X) if y is None else clone(est).fit(X, y)

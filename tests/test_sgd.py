@@ -457,6 +457,35 @@ def test_phased_sgd_uses_each_example_at_most_once_and_meets_the_bound():
     assert n_wr == steps_wr > X.shape[0]
 
 
+@pytest.mark.parametrize("solver, kwargs", [
+    (sgd, dict(n_steps=3)),
+    (sparse_sgd, dict(n_steps=3, batch_size=8)),
+    (phased_sgd, dict(n_steps=8, n_phases=2)),
+    (bias_reduced_sgd, dict(max_steps=3, gradient_estimator="gaussian")),
+])
+def test_duplicate_entries_are_summed_before_clipping(solver, kwargs):
+    # scipy reads duplicate entries of a CSR matrix as their sum, and so do the
+    # kernels: the clipping (and the feature counts of sparse_sgd) must see the
+    # summed row too, or one row of 100 entries of 0.1 in one column has stored
+    # l2 norm 1 and escapes the bound while its gradient is ten times C2.
+    rng = np.random.default_rng(0)
+    n, d = 8, 3
+    cols = rng.integers(0, d, size=(n, 40))
+    X_dup = sp.csr_matrix((np.full(n * 40, 0.1), cols.ravel(), np.arange(0, n * 40 + 1, 40)),
+                          shape=(n, d))
+    assert not X_dup.has_canonical_format
+    X_sum = X_dup.copy()
+    X_sum.sum_duplicates()
+    y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    kw = dict(epsilon=1.0, delta=1e-5, learning_rate=1.0, **kwargs)
+    dup = solver(X_dup, y, LogisticLoss(), rng=3, **kw)
+    ref = solver(X_sum, y, LogisticLoss(), rng=3, **kw)
+    np.testing.assert_allclose(dup[0], ref[0], rtol=1e-12, atol=1e-12)
+    assert dup[1] == pytest.approx(ref[1], rel=1e-12, abs=1e-12)
+    # The caller's matrix is left as it was.
+    assert X_dup.nnz == n * 40 and not X_dup.has_canonical_format
+
+
 # --------------------------------------------------------------------------
 # Verbose output and bad input
 # --------------------------------------------------------------------------

@@ -445,6 +445,8 @@ class _BaseDPCoordinateDescent(DPEstimatorMixin, BaseEstimator):
         b = np.asarray(feature_bound, dtype=float)
         if sp.issparse(X):
             X = sp.csc_matrix(X, copy=True)
+            # Clip x_ij as a whole: stored duplicates are summed by every later product.
+            X.sum_duplicates()
             bound = b[X.indices] if b.ndim else b
             np.clip(X.data, -bound, bound, out=X.data)
             return X

@@ -156,6 +156,12 @@ def _prepare(X, y, loss, *, l2, l1, max_row_norm, sparsity, derivative_clip, fit
         sparsity = _check_int("sparsity", sparsity, 1, allow_none=False)
     if sp.issparse(X):
         X = sp.csr_matrix(X, dtype=np.float64)
+        if not X.has_canonical_format:
+            # The kernels read duplicate entries as their sum, as scipy does, so the
+            # clipping and the feature counts must see the summed row; a copy
+            # leaves the caller's matrix as it was.
+            X = X.copy()
+            X.sum_duplicates()
         if not np.all(np.isfinite(X.data)):
             raise ValueError("X contains NaN or infinity")
         sparse = True

@@ -53,6 +53,9 @@ def clip_rows(X, max_l2=np.inf, max_l1=np.inf):
     if sp.issparse(X):
         fmt = X.format
         Xr = sp.csr_matrix(X, dtype=np.float64, copy=True)
+        # A row's norm is that of its summed duplicates, which is what any later
+        # product sees; measuring the stored entries one by one would under-clip.
+        Xr.sum_duplicates()
         scales = _row_scales_csr(Xr.data, Xr.indptr, max_l2, max_l1)
         Xr.data *= np.repeat(scales, np.diff(Xr.indptr))
         return Xr.asformat(fmt)

@@ -27,6 +27,9 @@ def column_second_moment_sums(X, norm_bound=np.inf):
     n_clipped : int
         Number of rows whose norm exceeds ``norm_bound``.
     """
+    if sp.issparse(X) and not X.has_canonical_format:
+        X = X.tocsr(copy=True)
+        X.sum_duplicates()
     squares = X.multiply(X) if sp.issparse(X) else np.square(np.asarray(X, dtype=float))
     if sp.issparse(squares):
         squares = sp.csr_matrix(squares)
