@@ -165,3 +165,18 @@ def test_rdp_curve_events_compose_with_zcdp_events():
     assert 0.0 <= rdp_epsilon(RDP_ORDERS * 0.0, 1e-6) < 0.01  # the grid ends at 2048
     with pytest.raises(ValueError):
         PrivacyEvent.from_rdp([0.1, 0.2])
+
+
+@pytest.mark.parametrize("rho", [1e-9, 1e-6, 1e-3, 1.0, 50.0])
+@pytest.mark.parametrize("delta", [1e-10, 1e-5, 1e-2])
+def test_zcdp_epsilon_matches_grid_search(rho, delta):
+    """The CKS conversion's optimiser finds the grid minimum for every rho (small rho
+    once fell outside the initial bracket)."""
+    from skdp_sparse.privacy.accounting import zcdp_epsilon
+
+    alphas = 1 + np.exp(np.linspace(-10, 40, 200_001))
+    L = -np.log(delta)
+    grid = np.min(alphas * rho + (L + (alphas - 1) * np.log1p(-1 / alphas) - np.log(alphas))
+                  / (alphas - 1))
+    best = min(grid, rho + 2 * np.sqrt(rho * L))
+    assert zcdp_epsilon(rho, delta) == pytest.approx(max(best, 0.0), rel=1e-5, abs=1e-12)

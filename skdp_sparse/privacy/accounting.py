@@ -111,11 +111,17 @@ def zcdp_epsilon(rho, delta):
 
     # The optimum sits near 1 + sqrt(log(1/delta)/rho); search in log(alpha - 1).
     guess = math.log(math.sqrt(log_inv_delta / rho))
-    res = minimize_scalar(
-        lambda t: eps_at(1 + math.exp(t)),
-        bracket=(guess - 1, guess, guess + 1),
-        tol=1e-12,
-    )
+
+    def objective(t):
+        return eps_at(1 + math.exp(t))
+
+    try:
+        res = minimize_scalar(objective, bracket=(guess - 1, guess, guess + 1), tol=1e-12)
+    except ValueError:
+        # For small rho the bracket can miss the optimum; every alpha gives a valid
+        # bound, so a bounded search around the guess is safe.
+        res = minimize_scalar(objective, bounds=(max(guess - 20, -30.0), min(guess + 20, 700.0)),
+                              method="bounded", options={"xatol": 1e-12})
     best = min(res.fun, rho + 2 * math.sqrt(rho * log_inv_delta))
     return max(float(best), 0.0)
 
