@@ -4,8 +4,9 @@ On a9a and reuters, at epsilon in {0.1, 1, 10}, reports test
 accuracy, ROC AUC and fit time (mean and standard deviation over seeds) of
 
 * ``DPOutputPerturbationClassifier`` with its defaults (lambda from the paper's tuning
-  rule, public values only; ``norm_bound=1``), with Gaussian noise at delta = 1/n^2
-  and with Laplace noise (pure DP, delta = 0, comparable to diffprivlib's guarantee);
+  rule, public values only; ``norm_bound=1``; floating-point-safe noise), with
+  discrete Gaussian noise at delta = 1/n^2 and with discrete Laplace noise (pure DP,
+  delta = 0, comparable to diffprivlib's guarantee);
 * diffprivlib's ``LogisticRegression`` (objective perturbation, pure DP) with
   ``data_norm=1`` and its other defaults, run in its own venv (see
   ``benchmarks/diffprivlib_env.sh``; skipped with a note if missing);
@@ -16,7 +17,8 @@ For a9a the public ``sparsity=14`` is used: its 14 categorical attributes are on
 encoded, so no row has more than 14 nonzeros whatever the data. For reuters no such
 schema bound exists and none is given.
 
-Run: ``python benchmarks/bench_output_perturbation.py [--seeds 5] [--datasets a9a reuters]``.
+Run: ``python benchmarks/bench_output_perturbation.py [--quick] [--seeds 5]
+[--datasets a9a reuters]``; ``--quick`` runs one seed at epsilon = 1 only.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ def _summary(method, name, eps, accs, aucs, times, extra=""):
     }
 
 
-def bench_dataset(name, seeds):
+def bench_dataset(name, seeds, epsilons=EPSILONS):
     ds = load_dataset(name)
     Xtr, Xte = normalize_rows(ds.X_train), normalize_rows(ds.X_test)
     ytr, yte = ds.y_train, ds.y_test
@@ -78,7 +80,7 @@ def bench_dataset(name, seeds):
 
     # Warm-up outside the timings (imports, first-call caches).
     DPOutputPerturbationClassifier(delta=delta, random_state=0).fit(Xtr[:200], ytr[:200])
-    for eps in EPSILONS:
+    for eps in epsilons:
         for dlt, label in ((delta, "delta=1/n^2"), (0.0, "pure DP")):
             accs, aucs, times = [], [], []
             for seed in seeds:
@@ -105,16 +107,18 @@ def bench_dataset(name, seeds):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="one seed, epsilon=1 only")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--datasets", nargs="+", default=["a9a", "reuters"])
     args = parser.parse_args(argv)
-    seeds = range(args.seeds)
+    seeds = range(1 if args.quick else args.seeds)
+    epsilons = (1.0,) if args.quick else EPSILONS
     rows = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", category=UserWarning)
         for name in args.datasets:
-            rows += bench_dataset(name, seeds)
-    print(f"Output perturbation, {args.seeds} seeds per private method "
+            rows += bench_dataset(name, seeds, epsilons)
+    print(f"Output perturbation, {len(seeds)} seed(s) per private method "
           "(mean ± std; test sets):\n")
     print(markdown_table(rows, ["dataset", "epsilon", "method", "accuracy", "ROC AUC",
                                 "fit time (s)", "notes"]))

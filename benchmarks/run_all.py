@@ -4,7 +4,7 @@
     python benchmarks/run_all.py --quick    # a few minutes
 
 Each script runs in its own process (so one failure does not stop the others)
-with its own ``--quick`` option where it has one. Their markdown output goes to
+with its own ``--quick`` option. Their markdown output goes to
 ``benchmarks/results/<script>.md``, all of it to ``benchmarks/results/summary.md``,
 and two figures to ``benchmarks/results/``:
 
@@ -25,11 +25,11 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 SCRIPTS = {
     "bench_cd": {"quick": ["--quick"], "full": []},
-    "bench_output_perturbation": {"quick": ["--seeds", "1"], "full": []},
+    "bench_output_perturbation": {"quick": ["--quick"], "full": []},
     "bench_mean": {"quick": ["--quick"], "full": []},
     "bench_sgd": {"quick": ["--quick"], "full": []},
     "bench_model_selection": {"quick": ["--quick"], "full": []},
-    "bench_fp_safe": {"quick": ["--repeats", "3"], "full": []},
+    "bench_fp_safe": {"quick": ["--quick"], "full": []},
 }
 
 

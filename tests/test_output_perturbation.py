@@ -26,8 +26,12 @@ from skdp_sparse.optim.linf_projections import (
 )
 from skdp_sparse.optim.losses import HuberLoss, LogisticLoss, SquaredLoss
 from skdp_sparse.optim.projections import project_l1_ball
+from skdp_sparse.privacy.accounting import compose
 from skdp_sparse.privacy.auditing import epsilon_lower_bound
+from skdp_sparse.privacy.discrete import SENSITIVITY_SLACK, plan_gaussian, plan_laplace
 from skdp_sparse.privacy.mechanisms import GaussianMechanism, LaplaceMechanism
+
+SAFE = pytest.mark.parametrize("safe", [True, False], ids=["fp_safe", "float"])
 
 
 def _random_cases(n_cases, seed=0):
@@ -233,20 +237,38 @@ def test_solver_raises_when_certificate_unreachable():
 # ---------------------------------------------------------------------------
 # Calibration: the noise is the stated mechanism at the stated sensitivity
 # ---------------------------------------------------------------------------
-def test_gaussian_calibration_formula():
+@SAFE
+def test_gaussian_calibration_formula(safe):
     X, y = _data(n=120, d=7)
     n, d, lam, tol, eps, delta = 120, 7, 0.03, 1e-3, 0.8, 1e-5
     _, _, info = fit_output_perturbation(
         X, 2.0 * y - 1, "logistic", alpha=lam, epsilon=eps, delta=delta, norm_bound=1.0,
-        tol=tol, rng=0, intercept_bound=1.0, return_info=True,
+        tol=tol, rng=0, intercept_bound=1.0, floating_point_safe=safe, return_info=True,
     )
     L = math.sqrt(2.0)  # |l'| <= 1 times the augmented row norm sqrt(1 + 1)
     g = tol * L / n
     delta2 = 2 * L / (lam * n) + 2 * g / lam
     assert info["l2_sensitivity"] == pytest.approx(delta2, rel=1e-14)
-    assert info["noise_scale"] == GaussianMechanism(delta2, epsilon=eps, delta=delta).sigma
+    mech = GaussianMechanism(info["l2_sensitivity"], epsilon=eps, delta=delta,
+                             floating_point_safe=safe)
+    assert info["noise_scale"] == pytest.approx(mech.sigma, rel=1e-14)
+    assert info["noise_scale"] >= mech.sigma
+    assert info["floating_point_safe"] is safe
     eps_spent, _ = info["accountant"].spent(delta)
-    assert eps_spent == pytest.approx(eps, rel=1e-6)
+    assert eps_spent <= eps and eps_spent == pytest.approx(eps, rel=1e-6)
+    (event,) = info["accountant"].events
+    if safe:
+        # zCDP only, with the rounding slack in rho; the continuous calibration would
+        # under-noise this path.
+        assert event.name == "discrete_gaussian" and event.mu is None
+        assert event.rho == pytest.approx(
+            ((1 + SENSITIVITY_SLACK) * delta2 / info["noise_scale"]) ** 2 / 2, rel=1e-12)
+        analytic = GaussianMechanism(delta2, epsilon=eps, delta=delta).sigma
+        assert 1.02 * analytic < info["noise_scale"] < 1.1 * analytic
+        assert info["granularity"] == plan_gaussian(
+            info["l2_sensitivity"], info["noise_scale"], d + 1).gamma
+    else:
+        assert event.name == "gaussian" and info["granularity"] is None
     assert info["lipschitz"] == pytest.approx(L)
     assert np.asarray(info["n_iter"]).shape == (1,) and X.shape[1] == d
 
@@ -277,23 +299,28 @@ def test_laplace_calibration_formula_and_paper_bound():
     assert sparse_bound <= paper
 
 
-def test_multiclass_budget_split():
+@SAFE
+def test_multiclass_budget_split(safe):
     X, _ = _data(n=90, d=5)
     y = np.random.default_rng(0).integers(0, 3, 90)
     eps, delta = 1.0, 1e-5
     clf = DPOutputPerturbationClassifier(epsilon=eps, delta=delta, alpha=0.1,
-                                         random_state=0).fit(X, y)
+                                         floating_point_safe=safe, random_state=0).fit(X, y)
     assert clf.coef_.shape == (3, 5) and clf.intercept_.shape == (3,)
-    assert clf.epsilon_spent_ == pytest.approx(eps, rel=1e-6)
+    assert clf.epsilon_spent_ <= eps and clf.epsilon_spent_ == pytest.approx(eps, rel=1e-6)
     assert clf.delta_spent_ == delta
+    assert clf.privacy_events_[0].count == 3
     _, _, info = fit_output_perturbation(
         X, np.where(y[:, None] == np.arange(3), 1.0, -1.0), "logistic", alpha=0.1,
-        epsilon=eps, delta=delta, norm_bound=1.0, rng=0, return_info=True,
+        epsilon=eps, delta=delta, norm_bound=1.0, rng=0, floating_point_safe=safe,
+        return_info=True,
     )
-    joint = GaussianMechanism(math.sqrt(3) * info["l2_sensitivity"], epsilon=eps, delta=delta)
-    assert info["noise_scale"] == joint.sigma
+    joint = GaussianMechanism(math.sqrt(3) * info["l2_sensitivity"], epsilon=eps, delta=delta,
+                              floating_point_safe=safe)
+    assert info["noise_scale"] == pytest.approx(joint.sigma, rel=1e-14)
     # Joint calibration needs less noise than (eps/K, delta/K) for each release.
-    split = GaussianMechanism(info["l2_sensitivity"], epsilon=eps / 3, delta=delta / 3)
+    split = GaussianMechanism(info["l2_sensitivity"], epsilon=eps / 3, delta=delta / 3,
+                              floating_point_safe=safe)
     assert joint.sigma < split.sigma
 
     pure = DPOutputPerturbationClassifier(epsilon=eps, delta=0.0, alpha=0.1,
@@ -417,7 +444,7 @@ def test_l1_sensitivity_with_sparse_rows():
 # ---------------------------------------------------------------------------
 # Privacy audits of whole fits
 # ---------------------------------------------------------------------------
-def _audit_statistics(delta, epsilon, n_runs, seed):
+def _audit_statistics(delta, epsilon, n_runs, seed, safe="auto"):
     X, y, y2, kw = _saturated_huber()
     out = []
     for j, yy in enumerate((y, y2)):
@@ -425,7 +452,7 @@ def _audit_statistics(delta, epsilon, n_runs, seed):
         for r in range(n_runs):
             coef, _ = fit_output_perturbation(
                 X, yy, HuberLoss(1.0), epsilon=epsilon, delta=delta,
-                rng=np.random.default_rng([seed, j, r]), **kw
+                rng=np.random.default_rng([seed, j, r]), floating_point_safe=safe, **kw
             )
             stats[r] = coef[0]  # direction of theta(S) - theta(S') is +e_1
         out.append(stats)
@@ -433,17 +460,18 @@ def _audit_statistics(delta, epsilon, n_runs, seed):
 
 
 class _HalfScaleLaplace(LaplaceMechanism):
-    def __init__(self, sensitivity, *, epsilon=None, scale=None):
-        super().__init__(sensitivity, epsilon=epsilon, scale=scale)
+    def __init__(self, sensitivity, **kwargs):
+        super().__init__(sensitivity, **kwargs)
         self.scale /= 2
 
 
+@SAFE
 @pytest.mark.parametrize("under_noised", [False, True])
-def test_audit_pure_dp_fit(monkeypatch, under_noised):
+def test_audit_pure_dp_fit(monkeypatch, under_noised, safe):
     eps = 2.0
     if under_noised:
         monkeypatch.setattr(op, "LaplaceMechanism", _HalfScaleLaplace)
-    a, b = _audit_statistics(0.0, eps, 2000, seed=1)
+    a, b = _audit_statistics(0.0, eps, 2000, seed=1, safe=safe)
     lb = epsilon_lower_bound(a, b, delta=0.0, rng=0).epsilon_lb
     if under_noised:
         assert lb > eps
@@ -451,13 +479,14 @@ def test_audit_pure_dp_fit(monkeypatch, under_noised):
         assert lb <= eps
 
 
+@SAFE
 @pytest.mark.parametrize("under_noised", [False, True])
-def test_audit_gaussian_fit(monkeypatch, under_noised):
+def test_audit_gaussian_fit(monkeypatch, under_noised, safe):
     eps, delta = 1.0, 1e-2
     if under_noised:
         real = op._gaussian_sigma
         monkeypatch.setattr(op, "_gaussian_sigma", lambda *a: real(*a) / 2)
-    a, b = _audit_statistics(delta, eps, 4000, seed=2)
+    a, b = _audit_statistics(delta, eps, 4000, seed=2, safe=safe)
     lb = epsilon_lower_bound(a, b, delta=delta, rng=0).epsilon_lb
     if under_noised:
         assert lb > eps
@@ -488,6 +517,121 @@ def test_audit_estimator_fit_with_intercept():
     u = (t_s - t_sp) / np.linalg.norm(t_s - t_sp)
     lb = epsilon_lower_bound(stats[0] @ u, stats[1] @ u, delta=delta, rng=0).epsilon_lb
     assert lb <= eps
+
+
+# ---------------------------------------------------------------------------
+# Floating-point-safe noise
+# ---------------------------------------------------------------------------
+def _unit_ratio(values, gamma):
+    """``values / gamma`` and whether every entry is an integer."""
+    units = np.ldexp(np.asarray(values, dtype=float), -int(round(math.log2(gamma))))
+    return units, bool(np.all(units == np.rint(units)))
+
+
+@pytest.mark.parametrize("delta", [0.0, 1e-5])
+def test_auto_is_floating_point_safe_for_both_mechanisms(delta):
+    X, y = _data()
+    auto = DPOutputPerturbationClassifier(delta=delta, random_state=0).fit(X, y)
+    safe = DPOutputPerturbationClassifier(delta=delta, floating_point_safe=True,
+                                          random_state=0).fit(X, y)
+    flt = DPOutputPerturbationClassifier(delta=delta, floating_point_safe=False,
+                                         random_state=0).fit(X, y)
+    kind = "laplace" if delta == 0 else "gaussian"
+    assert auto.get_params()["floating_point_safe"] == "auto"
+    assert [e.name for e in auto.privacy_events_] == [f"discrete_{kind}"]
+    np.testing.assert_array_equal(auto.coef_, safe.coef_)
+    assert [e.name for e in flt.privacy_events_] == [kind]
+
+
+@SAFE
+@pytest.mark.parametrize("delta", [0.0, 1e-5])
+@pytest.mark.parametrize("n_classes", [2, 4])
+def test_spend_equals_the_budget(safe, delta, n_classes):
+    X, _ = _data(n=120, d=6)
+    y = np.arange(120) % n_classes
+    eps = 0.7
+    clf = DPOutputPerturbationClassifier(epsilon=eps, delta=delta, floating_point_safe=safe,
+                                         random_state=0).fit(X, y)
+    assert clf.epsilon_spent_ <= eps
+    assert clf.epsilon_spent_ == pytest.approx(eps, rel=1e-6)
+    assert clf.delta_spent_ == delta
+    assert compose(clf.privacy_events_, delta) == (clf.epsilon_spent_, clf.delta_spent_)
+
+
+@SAFE
+@pytest.mark.parametrize("delta", [0.0, 1e-5])
+def test_safe_outputs_lie_on_the_lattice(safe, delta):
+    X, y = _data(n=80, d=6)
+    Y = np.where(y[:, None] == np.arange(2), 1.0, -1.0)  # two releases, one lattice
+    for seed in range(3):
+        coef, intercept, info = fit_output_perturbation(
+            X, Y, "logistic", epsilon=1.0, delta=delta, norm_bound=1.0, rng=seed,
+            floating_point_safe=safe, return_info=True,
+        )
+        released = np.column_stack([coef, intercept])  # intercept_bound = 1
+        if not safe:
+            assert info["granularity"] is None
+            gamma = plan_gaussian(info["l2_sensitivity"], info["noise_scale"], 14).gamma \
+                if delta else plan_laplace(info["l1_sensitivity"], info["noise_scale"], 14).gamma
+            assert not _unit_ratio(released, gamma)[1]
+            continue
+        plan = plan_gaussian if delta else plan_laplace
+        sens = info["l2_sensitivity"] if delta else info["l1_sensitivity"]
+        assert info["granularity"] == plan(sens, info["noise_scale"], released.size).gamma
+        assert _unit_ratio(released, info["granularity"])[1]
+
+
+@SAFE
+@pytest.mark.parametrize("delta", [0.0, 1e-5])
+def test_neighbouring_fits_reach_the_same_lattice(safe, delta):
+    """Replace-one neighbours get the same public lattice, and with the same seed their
+    releases differ by whole lattice steps only. Data that differ in the low-order bits
+    of one entry give bit-identical safe releases, while the float path shows the
+    difference (the leak of Mironov 2012)."""
+    X, y = _data(n=60, d=4)
+    y = 2.0 * y - 1
+    X_sp, y_sp = X.tolil(), y.copy()
+    X_sp[0, :] = 0.5  # replace row 0
+    y_sp[0] = -y[0]
+    X_low = X.copy()
+    X_low.data[0] *= 1 + 2.0**-40
+    kw = dict(alpha=0.1, epsilon=1.0, delta=delta, norm_bound=1.0, sparsity=4)
+    exact = [fit_output_perturbation(XX, y, "logistic", rng=0, **{**kw, "epsilon": np.inf})
+             for XX in (X, X_low)]
+    # The low-order bits do move the solution.
+    assert not np.array_equal(np.r_[exact[0][0], exact[0][1]], np.r_[exact[1][0], exact[1][1]])
+    for seed in range(10):
+        runs = [fit_output_perturbation(XX, yy, "logistic", rng=seed, floating_point_safe=safe,
+                                        return_info=True, **kw)
+                for XX, yy in ((X, y), (X_sp.tocsr(), y_sp), (X_low, y))]
+        released = [np.r_[coef, intercept] for coef, intercept, _ in runs]
+        if not safe:
+            assert not np.array_equal(released[0], released[2])
+            continue
+        gammas = {info["granularity"] for _, _, info in runs}
+        assert len(gammas) == 1
+        steps, whole = _unit_ratio(released[0] - released[1], gammas.pop())
+        assert whole and np.any(steps != 0)
+        np.testing.assert_array_equal(released[0], released[2])
+
+
+def test_safe_gaussian_at_small_epsilon():
+    X, y = _data()
+    clf = DPOutputPerturbationClassifier(epsilon=0.01, delta=1e-5, random_state=0).fit(X, y)
+    assert clf.privacy_events_[0].name == "discrete_gaussian"
+    assert clf.epsilon_spent_ <= 0.01 and clf.epsilon_spent_ == pytest.approx(0.01, rel=1e-6)
+
+
+def test_unsafe_setting_refused_before_the_solver(monkeypatch):
+    def no_work(*a, **k):
+        raise AssertionError("the solver ran before the lattice was planned")
+
+    monkeypatch.setattr(op, "solve_l2_erm", no_work)
+    X, y = _data()
+    # epsilon = 1e-12: a Laplace scale 2^40 times the sensitivity, beyond the lattice.
+    # (The Gaussian lattice reaches sigma sqrt(d) / Delta_2 = 2^40, out of practical reach.)
+    with pytest.raises(ValueError, match="floating_point_safe=False"):
+        DPOutputPerturbationClassifier(epsilon=1e-12, delta=0.0).fit(X, y)
 
 
 # ---------------------------------------------------------------------------
@@ -576,6 +720,8 @@ X_INF[1, 1] = np.inf
         ({}, X_OK, np.zeros(30), "class"),
         ({}, X_OK, np.linspace(0, 1, 30), "Unknown label type"),
         ({}, X_OK, None, "requires y"),
+        ({"floating_point_safe": "yes"}, X_OK, Y_OK, "floating_point_safe"),
+        ({"floating_point_safe": None}, X_OK, Y_OK, "floating_point_safe"),
     ],
 )
 def test_bad_input_raises_before_any_work(monkeypatch, params, X, y, match):
@@ -630,6 +776,7 @@ def _expected_failures(estimator):
         DPOutputPerturbationClassifier(),
         DPOutputPerturbationClassifier(delta=1e-5, domain="l2", radius=10.0),
         DPOutputPerturbationRegressor(delta=1e-5, loss="huber"),
+        DPOutputPerturbationClassifier(delta=1e-5, floating_point_safe=False),
     ],
     expected_failed_checks=_expected_failures,
 )

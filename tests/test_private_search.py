@@ -14,6 +14,7 @@ from skdp_sparse.base import DPEstimatorMixin
 from skdp_sparse.exceptions import BudgetExceededError
 from skdp_sparse.model_selection import PrivateHyperparameterSearch
 from skdp_sparse.model_selection._search import (
+    _same_events,
     events_rdp,
     sample_truncated_negative_binomial,
     selection_rdp,
@@ -28,6 +29,7 @@ from skdp_sparse.privacy.accounting import (
     rdp_epsilon,
 )
 from skdp_sparse.privacy.auditing import epsilon_lower_bound
+from skdp_sparse.privacy.discrete import SENSITIVITY_SLACK, gaussian_rho, plan_gaussian
 from skdp_sparse.privacy.ledger import PrivacyLedger, privacy_ledger, report_fit
 from skdp_sparse.privacy.mechanisms import GaussianMechanism
 
@@ -180,9 +182,81 @@ def test_search_spends_its_budget_and_works():
     run = events_rdp([PrivacyEvent.gaussian(_mu(search.fit_epsilon_, 1e-6))])
     total = rdp_epsilon(selection_rdp(run, search.eta_, search.gamma_), 1e-6)
     assert total == pytest.approx(search.epsilon_spent_, rel=1e-9)
-    # The score noise is the Gaussian mechanism with the fits' rho on a 1/n_val range.
+    # The score noise is the (discrete) Gaussian mechanism with the fits' rho on a
+    # 1/n_val range, the lattice rounding included.
     rho = _mu(search.fit_epsilon_, 1e-6) ** 2 / 2
-    assert search.score_noise_ == pytest.approx((1 / 40) / math.sqrt(2 * rho))
+    assert gaussian_rho(1 / 40, search.score_noise_) <= rho
+    assert search.score_noise_ == pytest.approx(
+        (1 + SENSITIVITY_SLACK) * (1 / 40) / math.sqrt(2 * rho), rel=1e-12)
+
+
+def test_floating_point_safe_scores_cost_no_budget():
+    X, y = _data()
+    safe = PrivateHyperparameterSearch(ConstantLabelClassifier(), GRID, random_state=0)
+    flt = clone(safe).set_params(floating_point_safe=False)
+    safe.fit(X, y)
+    flt.fit(X, y)
+    assert safe.get_params()["floating_point_safe"] is True
+    # The same fits, the same total: the rounding slack goes into the noise.
+    assert safe.fit_epsilon_ == flt.fit_epsilon_
+    assert safe.epsilon_spent_ == flt.epsilon_spent_
+    assert _same_events(safe.privacy_events_, flt.privacy_events_)
+    assert safe.score_noise_ == pytest.approx((1 + SENSITIVITY_SLACK) * flt.score_noise_,
+                                              rel=1e-12)
+    rho = _mu(safe.fit_epsilon_, 1e-6) ** 2 / 2
+    assert 0.5 * (1 / 40 / flt.score_noise_) ** 2 <= rho
+
+
+def _score_lattice(search, n_val):
+    return plan_gaussian(1 / n_val, search.score_noise_, 1).gamma
+
+
+def _in_units(value, gamma):
+    return math.ldexp(value, -int(round(math.log2(gamma))))
+
+
+@pytest.mark.parametrize("safe", [True, False], ids=["fp_safe", "float"])
+def test_released_score_lies_on_the_lattice(safe):
+    X, y = _data()
+    for seed in range(5):
+        search = PrivateHyperparameterSearch(ConstantLabelClassifier(), GRID, refit=False,
+                                             floating_point_safe=safe,
+                                             random_state=seed).fit(X, y)
+        units = _in_units(search.best_score_, _score_lattice(search, 40))
+        assert (units == round(units)) is safe
+
+
+def _low_bits_score(est, X, y):
+    # Row-wise score read from the (public-range) first feature, clipped to [0, 1].
+    return np.asarray(X)[:, 0]
+
+
+@pytest.mark.parametrize("safe", [True, False], ids=["fp_safe", "float"])
+def test_neighbouring_validation_sets_reach_the_same_lattice(safe):
+    """Validation sets that differ in one row move the released score by whole lattice
+    steps only; a difference in the low-order bits alone does not show at all on the
+    safe path, while the float path reveals it."""
+    n = 100
+    X = np.full((n, 1), 0.3)
+    y = np.arange(n) % 2
+    X_sp, X_low = X.copy(), X.copy()
+    X_sp[-1, 0] = 0.9  # replace a validation row (shuffle=False: the last 20 rows)
+    X_low[-1, 0] = 0.3 + 2.0**-40
+    kw = dict(scoring=_low_bits_score, score_bounds=(0.0, 1.0), shuffle=False, refit=False,
+              floating_point_safe=safe)
+    for seed in range(5):
+        fits = [PrivateHyperparameterSearch(ConstantLabelClassifier(), GRID, random_state=seed,
+                                            **kw).fit(XX, y)
+                for XX in (X, X_sp, X_low)]
+        scores = [f.best_score_ for f in fits]
+        if not safe:
+            assert scores[0] != scores[2]
+            continue
+        gamma = _score_lattice(fits[0], 20)
+        assert all(_score_lattice(f, 20) == gamma for f in fits)
+        steps = _in_units(scores[1] - scores[0], gamma)
+        assert steps == round(steps) and steps != 0
+        assert scores[0] == scores[2]
 
 
 def test_reproducible_with_seed_and_clonable():
@@ -257,6 +331,7 @@ def test_data_dependent_spend_is_detected_and_reported():
         ({"validation_fraction": 1.0}, "validation_fraction"),
         ({"expected_repetitions": 1.0}, "expected_repetitions"),
         ({"eta": -1.0}, "eta"),
+        ({"floating_point_safe": "auto"}, "floating_point_safe"),
         ({"estimator": BaseEstimator()}, "epsilon"),
         ({"epsilon": 1e-4}, "no per-fit budget"),
     ],

@@ -6,10 +6,13 @@ Selection from Private Candidates" (STOC 2019).
 
 One *run* ``Q`` of the search draws a candidate uniformly from the grid, fits it
 privately on a training part of the data, and scores the model on the held-out
-part with Gaussian noise. The search draws the number of runs ``K`` from a
-truncated negative binomial distribution, runs ``Q`` that many times with fresh
-randomness, and releases only the best run (its candidate, model and noisy
-score). Releasing all runs, or ``K`` itself, would not be covered.
+part with Gaussian noise (by default the exact discrete Gaussian of
+:class:`~skdp_sparse.privacy.mechanisms.GaussianMechanism` on a lattice, so the
+released score's low-order bits carry nothing about the data). The search draws
+the number of runs ``K`` from a truncated negative binomial distribution, runs
+``Q`` that many times with fresh randomness, and releases only the best run (its
+candidate, model and noisy score). Releasing all runs, or ``K`` itself, would not
+be covered.
 
 Privacy of one run (replace-one neighbours, n public). The split into training
 and validation rows is drawn once, independently of the data. A replaced row is
@@ -20,11 +23,15 @@ moves, by at most ``(high - low) / n_val``. Hence the run is
 ``r_fit`` the pointwise maximum over candidates of the fits' RDP curves (the
 candidate is a uniform draw; Renyi divergence is jointly quasi-convex). The
 score noise is chosen so that ``r_score <= r_fit`` at every order, which makes
-the scoring free. The RDP curve of a fit is read from the mechanism events it
-records; to know it before touching the data, each candidate is first fitted on
-a public dummy dataset of the same shape (its events depend only on public
-values: the library's estimators calibrate noise from n, d, the public bounds
-and the budget). Every real fit is checked to record exactly those events.
+the scoring free: a Gaussian mechanism whose zCDP ``rho`` (for the discrete
+Gaussian, with the lattice rounding included) is at most
+``min_lambda r_fit(lambda) / lambda`` has ``r_score(lambda) <= lambda rho``
+(Bun & Steinke 2016; Canonne, Kamath & Steinke 2020 for the discrete Gaussian).
+The RDP curve of a fit is read from the mechanism events it records; to know it
+before touching the data, each candidate is first fitted on a public dummy
+dataset of the same shape (its events depend only on public values: the
+library's estimators calibrate noise from n, d, the public bounds and the
+budget). Every real fit is checked to record exactly those events.
 
 Theorem (Papernot & Steinke 2022, Thm 2). If ``Q`` is ``(lambda, eps)``- and
 ``(lambda_hat, eps_hat)``-RDP with ``lambda > 1``, ``lambda_hat >= 1``, and ``K``
@@ -57,7 +64,9 @@ from .._validation import check_privacy_params
 from ..base import DPEstimatorMixin
 from ..privacy._random import check_generator
 from ..privacy.accounting import RDP_ORDERS, PrivacyAccountant, PrivacyEvent, rdp_epsilon
+from ..privacy.discrete import SENSITIVITY_SLACK
 from ..privacy.ledger import _reporting_suspended, check_budget, report_fit
+from ..privacy.mechanisms import GaussianMechanism
 
 __all__ = [
     "PrivateHyperparameterSearch",
@@ -249,9 +258,10 @@ class PrivateHyperparameterSearch(DPEstimatorMixin, MetaEstimatorMixin, BaseEsti
     candidate uniformly from ``param_grid``, fit it on the training part with
     the per-fit budget ``(fit_epsilon_, fit_delta_)``, and score it on the
     validation part by the mean of per-example scores clipped to
-    ``score_bounds`` plus Gaussian noise. The run with the highest noisy score
-    wins. With ``refit=True`` (default) its parameters are fitted again on all
-    the rows with the same per-fit budget.
+    ``score_bounds`` plus Gaussian noise (exact discrete Gaussian noise on a
+    lattice with ``floating_point_safe=True``, the default). The run with the
+    highest noisy score wins. With ``refit=True`` (default) its parameters are
+    fitted again on all the rows with the same per-fit budget.
 
     Privacy
     -------
@@ -325,6 +335,14 @@ default=None
         the runs (composed into the total, which leaves each fit less). ``False``
         keeps the winning run's model, fitted on the training part. On a9a the
         refit model was as accurate on average and varied less.
+    floating_point_safe : bool, default=True
+        Draw the score noise with the floating-point-safe Gaussian mechanism:
+        the mean score is rounded to a lattice of public step and receives exact
+        discrete Gaussian noise, so ``best_score_`` and the selection do not
+        depend on its low-order bits (:ref:`security`). Its ``sigma`` is
+        ``1 + 2^-16`` times the float path's, for the rounding; the total spend is
+        the same. It costs about 0.15 ms per run, about 0.1% of a search on a9a
+        (``benchmarks/bench_fp_safe.py``). False: ``rng.normal`` added in doubles.
     ledger : PrivacyLedger, default=None
         A ledger the search reports its total to (besides the active ledgers).
     random_state : None, int or Generator, default=None
@@ -344,7 +362,8 @@ default=None
     fit_epsilon_, fit_delta_ : float
         Budget of every fit (search runs and refit).
     score_noise_ : float
-        Standard deviation of the Gaussian noise on validation scores.
+        Scale ``sigma`` of the Gaussian noise on validation scores (its standard
+        deviation on the float path; the discrete Gaussian's is slightly below it).
     gamma_, eta_, expected_repetitions_ : float
         Parameters of the distribution of K.
     epsilon_spent_, delta_spent_ : float
@@ -362,8 +381,8 @@ default=None
 
     def __init__(self, estimator, param_grid, *, epsilon=1.0, delta=1e-6, scoring=None,
                  score_bounds=None, validation_fraction=0.2, shuffle=True,
-                 expected_repetitions=None, eta=0.0, refit=True, ledger=None,
-                 random_state=None):
+                 expected_repetitions=None, eta=0.0, refit=True, floating_point_safe=True,
+                 ledger=None, random_state=None):
         self.estimator = estimator
         self.param_grid = param_grid
         self.epsilon = epsilon
@@ -375,6 +394,7 @@ default=None
         self.expected_repetitions = expected_repetitions
         self.eta = eta
         self.refit = refit
+        self.floating_point_safe = floating_point_safe
         self.ledger = ledger
         self.random_state = random_state
 
@@ -407,6 +427,10 @@ default=None
             )
         if not (isinstance(self.eta, numbers.Real) and self.eta > -1):
             raise ValueError(f"eta must be a number > -1, got {self.eta!r}")
+        if not isinstance(self.floating_point_safe, bool | np.bool_):
+            raise ValueError(
+                f"floating_point_safe must be True or False, got {self.floating_point_safe!r}"
+            )
         mean = self.expected_repetitions
         if mean is None:
             mean = max(10.0, 2.0 * len(candidates))
@@ -461,9 +485,15 @@ default=None
         return s
 
     def _score_noise(self, rho, sensitivity):
-        """Standard deviation of the score noise: a Gaussian mechanism that is
-        rho-zCDP for the given sensitivity."""
-        return sensitivity / math.sqrt(2 * rho)
+        """Noise scale sigma of the score mechanism: the smallest for which it is
+        rho-zCDP for the given sensitivity, the safe path's rounding included."""
+        safe = bool(self.floating_point_safe)
+        # (1 + 2^-16) is the safe path's slack; sqrt rounds: step up until rho holds.
+        slack = 1 + SENSITIVITY_SLACK if safe else 1.0
+        sigma = slack * sensitivity / math.sqrt(2 * rho)
+        while GaussianMechanism(sensitivity, sigma=sigma, floating_point_safe=safe).rho > rho:
+            sigma = math.nextafter(sigma, math.inf)
+        return sigma
 
     # -- fitting ---------------------------------------------------------
     def _configured(self, params, epsilon, delta, seed):
@@ -592,6 +622,8 @@ default=None
             raise ValueError("the estimator's fits record no privacy loss at some order; "
                              "they cannot set the score noise")
         sigma = self._score_noise(rho_score, sensitivity)
+        score_mechanism = GaussianMechanism(sensitivity, sigma=sigma,
+                                            floating_point_safe=bool(self.floating_point_safe))
 
         check_budget(self, epsilon, delta)  # before any private computation
 
@@ -608,10 +640,10 @@ default=None
             with _reporting_suspended():
                 best_score, best_index, best_estimator = self._run(
                     k, candidates, fit_epsilon, fit_delta, X_tr, y_tr, X_val, y_val, X, y,
-                    n_train, n, cache, scorer, low, high, sigma, rng, realised,
+                    n_train, n, cache, scorer, low, high, score_mechanism, rng, realised,
                 )
         except _SpendMismatch:
-            self._fail(realised, k, rho_score, delta)
+            self._fail(realised, k, score_mechanism, delta)
 
         self.candidate_params_ = candidates
         self.best_index_ = best_index
@@ -636,7 +668,7 @@ default=None
         return self
 
     def _run(self, k, candidates, fit_epsilon, fit_delta, X_tr, y_tr, X_val, y_val, X, y,
-             n_train, n, cache, scorer, low, high, sigma, rng, realised):
+             n_train, n, cache, scorer, low, high, score_mechanism, rng, realised):
         """The K runs (and the refit): the only code that touches the private data."""
         best = None
         for _ in range(k):
@@ -652,7 +684,7 @@ default=None
                 raise _SpendMismatch
             scores = self._per_example_scores(scorer, est, X_val, y_val)
             scores = np.clip(np.nan_to_num(scores, nan=low), low, high)
-            noisy = float(np.mean(scores) + rng.normal(0.0, sigma))
+            noisy = float(score_mechanism.randomise(np.mean(scores), rng))
             if best is None or noisy > best[0]:
                 best = (noisy, index, est)
         best_score, best_index, best_estimator = best
@@ -669,13 +701,13 @@ default=None
             best_estimator = est
         return best_score, best_index, best_estimator
 
-    def _fail(self, realised, k, rho_score, delta):
+    def _fail(self, realised, k, score_mechanism, delta):
         """A fit recorded other events than its public dummy fit: its spend depends on
         the data, so best-of-K does not apply. Report the composition of everything
         that ran, then stop."""
         accountant = PrivacyAccountant(realised)
-        accountant.record(PrivacyEvent.gaussian(math.sqrt(2 * rho_score), count=k,
-                                                name="validation scores"))
+        accountant.record(dataclasses.replace(score_mechanism.event(count=k),
+                                              name="validation scores"))
         self._record_spend(accountant, delta)
         report_fit(self, accountant, delta)
         raise RuntimeError(
