@@ -19,13 +19,15 @@ fit time and the median time of the non-private ``X.mean(axis=0)``.
 Timing: at n = 100,000, d = 1,000,000, s = 20, the fit time of the default
 method (projection) against a non-private sparse mean plus one ``np.sort`` of d
 floats (the reference cost of a sort-based projection); medians of many
-interleaved runs, with the time of the fit's two steps (clipped mean, release)
+interleaved runs in a random order (a fixed one gives whichever step follows the
+sort cold caches), with the time of the fit's two steps (clipped mean, release)
 measured alone: the Gaussian projection draws only the noise values that can
 survive the projection, with the law of drawing all d, whose cost (drawing d
 values, projecting them) is shown next to it.
 
-Run: ``python benchmarks/bench_mean.py [--quick]``. Data are read from
-``<repository>/../shared/data`` (override with ``SKDP_DATA_DIR``).
+Run: ``python benchmarks/bench_mean.py [--quick] [--timing-only] [--repeats N]``.
+Data are read from ``<repository>/../shared/data`` (override with
+``SKDP_DATA_DIR``).
 """
 
 from __future__ import annotations
@@ -134,17 +136,28 @@ def accuracy_rows(name, X, s, seeds):
     return rows, proj_err / gauss_err
 
 
-def timing(n, d, s, repeats):
+def timing(n, d, s, repeats, order="random"):
     X = generated_rows(n, d, s, seed=1)
     x = np.random.default_rng(2).normal(size=d)
     est = DPSparseMeanEstimator(epsilon=EPSILON, delta=DELTA, sparsity=s, random_state=0)
     est.fit(X)  # compile and warm up
-    fit_t, mean_t, sort_t = [], [], []
-    # interleaved, so a busy moment of the machine hits all three alike; medians
+    steps = {
+        "fit": lambda: est.fit(X),
+        "mean": lambda: np.asarray(X.mean(axis=0)).ravel(),
+        "sort": lambda: np.sort(x),
+    }
+    times = {k: [] for k in steps}
+    shuffle = np.random.default_rng(4)
+    # Interleaved, so a busy moment of the machine hits all three alike. The order
+    # changes at random from one repeat to the next: whichever runs right after the
+    # sort finds X evicted from the caches, and whichever runs right after the fit
+    # finds it loaded, so a fixed order (the "fixed" option: fit, mean, sort) favours
+    # the mean over the fit. Medians.
     for _ in range(repeats):
-        fit_t += timed(lambda: est.fit(X), 1)[1]
-        mean_t += timed(lambda: np.asarray(X.mean(axis=0)).ravel(), 1)[1]
-        sort_t += timed(lambda: np.sort(x), 1)[1]
+        names = list(steps) if order == "fixed" else shuffle.permutation(list(steps))
+        for k in names:
+            times[k] += timed(steps[k], 1)[1]
+    fit_t, mean_t, sort_t = times["fit"], times["mean"], times["sort"]
     ref = float(np.median(mean_t) + np.median(sort_t))
     # where a fit's time goes: the clipped mean and the release the fit runs on it,
     # next to the three steps of the unsampled release (all d noise values drawn)
@@ -166,6 +179,7 @@ def timing(n, d, s, repeats):
         "size": f"n={n}, d={d}, s={s}, nnz={X.nnz}",
         "method": est.method_,
         "repeats": repeats,
+        "order": order,
         "fit ms": med(fit_t),
         "non-private mean ms": med(mean_t),
         "sort ms": med(sort_t),
@@ -188,12 +202,7 @@ def markdown(rows, columns):
     return "\n".join(out)
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="3 seeds, smaller timing size")
-    args = parser.parse_args(argv)
-    seeds = range(3) if args.quick else range(20)
-
+def accuracy(seeds):
     rows, ratios = [], {}
     for name, X, s in [
         ("generated", generated_rows(1000, 100_000, 10), 10),
@@ -212,8 +221,22 @@ def main(argv=None):
     print(f"- target projection <= 0.1 x gaussian on generated data: "
           f"{'met' if target else 'NOT met'}")
 
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="3 seeds, smaller timing size")
+    parser.add_argument("--timing-only", action="store_true",
+                        help="only the cost of a fit against the non-private baseline")
+    parser.add_argument("--repeats", type=int, default=None,
+                        help="repeats of the timing (default 101, 11 with --quick)")
+    args = parser.parse_args(argv)
+    seeds = range(3) if args.quick else range(20)
+
+    if not args.timing_only:
+        accuracy(seeds)
     size = (10_000, 100_000, 20) if args.quick else (100_000, 1_000_000, 20)
-    t = timing(*size, repeats=11 if args.quick else 61)
+    repeats = args.repeats or (11 if args.quick else 101)
+    t = timing(*size, repeats=repeats)
     print("\n## Cost of a fit against a non-private mean plus one sort of d floats\n")
     print(markdown([t], list(t)))
     print(f"\n- target ratio <= 1: {'met' if t['ratio fit / (mean + sort)'] <= 1 else 'NOT met'}")

@@ -18,8 +18,14 @@ from scipy.special import ndtr
 from scipy.stats import ks_2samp, kstest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from skdp_sparse._mean_kernels import _sample_exceedances
+from skdp_sparse._mean_kernels import (
+    _fill_truncated,
+    _sample_band,
+    _sample_exceedances,
+    _threshold_above,
+)
 from skdp_sparse.mean import (
+    _LEVEL_RATIO,
     _MEASUREMENT_CLIP,
     _SMALL_MEAN,
     DPSparseMeanEstimator,
@@ -31,11 +37,13 @@ from skdp_sparse.mean import (
     _perturb,
     _release,
     _sampled_gaussian_projection,
+    _sampling_levels,
     _sampling_threshold,
     _table1_rates,
 )
 from skdp_sparse.optim.l1_recovery import GaussianSensingMatrix, basis_pursuit
 from skdp_sparse.optim.projections import project_l1_ball
+from skdp_sparse.privacy import discrete
 from skdp_sparse.privacy.auditing import epsilon_lower_bound
 from skdp_sparse.privacy.clipping import clip_rows
 from skdp_sparse.privacy.mechanisms import GaussianMechanism, LaplaceMechanism
@@ -156,6 +164,54 @@ def test_projection_never_increases_error():
                   <= np.linalg.norm(noise, axis=1) * (1 + 1e-12))
 
 
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+def test_clipped_mean_kernel_matches_clip_rows(index_dtype):
+    # empty rows, rows inside both balls, rows clipped by l2 or by l1, negative values
+    X = zipf_rows(300, 500, 8, seed=3, norm=2.0).tolil()
+    X[5, :] = 0
+    X[6, :3] = 0.1
+    X = X.tocsr()
+    X.eliminate_zeros()
+    X.data *= np.random.default_rng(1).choice([-1, 1], X.nnz)
+    X.indices, X.indptr = X.indices.astype(index_dtype), X.indptr.astype(index_dtype)
+    plan = DPSparseMeanEstimator(norm_bound=0.9, sparsity=3)._plan(*X.shape)
+    expected = np.asarray(clip_rows(X, 0.9, 0.9 * math.sqrt(3)).mean(axis=0)).ravel()
+    np.testing.assert_allclose(_clipped_mean(X, plan), expected, rtol=1e-12, atol=1e-16)
+
+
+def test_clipped_mean_sums_duplicates_before_clipping():
+    # a row stored as duplicates of one entry has the norm of their sum: split
+    # entry by entry it would escape its bound (and the sensitivity with it)
+    n, d = 4, 6
+    cols = np.array([2, 2, 2, 0, 5, 5])
+    vals = np.array([0.6, 0.6, 0.6, 0.5, 0.2, 0.2])
+    dup = sp.csr_matrix((vals, cols, np.array([0, 3, 4, 5, 6])), shape=(n, d))
+    assert not dup.has_canonical_format
+    plan = DPSparseMeanEstimator(norm_bound=1.0, sparsity=2)._plan(n, d)
+    canonical = dup.copy()
+    canonical.sum_duplicates()
+    got = _clipped_mean(dup, plan)
+    np.testing.assert_allclose(got, _clipped_mean(canonical, plan), rtol=1e-15)
+    assert got[2] == pytest.approx(1.0 / n)  # 1.8 clipped to the bound 1
+    assert np.array_equal(dup.data, vals)  # the input is not modified
+
+
+def test_clipped_mean_of_huge_rows_is_clipped_not_zeroed():
+    # squares of 1e200 overflow; the row must still be scaled onto the ball, not to 0
+    X = sp.csr_matrix(np.array([[3e200, 4e200, 0.0], [0.0, 0.3, 0.4]]))
+    plan = DPSparseMeanEstimator(norm_bound=1.0, sparsity=3)._plan(*X.shape)
+    np.testing.assert_allclose(_clipped_mean(X, plan), [0.3, 0.55, 0.2], rtol=1e-12)
+
+
+@pytest.mark.parametrize("bad_index", [-1, 40])
+def test_clipped_mean_refuses_an_index_outside_the_matrix(bad_index):
+    X = sp.csr_matrix((np.ones(3), np.array([0, 2, 5]), np.array([0, 2, 3])), shape=(2, 40))
+    X.indices[1] = bad_index  # bypasses scipy's checks, as a corrupted matrix would
+    plan = DPSparseMeanEstimator(sparsity=1)._plan(*X.shape)
+    with pytest.raises(ValueError, match="not a valid CSR matrix"):
+        _clipped_mean(X, plan)
+
+
 # --------------------------------------------------------------------------
 # Calibration and accounting
 # --------------------------------------------------------------------------
@@ -248,13 +304,70 @@ def test_fitted_attributes_are_public_only():
     est = DPSparseMeanEstimator(delta=1e-5, sparsity=3, random_state=0).fit(X)
     fitted = {k for k in vars(est) if k.endswith("_") and not k.startswith("_")}
     assert fitted == {"mean_", "method_", "noise_scale_", "n_measurements_",
-                      "n_features_in_", "epsilon_spent_", "delta_spent_",
-                      "privacy_events_"}
+                      "floating_point_safe_", "n_features_in_", "epsilon_spent_",
+                      "delta_spent_", "privacy_events_"}
     # the same fit on rescaled data (different norms, different clipping) reports
     # the same noise scale: nothing data-dependent besides mean_
     est2 = DPSparseMeanEstimator(delta=1e-5, sparsity=3, random_state=0).fit(X * 0.1)
     assert est2.noise_scale_ == est.noise_scale_
     assert est2.privacy_events_ == est.privacy_events_
+
+
+def test_floating_point_safe_auto_is_safe_for_laplace_only():
+    X = zipf_rows(200, 3000, 4, seed=2)
+    for method, delta, safe in [("projection", 0.0, True), ("laplace", 0.0, True),
+                                ("projection", 1e-6, False), ("gaussian", 1e-6, False),
+                                ("l1_recovery", 1e-6, False)]:
+        est = DPSparseMeanEstimator(delta=delta, sparsity=4, method=method,
+                                    random_state=0).fit(X)
+        assert est.floating_point_safe_ is safe
+        names = {"discrete_laplace", "laplace", "gaussian"}
+        assert est.privacy_events_[0].name in names
+
+
+@pytest.mark.parametrize("method", ["projection", "gaussian"])
+def test_floating_point_safe_gaussian_is_lattice_noise_with_its_spend(method):
+    # projection (the sampled path does not apply) and the plain baseline
+    n, d, s, eps, delta = 400, 20_000, 5, 1.0, 1e-6
+    X = zipf_rows(n, d, s, seed=6)
+    est = DPSparseMeanEstimator(epsilon=eps, delta=delta, sparsity=s, method=method,
+                                floating_point_safe=True, random_state=3).fit(X)
+    assert est.floating_point_safe_
+    assert est.privacy_events_[0].name == "discrete_gaussian"
+    # the spend is the budget asked for, accounted by zCDP with the rounding included
+    assert est.epsilon_spent_ <= eps
+    assert est.epsilon_spent_ == pytest.approx(eps, rel=1e-3)
+    assert est.delta_spent_ == delta
+    analytic = GaussianMechanism(2 / n, epsilon=eps, delta=delta).sigma
+    assert 1.03 * analytic < est.noise_scale_ < 1.10 * analytic
+    # the noisy mean is a lattice vector; the release is its projection (or itself)
+    plan = est._plan(n, d)
+    mean = _clipped_mean(X, plan)
+    noisy = plan.mechanism.randomise(mean, np.random.default_rng(3))
+    gamma = discrete.plan_gaussian(2 / n, est.noise_scale_, d).gamma
+    assert np.all(np.mod(noisy, gamma) == 0)
+    if method == "gaussian":
+        np.testing.assert_array_equal(est.mean_, noisy)
+    else:
+        np.testing.assert_array_equal(est.mean_, project_l1_ball(noisy, math.sqrt(s)))
+        assert np.abs(est.mean_).sum() == pytest.approx(math.sqrt(s), rel=1e-12)
+
+
+def test_floating_point_safe_l1_recovery_and_opt_outs():
+    n, d, s, delta = 60, 8000, 3, 1e-5
+    X = zipf_rows(n, d, s, seed=2)
+    est = DPSparseMeanEstimator(epsilon=2.0, delta=delta, sparsity=s, method="l1_recovery",
+                                floating_point_safe=True, random_state=0).fit(X)
+    assert est.n_measurements_ > 0 and est.floating_point_safe_
+    assert est.privacy_events_[0].name == "discrete_gaussian"
+    assert est.epsilon_spent_ <= 2.0 and est.epsilon_spent_ == pytest.approx(2.0, rel=1e-3)
+    # False: the textbook Laplace mechanism, exactly calibrated
+    lap = DPSparseMeanEstimator(epsilon=0.5, sparsity=s, floating_point_safe=False,
+                                random_state=0).fit(X)
+    assert not lap.floating_point_safe_
+    assert lap.privacy_events_[0].name == "laplace"
+    assert lap.noise_scale_ == 2 * math.sqrt(s) / n / 0.5
+    assert lap.epsilon_spent_ == pytest.approx(0.5, rel=1e-12)
 
 
 # --------------------------------------------------------------------------
@@ -418,11 +531,13 @@ def test_audit_whole_fit_laplace():
 # --------------------------------------------------------------------------
 # Sampled Gaussian projection: the law of _perturb's, with fewer draws
 # --------------------------------------------------------------------------
-def _sampled_runs(mean, sigma, radius, t, runs, seed):
+def _sampled_runs(mean, sigma, radius, t, runs, seed, n_levels=None):
     rng = np.random.default_rng(seed)
-    out = [_sampled_gaussian_projection(mean, sigma, radius, t, rng) for _ in range(runs)]
+    kw = {} if n_levels is None else {"n_levels": n_levels}
+    out = [_sampled_gaussian_projection(mean, sigma, radius, t, rng, **kw) for _ in range(runs)]
     released = np.array([o[0] for o in out])
-    return released, np.array([o[1] for o in out]), np.array([o[2] for o in out])
+    return (released, np.array([o[1] for o in out]), np.array([o[2] for o in out]),
+            np.array([o[4] for o in out]))
 
 
 def _full_runs(mean, sigma, radius, runs, seed):
@@ -444,27 +559,54 @@ def _signal(d, k, seed=0):
     return mean, support
 
 
-@pytest.mark.parametrize("regime", ["public_t", "small_means", "fallback"])
+# Regimes of the sampled release (d = 2000, R = 1, sigma = 0.02): where stage 1 stops
+# (top level, middle ones, the lowest) and the fallback, with large and small means.
+# (At this d the public t keeps a wide margin below the pure-noise threshold, about
+# 1.85 sigma; t = 1.75 sigma makes pure noise stop at the lowest level often.)
+_REGIMES = {
+    # name: (signal scale, small means, t in sigmas or None for the public t, n_levels)
+    "top_level": (1.0, False, None, None),
+    "middle_level": (0.3, False, None, None),
+    "lowest_level": (0.0, False, 1.75, None),
+    "small_means": (0.3, True, None, None),
+    "fallback": (1.0, False, 2.36, None),
+    "fallback_single_level": (1.0, False, 2.36, 1),
+    "single_level": (1.0, False, None, 1),
+}
+
+
+@pytest.mark.parametrize("regime", list(_REGIMES))
 def test_sampled_projection_has_the_law_of_the_full_one(regime):
-    d, k, radius, runs = 2000, 300, 1.0, 3000
+    d, k, radius, runs, sigma = 2000, 300, 1.0, 3000, 0.02
+    scale, small, t_sigmas, n_levels = _REGIMES[regime]
     mean, support = _signal(d, k)
-    sigma = 0.02
-    if regime == "small_means":
+    mean *= scale
+    if small:
         # the first support coordinate stays large; the others go below _SMALL_MEAN * sigma,
         # both signs, so they take the envelope-and-thinning path
         mean[support[1:]] = (np.random.default_rng(5).uniform(-1, 1, k - 1)
                              * _SMALL_MEAN * sigma)
     t_public = _sampling_threshold(sigma, d, radius)
     assert t_public is not None
-    # at the median threshold (about 2.36 sigma here) the full branch is taken half the time
-    t = {"public_t": None, "small_means": t_public, "fallback": 2.36 * sigma}[regime]
-    fast, tau_fast, full = _sampled_runs(mean, sigma, radius, t, runs, seed=1)
+    t = t_public if t_sigmas is None else t_sigmas * sigma
+    levels = _sampling_levels(sigma, t, n_levels or 8)
+    fast, tau_fast, full, stop = _sampled_runs(mean, sigma, radius, None if t_sigmas is None
+                                               else t, runs, seed=1, n_levels=n_levels)
     ref, tau_ref = _full_runs(mean, sigma, radius, runs, seed=2)
-    if regime != "fallback":
-        assert not full.any()
-        assert np.all(tau_fast >= t_public)
-    else:
+    # the regime is the one named
+    if regime == "top_level":
+        assert np.all(stop == levels[0]) and not full.any()
+    elif regime in ("middle_level", "small_means"):
+        assert np.mean((stop > levels[-1]) & (stop < levels[0])) > 0.9 and not full.any()
+    elif regime == "lowest_level":
+        assert np.mean(stop == levels[-1]) > 0.15 and full.mean() < 0.05
+    elif regime.startswith("fallback"):
+        # at about the median threshold the full branch is taken half the time
         assert 0.3 < full.mean() < 0.7
+        assert np.all(stop[full] == levels[-1])
+    else:
+        assert levels.size == 1 and not full.any()
+    assert np.all(tau_fast[~full] >= stop[~full])
     off = np.setdiff1d(np.arange(d), support)[:2]
     stats = {
         "largest mean coordinate": lambda r: r[:, support[0]],
@@ -472,52 +614,148 @@ def test_sampled_projection_has_the_law_of_the_full_one(regime):
         "off-support coordinate": lambda r: r[:, off[0]],
         "another off-support coordinate": lambda r: r[:, off[1]],
         "error": lambda r: np.linalg.norm(r - mean, axis=1),
+        "l1 norm": lambda r: np.round(np.abs(r).sum(axis=1), 9),
         "nonzeros": lambda r: np.count_nonzero(r, axis=1),
     }
+    # (asymptotic p-values: some statistics have ties, where the exact ones are not computed)
     for name, f in stats.items():
-        assert ks_2samp(f(fast), f(ref)).pvalue > 1e-3, name
-    assert ks_2samp(tau_fast, tau_ref).pvalue > 1e-3, "tau"
+        assert ks_2samp(f(fast), f(ref), method="asymp").pvalue > 1e-3, name
+    assert ks_2samp(tau_fast, tau_ref, method="asymp").pvalue > 1e-3, "tau"
     # the off-support coordinates are exactly 0 as often in both
     for j in off:
         p0, p1 = np.mean(fast[:, j] == 0), np.mean(ref[:, j] == 0)
         assert abs(p0 - p1) < 5 * math.sqrt(p1 * (1 - p1) / runs) + 1e-3
 
 
+def _band_cdf(x, m, sigma, lower, upper):
+    """CDF of N(m, sigma^2) given lower < |z| <= upper."""
+    x = np.asarray(x, dtype=float)
+
+    def F(v):
+        return ndtr((v - m) / sigma)
+
+    neg = np.clip(F(np.minimum(x, -lower)) - F(-upper), 0.0, None)
+    pos = np.clip(F(np.minimum(x, upper)) - F(lower), 0.0, None)
+    return (neg + pos) / ((F(-lower) - F(-upper)) + (F(upper) - F(lower)))
+
+
+def _band_buffers(d):
+    return (np.empty(d, np.int64), np.empty(d), np.zeros(-(-d // 64), np.uint64),
+            np.empty(d, np.int64), np.empty(d))
+
+
+def _seen_bits(seen, d):
+    """The bitmap ``seen`` as one bool a position."""
+    return np.unpackbits(seen.view(np.uint8), bitorder="little")[:d].astype(bool)
+
+
 @pytest.mark.parametrize("m_over_b", [0.0, 0.5, -1.0, 1.0, -0.3])
-@pytest.mark.parametrize("t_over_sigma", [0.8, 1.5, 3.0])
-def test_exceedances_have_the_exact_conditional_law(m_over_b, t_over_sigma):
-    # d iid coordinates of mean m <= b: the kept ones are exactly those with |z_j| > t,
-    # with z_j's law given that; checked against the exact probability and CDF
+@pytest.mark.parametrize("lower, upper", [(0.8, np.inf), (1.5, np.inf), (3.0, np.inf),
+                                          (1.5, 1.7), (1.0, 2.6), (0.8, 1.0)])
+@pytest.mark.parametrize("b_over_sigma", [_SMALL_MEAN, 0.5])
+def test_band_has_the_exact_conditional_law(m_over_b, lower, upper, b_over_sigma):
+    # d iid coordinates of mean m (|m| <= b), given |z_j| <= upper: the kept ones are
+    # exactly those with lower < |z_j|, with z_j's conditional law given that; checked
+    # against the exact probability and CDF. Positions already seen are never kept.
+    # (The fit's b is _SMALL_MEAN sigma; at b = sigma / 2 the envelope's corrections,
+    # the thinning and the P_b / P_m factor, are large enough to be seen: the factor
+    # moves the count by about 10 standard deviations in the band (0.8, 1] sigma.)
     d, sigma = 200_000, 0.7
-    t, b = t_over_sigma * sigma, _SMALL_MEAN * sigma
+    lower, upper, b = lower * sigma, upper * sigma, b_over_sigma * sigma
     m = m_over_b * b
-    idx, z = _sample_exceedances(np.full(d, m), sigma, t, b, np.random.default_rng(7))
-    assert np.all(np.diff(idx) > 0) and np.all(np.abs(z) > t)
-    upper, lower = ndtr((m - t) / sigma), ndtr((-m - t) / sigma)
-    q = upper + lower
-    assert abs(idx.size - d * q) < 5 * math.sqrt(d * q * (1 - q))
+    idx, val, seen, pos, cand = _band_buffers(d)
+    marked = np.arange(d) % 3 == 0
+    seen[:] = np.packbits(marked, bitorder="little").view(np.uint64)
+    k = _sample_band(np.full(d, m), sigma, lower, upper, b, np.random.default_rng(7),
+                     idx, val, 0, seen, pos, cand)
+    idx, z = idx[:k], val[:k]
+    assert np.all(np.diff(idx) > 0) and np.all(idx % 3 != 0)
+    assert np.all((np.abs(z) > lower) & (np.abs(z) <= upper))
+    now = _seen_bits(seen, d)
+    assert np.all(now[idx]) and now.sum() == k + marked.sum()
 
-    def cdf(x):  # of N(m, sigma^2) given |z| > t
-        x = np.asarray(x)
-        below = np.minimum(ndtr((x - m) / sigma), lower)
-        above = np.maximum(ndtr((x - m) / sigma) - ndtr((t - m) / sigma), 0.0)
-        return (below + above) / q
+    def mass(c):  # P(|z| <= c)
+        return 1.0 if np.isinf(c) else ndtr((c - m) / sigma) - ndtr((-c - m) / sigma)
 
-    assert kstest(z, cdf).pvalue > 1e-3
-    # the positions are a Bernoulli process: gaps geometric, no position favoured
-    assert kstest(idx, "randint", args=(0, d)).pvalue > 1e-3
+    q = (mass(upper) - mass(lower)) / mass(upper)
+    n_eligible = d - (d + 2) // 3
+    assert abs(k - n_eligible * q) < 5 * math.sqrt(n_eligible * q * (1 - q))
+    assert kstest(z, lambda x: _band_cdf(x, m, sigma, lower, upper)).pvalue > 1e-3
+    # the positions are a Bernoulli process on the eligible ones: none favoured
+    assert kstest(idx // 3, "randint", args=(0, d // 3)).pvalue > 1e-3
 
 
-def test_exceedances_draw_every_big_coordinate():
-    d, sigma, t, b = 5000, 1.0, 2.0, 0.05
+def test_exceedances_draw_every_big_coordinate_and_stop_at_a_level():
+    d, sigma, b = 5000, 1.0, 0.05
     mean = np.zeros(d)
     big = np.arange(0, d, 7)
     mean[big] = np.where(np.arange(big.size) % 2, 1, -1) * np.linspace(0.051, 3, big.size)
-    idx, z = _sample_exceedances(mean, sigma, t, b, np.random.default_rng(0))
+    levels = _sampling_levels(sigma, 2.0, 4)
+    assert levels.size == 4 and levels[-1] == 2.0
+    # radius infinite: never stops, every level is revealed
+    idx, val = np.empty(d, np.int32), np.empty(d)
+    scratch = (np.empty(-(-d // 64), np.uint64), np.empty(d, np.int32), np.empty(d))
+    count, level, found = _sample_exceedances(mean, sigma, levels, b, np.inf,
+                                              np.random.default_rng(0), idx, val, *scratch)
+    assert (level, found) == (3, False)
     assert np.array_equal(idx[:big.size], big)
-    rest = idx[big.size:]
-    assert np.all(np.abs(z[big.size:]) > t) and not np.isin(rest, big).any()
-    assert np.unique(idx).size == idx.size
+    rest, z = idx[big.size:count], val[big.size:count]
+    assert np.all(np.abs(z) > 2.0) and not np.isin(rest, big).any()
+    assert np.unique(idx[:count]).size == count
+    # a tiny radius: stops at the first level, where big values alone already exceed it
+    count, level, found = _sample_exceedances(mean, sigma, levels, b, 1e-9,
+                                              np.random.default_rng(0), idx, val, *scratch)
+    assert (level, found) == (0, True)
+    assert np.all(np.abs(val[big.size:count]) > levels[0])
+
+
+def test_sampling_levels_are_public_and_geometric():
+    sigma, t = 0.3, 1.5 * 0.3
+    levels = _sampling_levels(sigma, t)
+    assert levels[-1] == t and np.all(np.diff(levels) < 0)
+    p = 2 * ndtr(-levels / sigma)
+    np.testing.assert_allclose(p[:-1] / p[1:], _LEVEL_RATIO, rtol=1e-9)
+    # a function of sigma and t only, scaling with sigma
+    np.testing.assert_allclose(_sampling_levels(2 * sigma, 2 * t), 2 * levels, rtol=1e-12)
+    assert np.array_equal(_sampling_levels(sigma, t, 1), [t])
+    # tiny t: the bands would be too wide for the envelope, a single level
+    assert np.array_equal(_sampling_levels(sigma, 1e-300), [1e-300])
+
+
+def test_threshold_above_is_the_projection_threshold():
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        z = rng.normal(size=rng.integers(1, 3000)) * rng.choice([0.1, 1.0])
+        radius = float(rng.uniform(0.1, 20))
+        t = float(rng.uniform(0, 1.5))
+        a = np.abs(z)
+        tau = _threshold_above(z, t, radius, np.empty(z.size))
+        if np.clip(a - t, 0, None).sum() >= radius:
+            assert tau >= t
+            assert tau == pytest.approx(_l1_threshold(a, radius), rel=1e-12, abs=1e-15)
+            assert np.clip(a - tau, 0, None).sum() == pytest.approx(radius, rel=1e-10)
+        else:
+            assert tau == -1.0
+
+
+@pytest.mark.parametrize("t_over_sigma", [0.3, 1.0, 2.0])
+@pytest.mark.parametrize("m_over_t", [0.0, 0.4, -0.9])
+def test_fill_truncated_has_the_truncated_law(t_over_sigma, m_over_t):
+    # both samplers (normal proposal for t >= sigma, uniform below) give N(m, sigma^2)
+    # conditioned on |z| <= t
+    d, sigma = 50_000, 0.5
+    t = t_over_sigma * sigma
+    m = m_over_t * t
+    full = np.full(d, np.nan)
+    drawn = np.zeros(d, dtype=np.bool_)
+    drawn[::10] = True
+    _fill_truncated(full, np.full(d, m), drawn, sigma, t, np.random.default_rng(1))
+    assert np.all(np.isnan(full[drawn]))
+    z = full[~drawn]
+    assert np.all(np.abs(z) <= t)
+    lo, hi = ndtr((-t - m) / sigma), ndtr((t - m) / sigma)
+    assert kstest(z, lambda x: (ndtr((np.clip(x, -t, t) - m) / sigma) - lo) / (hi - lo)
+                  ).pvalue > 1e-3
 
 
 @pytest.mark.parametrize("fmt", ["csr", "csc", "dense"])
@@ -539,18 +777,21 @@ def test_sampled_projection_falls_back_below_t():
     mean, _ = _signal(d, k)
     rng = np.random.default_rng(0)
     for t in (2.36 * sigma, 5 * sigma):
-        for _ in range(50):
-            released, tau, full, (idx, z) = _sampled_gaussian_projection(mean, sigma, radius,
-                                                                         t, rng)
-            assert full == (tau < t)
-            assert np.abs(released).sum() <= radius * (1 + 1e-12)
-            if full:
-                assert idx.size == d
-            else:  # nothing undrawn survives
-                assert np.isin(np.flatnonzero(released), idx).all()
+        for n_levels in (1, 8):
+            for _ in range(25):
+                released, tau, full, (idx, z), stop = _sampled_gaussian_projection(
+                    mean, sigma, radius, t, rng, n_levels=n_levels)
+                assert full == (tau < t)
+                assert stop >= t and (stop == t or not full)
+                assert np.abs(released).sum() <= radius * (1 + 1e-12)
+                if full:
+                    assert idx.size == d
+                else:  # nothing undrawn survives
+                    assert tau >= stop
+                    assert np.isin(np.flatnonzero(released), idx).all()
     # a noise too small to leave the ball: tau = 0 < t, the whole z is drawn and released
     small = mean * 0.5 / np.abs(mean).sum()
-    released, tau, full, _ = _sampled_gaussian_projection(small, 1e-7, radius, 3e-7, rng)
+    released, tau, full, _, _ = _sampled_gaussian_projection(small, 1e-7, radius, 3e-7, rng)
     assert full and tau == 0.0
     assert np.count_nonzero(released) == d
     np.testing.assert_allclose(released, small, atol=1e-5)
@@ -563,8 +804,8 @@ def test_sampled_projection_threshold_is_exact():
     mean, support = _signal(d, k)
     rng = np.random.default_rng(4)
     for _ in range(20):
-        released, tau, full, (idx, z_drawn) = _sampled_gaussian_projection(
-            mean, sigma, radius, 1e-300, rng)
+        released, tau, full, (idx, z_drawn), _ = _sampled_gaussian_projection(
+            mean, sigma, radius, 1e-300, rng, n_levels=1)
         assert not full and np.array_equal(np.sort(idx), np.arange(d))
         assert np.abs(released).sum() == pytest.approx(radius, rel=1e-12)
         z = np.zeros(d)
@@ -589,7 +830,7 @@ def test_lemma_3_1_holds_for_every_sampled_draw(n, d, s):
     mean = _clipped_mean(X, plan)
     rng = np.random.default_rng(0)
     for i in range(50):
-        released, _, _, (idx, z) = _sampled_gaussian_projection(
+        released, _, _, (idx, z), _ = _sampled_gaussian_projection(
             mean, sigma, plan.radius, t if i % 2 else None, rng)
         xi = z - mean[idx]
         err = np.linalg.norm(released - mean)
@@ -838,6 +1079,9 @@ _X_OK = np.abs(np.random.default_rng(0).normal(size=(20, 8)))
         ({"method": "l1_recovery", "sparsity": 2}, _X_OK, "delta > 0"),
         ({"method": "projection"}, _X_OK, "sparsity"),
         ({"method": "l1_recovery", "delta": 1e-5}, _X_OK, "sparsity"),
+        ({"floating_point_safe": "yes"}, _X_OK, "floating_point_safe"),
+        ({"floating_point_safe": 1}, _X_OK, "floating_point_safe"),
+        ({"floating_point_safe": None}, _X_OK, "floating_point_safe"),
     ],
 )
 def test_bad_input_raises(params, X, match):
@@ -898,6 +1142,9 @@ def _expected_failed_checks(estimator):
         DPSparseMeanEstimator(random_state=0),
         DPSparseMeanEstimator(delta=1e-5, sparsity=1, random_state=0),
         DPSparseMeanEstimator(delta=1e-5, sparsity=1, method="l1_recovery", random_state=0),
+        DPSparseMeanEstimator(delta=1e-5, sparsity=1, floating_point_safe=True,
+                              random_state=0),
+        DPSparseMeanEstimator(floating_point_safe=False, random_state=0),
     ],
     expected_failed_checks=_expected_failed_checks,
 )
