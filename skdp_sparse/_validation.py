@@ -11,7 +11,8 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.validation import validate_data
 
-__all__ = ["check_privacy_params", "check_bound", "validate_sparse_data"]
+__all__ = ["check_privacy_params", "check_bound", "check_floating_point_safe",
+           "validate_sparse_data"]
 
 
 def check_privacy_params(epsilon, delta, *, require_delta=False):
@@ -53,6 +54,15 @@ def check_bound(name, value, *, allow_none=False, allow_inf=False, size=None):
     if np.any(np.isnan(arr)) or np.any(arr <= 0) or (np.any(np.isinf(arr)) and not allow_inf):
         raise ValueError(f"{name} must contain positive finite numbers only")
     return arr
+
+
+def check_floating_point_safe(value):
+    """Validate a ``floating_point_safe`` option: ``"auto"`` or a bool (returned as bool)."""
+    if isinstance(value, str) and value == "auto":
+        return value
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    raise ValueError(f"floating_point_safe must be 'auto', True or False, got {value!r}")
 
 
 def validate_sparse_data(estimator, X, y=None, *, reset=True, accept_sparse=("csr", "csc"),

@@ -20,7 +20,12 @@ from ._mean_kernels import (
     _shrink_into,
     _threshold_above,
 )
-from ._validation import check_bound, check_privacy_params, validate_sparse_data
+from ._validation import (
+    check_bound,
+    check_floating_point_safe,
+    check_privacy_params,
+    validate_sparse_data,
+)
 from .base import DPEstimatorMixin
 from .optim.l1_recovery import GaussianSensingMatrix, basis_pursuit
 from .optim.projections import (
@@ -31,7 +36,7 @@ from .optim.projections import (
 )
 from .privacy._random import check_generator
 from .privacy.accounting import PrivacyAccountant
-from .privacy.clipping import clip_rows
+from .privacy.clipping import clip_rows, with_summed_duplicates
 from .privacy.mechanisms import GaussianMechanism, LaplaceMechanism
 
 __all__ = ["DPSparseMeanEstimator"]
@@ -212,12 +217,7 @@ def _clipped_mean(X, plan):
         X = np.asarray(X, dtype=np.float64)
         _check_finite(X)
         return clip_rows(X, plan.max_l2, plan.max_l1).mean(axis=0)
-    X = X.tocsr()
-    if not X.has_canonical_format:
-        # A row's norms are those of its summed duplicates, which is what the mean
-        # adds up; measured entry by entry they would under-clip.
-        X = X.copy()
-        X.sum_duplicates()
+    X = with_summed_duplicates(X.tocsr())
     if X.data.dtype != np.float64:
         X = X.astype(np.float64)
     out = np.empty(X.shape[1])
@@ -697,10 +697,7 @@ class DPSparseMeanEstimator(DPEstimatorMixin, BaseEstimator):
         norm_bound = check_bound("norm_bound", self.norm_bound)
         if not isinstance(self.method, str) or self.method not in _METHODS:
             raise ValueError(f"method must be one of {_METHODS}, got {self.method!r}")
-        safe = self.floating_point_safe
-        if not ((isinstance(safe, str) and safe == "auto") or isinstance(safe, bool | np.bool_)):
-            raise ValueError(
-                f"floating_point_safe must be 'auto', True or False, got {safe!r}")
+        safe = check_floating_point_safe(self.floating_point_safe)
         s = self.sparsity
         if s is not None:
             if (isinstance(s, bool) or not isinstance(s, numbers.Real)
@@ -721,17 +718,15 @@ class DPSparseMeanEstimator(DPEstimatorMixin, BaseEstimator):
                 "(for example 1 / n_samples**2), or use method='projection' or "
                 "'laplace' for pure DP"
             )
-        return epsilon, delta, norm_bound, s
+        return epsilon, delta, norm_bound, s, safe
 
     def _plan(self, n_samples, n_features):
         """The fit's plan for data of this shape (checks the hyperparameters)."""
-        epsilon, delta, norm_bound, s = self._check_params()
+        epsilon, delta, norm_bound, s, safe = self._check_params()
         if s is not None and s > n_features:
             raise ValueError(
                 f"sparsity must be at most n_features={n_features}, got {self.sparsity!r}"
             )
-        safe = self.floating_point_safe
-        safe = safe if isinstance(safe, str) else bool(safe)
         return _make_plan(self.method, int(n_samples), int(n_features), norm_bound, s,
                           epsilon, delta, safe)
 

@@ -104,11 +104,15 @@ def _sparse_gradient_audit(runs, n_steps):
     return _audit(s, s_prime), events
 
 
+@pytest.mark.parametrize("runs, n_steps", [
+    (6000, 3),
+    pytest.param(20_000, 10, marks=pytest.mark.slow, id="many_steps"),
+])
 @pytest.mark.parametrize("undernoised", [False, True])
-def test_sparse_sgd_gradient_step_audit(undernoised, monkeypatch):
+def test_sparse_sgd_gradient_step_audit(undernoised, runs, n_steps, monkeypatch):
     if undernoised:
         _scaled(monkeypatch, "_subsampled_multiplier", 0.5)
-    result, events = _sparse_gradient_audit(runs=6000, n_steps=3)
+    result, events = _sparse_gradient_audit(runs=runs, n_steps=n_steps)
     _check(result, undernoised, None if undernoised else events)
 
 
@@ -150,15 +154,6 @@ def test_sparse_sgd_selection_step_audit(undernoised, monkeypatch):
     # Both outcomes occur on both sides: the audit reads the selection, not noise.
     assert 0 < np.mean(s == 1) < 1 and 0 < np.mean(s_prime == -1) < 1
     _check(_audit(s, s_prime), undernoised, None if undernoised else events)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("undernoised", [False, True])
-def test_sparse_sgd_gradient_step_audit_many_steps(undernoised, monkeypatch):
-    if undernoised:
-        _scaled(monkeypatch, "_subsampled_multiplier", 0.5)
-    result, events = _sparse_gradient_audit(runs=20_000, n_steps=10)
-    _check(result, undernoised, None if undernoised else events)
 
 
 # --------------------------------------------------------------------------

@@ -125,7 +125,12 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from .._validation import check_bound, check_privacy_params, validate_sparse_data
+from .._validation import (
+    check_bound,
+    check_floating_point_safe,
+    check_privacy_params,
+    validate_sparse_data,
+)
 from ..base import DPEstimatorMixin
 from ..optim.erm import solve_l2_erm
 from ..optim.linf_projections import DOMAINS, linf_project
@@ -270,14 +275,6 @@ def _gaussian_event(sensitivity, sigma, count, safe):
     return GaussianMechanism(sensitivity, sigma=sigma, floating_point_safe=safe).event(count)
 
 
-def _check_floating_point_safe(value):
-    if isinstance(value, str) and value == "auto":
-        return value
-    if isinstance(value, bool | np.bool_):
-        return bool(value)
-    raise ValueError(f"floating_point_safe must be 'auto', True or False, got {value!r}")
-
-
 def _resolve_floating_point_safe(value):
     """The noise path of a fit. ``"auto"`` is safe for both mechanisms: the release is
     one vector, so even the discrete Gaussian's slower sampler and zCDP calibration
@@ -289,7 +286,7 @@ def _check_params(epsilon, delta, norm_bound, intercept_bound, fit_intercept, sp
                   domain, radius, tol, alpha, target_bound, loss, max_iter,
                   floating_point_safe="auto"):
     epsilon, delta = check_privacy_params(epsilon, delta)
-    _check_floating_point_safe(floating_point_safe)
+    check_floating_point_safe(floating_point_safe)
     norm_bound = check_bound("norm_bound", norm_bound)
     intercept_bound = check_bound("intercept_bound", intercept_bound) if fit_intercept else None
     if sparsity is not None and (

@@ -19,6 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..privacy._random import check_generator
+from ..privacy.clipping import with_summed_duplicates
 from . import _cd_kernels as K
 
 __all__ = ["CDResult", "coordinate_descent"]
@@ -66,27 +67,18 @@ def _coord_array(name, value, size, *, allow_inf):
     return np.ascontiguousarray(arr)
 
 
-def _canonical(M):
-    if not M.has_canonical_format:
-        # Per-example clipping acts on x_ij as a whole: duplicates must be summed
-        # first. Copy so the caller's matrix is left untouched.
-        M = M.copy()
-        M.sum_duplicates()
-    return M
-
-
 def _prepare_data(X, need_rows):
     """The ``data`` tuple of the kernels; sparse X is never densified."""
     if sp.issparse(X):
         X = X.astype(np.float64, copy=False)
-        csc = _canonical(X.tocsc() if X.format != "csc" else X)
+        csc = with_summed_duplicates(X.tocsc() if X.format != "csc" else X)
         # One index type for all index arrays keeps the number of compiled
         # specialisations at two; int32 whenever it fits saves memory.
         fits = max(csc.nnz, *csc.shape) < np.iinfo(np.int32).max
         itype = np.int32 if fits else np.int64
         empty = _EMPTY_IDX32 if fits else _EMPTY_IDX
         if need_rows:
-            csr = _canonical(X.tocsr() if X.format != "csr" else X)
+            csr = with_summed_duplicates(X.tocsr() if X.format != "csr" else X)
             rows = (np.ascontiguousarray(csr.data), csr.indices.astype(itype, copy=False),
                     csr.indptr.astype(itype, copy=False))
         else:

@@ -60,7 +60,7 @@ from ..privacy.accounting import (
     calibrate_scale,
     compose,
 )
-from ..privacy.clipping import clip_rows
+from ..privacy.clipping import clip_rows, with_summed_duplicates
 from ..privacy.mechanisms import GaussianMechanism
 from ..privacy.subsampling import subsampled_gaussian_event, wor_amplified_epsilon_delta
 from . import _sgd_kernels as K
@@ -155,13 +155,8 @@ def _prepare(X, y, loss, *, l2, l1, max_row_norm, sparsity, derivative_clip, fit
     if sparsity is not None:
         sparsity = _check_int("sparsity", sparsity, 1, allow_none=False)
     if sp.issparse(X):
-        X = sp.csr_matrix(X, dtype=np.float64)
-        if not X.has_canonical_format:
-            # The kernels read duplicate entries as their sum, as scipy does, so the
-            # clipping and the feature counts must see the summed row; a copy
-            # leaves the caller's matrix as it was.
-            X = X.copy()
-            X.sum_duplicates()
+        # Clipping and feature counts must see each row with its duplicates summed.
+        X = with_summed_duplicates(sp.csr_matrix(X, dtype=np.float64))
         if not np.all(np.isfinite(X.data)):
             raise ValueError("X contains NaN or infinity")
         sparse = True

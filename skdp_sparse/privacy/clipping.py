@@ -41,6 +41,20 @@ def _row_scales_dense(X, max_l2, max_l1):
     return np.where(np.isfinite(s), s, 1.0)
 
 
+def with_summed_duplicates(X):
+    """``X`` itself if it stores every entry once, else a copy with duplicates summed.
+
+    scipy sums duplicate entries in every product, so a clip must see ``x_ij`` (and
+    a row's norm) with its duplicates summed, or a split entry escapes its bound.
+    The caller's matrix is never modified.
+    """
+    if X.has_canonical_format:
+        return X
+    X = X.copy()
+    X.sum_duplicates()
+    return X
+
+
 def clip_rows(X, max_l2=np.inf, max_l1=np.inf):
     """Rescale each row of ``X`` so its l2 norm is <= ``max_l2`` and l1 norm <= ``max_l1``.
 
@@ -53,9 +67,7 @@ def clip_rows(X, max_l2=np.inf, max_l1=np.inf):
     if sp.issparse(X):
         fmt = X.format
         Xr = sp.csr_matrix(X, dtype=np.float64, copy=True)
-        # A row's norm is that of its summed duplicates, which is what any later
-        # product sees; measuring the stored entries one by one would under-clip.
-        Xr.sum_duplicates()
+        Xr.sum_duplicates()  # on the copy; see with_summed_duplicates
         scales = _row_scales_csr(Xr.data, Xr.indptr, max_l2, max_l1)
         Xr.data *= np.repeat(scales, np.diff(Xr.indptr))
         return Xr.asformat(fmt)

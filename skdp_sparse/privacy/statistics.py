@@ -9,6 +9,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
+from .clipping import with_summed_duplicates
 from .mechanisms import GaussianMechanism, LaplaceMechanism
 
 __all__ = ["column_second_moment_sums", "release_column_second_moments"]
@@ -27,9 +28,8 @@ def column_second_moment_sums(X, norm_bound=np.inf):
     n_clipped : int
         Number of rows whose norm exceeds ``norm_bound``.
     """
-    if sp.issparse(X) and not X.has_canonical_format:
-        X = X.tocsr(copy=True)
-        X.sum_duplicates()
+    if sp.issparse(X):
+        X = with_summed_duplicates(X)
     squares = X.multiply(X) if sp.issparse(X) else np.square(np.asarray(X, dtype=float))
     if sp.issparse(squares):
         squares = sp.csr_matrix(squares)
