@@ -21,9 +21,8 @@ import warnings
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
-from sklearn.preprocessing import LabelEncoder
-from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import check_bound, check_privacy_params, validate_sparse_data
@@ -35,6 +34,7 @@ from ..optim.penalties import L1, L2, ElasticNet, NoPenalty
 from ..privacy._random import check_generator
 from ..privacy.accounting import PrivacyAccountant, PrivacyEvent, calibrate_scale
 from ..privacy.statistics import column_second_moment_sums, release_column_second_moments
+from ..utils._labels import encode_labels
 from ._output_perturbation import fit_output_perturbation
 
 __all__ = [
@@ -696,6 +696,14 @@ class DPSparseLogisticRegression(ClassifierMixin, _BaseDPCoordinateDescent):
         As in :class:`DPGreedyCDRegressor`.
     alpha : float, default=None
         Penalty strength; ``None`` is 1e-4 (``output_perturbation``: the theorem's rule).
+    classes : array-like of labels, default=None
+        The public label set. ``classes_`` is its sorted copy whatever labels the
+        training data hold (a class absent from them is still learnt, from its
+        absence), and a label outside it raises ``ValueError`` before any privacy
+        budget is spent. ``None`` reads the label set from ``y``, which the
+        guarantee does not cover (one row with a rare label changes ``classes_``
+        and the shape of ``coef_``), and emits
+        :class:`~skdp_sparse.exceptions.PrivacyLeakWarning`.
 
     Attributes
     ----------
@@ -724,7 +732,7 @@ class DPSparseLogisticRegression(ClassifierMixin, _BaseDPCoordinateDescent):
                  feature_bound=1.0, norm_bound=1.0, sparsity=None, gradient_clip=None,
                  fit_intercept=True, solver="auto", selection="exponential",
                  curvature="private", max_iter=None, batch_size=None, learning_rate=None,
-                 tol=1e-7, random_state=None, verbose=0):
+                 tol=1e-7, classes=None, random_state=None, verbose=0):
         self.epsilon = epsilon
         self.delta = delta
         self.penalty = penalty
@@ -742,24 +750,17 @@ class DPSparseLogisticRegression(ClassifierMixin, _BaseDPCoordinateDescent):
         self.batch_size = batch_size
         self.learning_rate = learning_rate
         self.tol = tol
+        self.classes = classes
         self.random_state = random_state
         self.verbose = verbose
 
     def fit(self, X, y):
         """Fit the classifier privately on ``X`` (dense or sparse) and labels ``y``."""
         X, y = self._prepare_X(X, y)
-        check_classification_targets(y)
-        if type_of_target(y) not in ("binary", "multiclass"):
-            raise ValueError(f"y must be binary or multiclass labels, got {type_of_target(y)}")
-        encoder = LabelEncoder().fit(y)
-        self.classes_ = encoder.classes_
-        if self.classes_.size < 2:
-            raise ValueError(
-                f"y has one class only ({self.classes_[0]!r}); a classifier needs at least two"
-            )
+        classes, codes = encode_labels(y, self.classes, type(self).__name__)
+        self.classes_ = classes
         epsilon, delta, feature_bound, clip = self._check_params(*X.shape)
         self._check_budget(epsilon, delta)
-        codes = encoder.transform(y)
         positives = [1] if self.classes_.size == 2 else range(self.classes_.size)
         targets = [np.where(codes == k, 1.0, -1.0) for k in positives]
         coef, intercept = self._fit_problems(
@@ -781,9 +782,9 @@ class DPSparseLogisticRegression(ClassifierMixin, _BaseDPCoordinateDescent):
         """Class probabilities (one-vs-rest scores normalised for multiclass)."""
         scores = self.decision_function(X)
         if scores.ndim == 1:
-            p = 1.0 / (1.0 + np.exp(-scores))
+            p = expit(scores)
             return np.column_stack([1 - p, p])
-        p = 1.0 / (1.0 + np.exp(-scores))
+        p = expit(scores)
         return p / p.sum(axis=1, keepdims=True)
 
     def predict_log_proba(self, X):

@@ -122,7 +122,6 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from .._validation import (
@@ -140,6 +139,7 @@ from ..privacy._random import check_generator
 from ..privacy.accounting import PrivacyAccountant, compose
 from ..privacy.clipping import clip_rows
 from ..privacy.mechanisms import GaussianMechanism, LaplaceMechanism
+from ..utils._labels import encode_labels
 
 __all__ = [
     "DPOutputPerturbation",
@@ -634,7 +634,12 @@ class DPOutputPerturbationClassifier(ClassifierMixin, _BaseOutputPerturbation):
     Accepts CSR/CSC matrices without densifying them.
 """
         + _COMMON_DOC
-        + """
+        + """    classes : array-like of labels, default=None
+        The public label set; ``classes_`` is its sorted copy whatever labels the
+        training data hold, and a label outside it raises ``ValueError`` before any
+        budget is spent. ``None`` reads it from ``y`` (not covered by the guarantee;
+        emits :class:`~skdp_sparse.exceptions.PrivacyLeakWarning`).
+
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
@@ -644,6 +649,18 @@ class DPOutputPerturbationClassifier(ClassifierMixin, _BaseOutputPerturbation):
         + _FITTED_DOC
     )
 
+    def __init__(self, *, epsilon=1.0, delta=0.0, norm_bound=1.0, sparsity=None,
+                 alpha=None, domain="none", radius=None, tol=1e-3, fit_intercept=True,
+                 intercept_bound=1.0, max_iter=1000, floating_point_safe="auto",
+                 classes=None, random_state=None):
+        super().__init__(epsilon=epsilon, delta=delta, norm_bound=norm_bound,
+                         sparsity=sparsity, alpha=alpha, domain=domain, radius=radius,
+                         tol=tol, fit_intercept=fit_intercept,
+                         intercept_bound=intercept_bound, max_iter=max_iter,
+                         floating_point_safe=floating_point_safe,
+                         random_state=random_state)
+        self.classes = classes
+
     def _loss(self):
         return LogisticLoss()
 
@@ -651,17 +668,12 @@ class DPOutputPerturbationClassifier(ClassifierMixin, _BaseOutputPerturbation):
         """Fit on ``X`` (dense or sparse) and labels ``y``."""
         self._check_all_params(y)
         X, y = validate_sparse_data(self, X, y)
-        check_classification_targets(y)
-        classes = np.unique(y)
-        if classes.size < 2:
-            raise ValueError(
-                f"the classifier needs samples of at least 2 classes; got 1 class: {classes[0]!r}"
-            )
+        classes, codes = encode_labels(y, self.classes, type(self).__name__)
         self.classes_ = classes
         if classes.size == 2:
-            Y = np.where(y == classes[1], 1.0, -1.0)[:, None]
+            Y = np.where(codes == 1, 1.0, -1.0)[:, None]
         else:
-            Y = np.where(y[:, None] == classes[None, :], 1.0, -1.0)
+            Y = np.where(codes[:, None] == np.arange(classes.size)[None, :], 1.0, -1.0)
         coef, intercept = self._fit_core(X, Y)
         self.coef_ = np.atleast_2d(coef)
         self.intercept_ = np.atleast_1d(np.asarray(intercept, dtype=float))

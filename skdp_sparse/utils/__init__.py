@@ -1,0 +1,1 @@
+"""Helpers shared by every part of the package: validation, randomness, warnings."""

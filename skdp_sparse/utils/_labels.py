@@ -1,0 +1,71 @@
+"""The label set of a private classifier: a public parameter, or read from the data
+with a :class:`~skdp_sparse.exceptions.PrivacyLeakWarning`."""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.utils.multiclass import check_classification_targets, type_of_target
+
+from ..exceptions import PrivacyLeakWarning
+from ._warnings import warn
+
+__all__ = ["check_classes", "encode_labels"]
+
+
+def check_classes(classes):
+    """Validate a ``classes`` parameter: None, or at least two distinct labels.
+
+    Returns the sorted unique labels (the order of ``classes_`` and of the rows of
+    ``coef_``), or None.
+    """
+    if classes is None:
+        return None
+    arr = np.asarray(classes)
+    if arr.ndim != 1:
+        raise ValueError(f"classes must be a 1-d list of labels, got shape {arr.shape}")
+    unique = np.unique(arr)
+    if unique.size < 2:
+        raise ValueError(f"classes must hold at least two distinct labels, got {classes!r}")
+    if unique.size != arr.size:
+        raise ValueError(f"classes must not repeat a label, got {classes!r}")
+    return unique
+
+
+def encode_labels(y, classes, estimator_name):
+    """``(classes_, codes)``: the public label set and each label's index in it.
+
+    With ``classes`` given, ``classes_`` is its sorted copy whatever labels ``y``
+    holds, and a label outside it raises ``ValueError``. Without, the label set is
+    read from ``y``, which is not covered by the privacy guarantee (a single row
+    with a rare label changes ``classes_`` and the shape of ``coef_``): the
+    function emits :class:`~skdp_sparse.exceptions.PrivacyLeakWarning`.
+    """
+    check_classification_targets(y)
+    kind = type_of_target(y)
+    if kind not in ("binary", "multiclass"):
+        raise ValueError(f"y must hold binary or multiclass labels, got {kind} targets")
+    public = check_classes(classes)
+    if public is None:
+        warn(
+            f"{estimator_name} reads its label set (classes_) from the training labels, "
+            "which the privacy guarantee does not cover: one row with a rare label changes "
+            "classes_ and the shape of coef_. Pass the public label set as classes=[...].",
+            PrivacyLeakWarning,
+        )
+        public = np.unique(y)
+        if public.size < 2:
+            raise ValueError(
+                f"y has one class only ({public[0]!r}); a classifier needs at least two. "
+                "Pass the public label set as classes=[...] to fit anyway."
+            )
+        return public, np.searchsorted(public, y)
+    try:
+        known = np.isin(y, public)
+    except TypeError as exc:
+        raise ValueError("the labels of y and classes are of incomparable types") from exc
+    if not np.all(known):
+        raise ValueError(
+            f"y holds {int(np.size(known) - np.count_nonzero(known))} label(s) outside the "
+            f"public label set classes={public.tolist()!r}"
+        )
+    return public, np.searchsorted(public, y)

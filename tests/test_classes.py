@@ -1,0 +1,77 @@
+"""The label set of a classifier is a public parameter (``classes``)."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from skdp_sparse import (
+    BudgetExceededError,
+    DPOutputPerturbationClassifier,
+    DPSparseLogisticRegression,
+    PrivacyLeakWarning,
+    privacy_ledger,
+)
+
+CLASSIFIERS = [
+    lambda **kw: DPSparseLogisticRegression(epsilon=1.0, delta=1e-5, random_state=0, **kw),
+    lambda **kw: DPOutputPerturbationClassifier(epsilon=1.0, random_state=0, **kw),
+]
+
+
+def _data(n=60, labels=(0, 1)):
+    rng = np.random.default_rng(0)
+    X = rng.random((n, 4))
+    y = np.resize(np.asarray(labels), n)
+    return X, y
+
+
+@pytest.mark.parametrize("make", CLASSIFIERS)
+def test_public_label_set_fixes_classes_and_shapes(make):
+    X, y = _data()
+    y_rare = y.copy()
+    y_rare[0] = 2  # one row with a rare label
+    shapes = []
+    for labels in (y, y_rare):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", PrivacyLeakWarning)
+            clf = make(classes=[0, 1, 2]).fit(X, labels)
+        np.testing.assert_array_equal(clf.classes_, [0, 1, 2])
+        shapes.append(clf.coef_.shape)
+    assert shapes[0] == shapes[1] == (3, 4)
+
+
+@pytest.mark.parametrize("make", CLASSIFIERS)
+def test_one_class_present_still_fits_with_public_classes(make):
+    X, _ = _data()
+    clf = make(classes=["a", "b"]).fit(X, np.full(X.shape[0], "a"))
+    assert set(clf.predict(X)) <= {"a", "b"}
+    assert clf.coef_.shape == (1, 4)
+
+
+@pytest.mark.parametrize("make", CLASSIFIERS)
+def test_label_outside_public_set_fails_before_any_budget(make):
+    X, y = _data()
+    with privacy_ledger(max_epsilon=10.0, max_delta=1e-3) as ledger:
+        with pytest.raises(ValueError, match="outside the public label set"):
+            make(classes=[0, 1]).fit(X, np.r_[y[:-1], 5])
+    assert len(ledger) == 0 and ledger.pending() == []
+    with pytest.raises(BudgetExceededError):  # the cap itself still works
+        with privacy_ledger(max_epsilon=0.5, max_delta=1e-3):
+            make(classes=[0, 1]).fit(X, y)
+
+
+@pytest.mark.parametrize("make", CLASSIFIERS)
+def test_label_set_read_from_data_warns(make):
+    X, y = _data()
+    with pytest.warns(PrivacyLeakWarning, match="label set") as record:
+        make().fit(X, y)
+    # The warning points at this file, not at the library.
+    assert all(w.filename == __file__ for w in record if w.category is PrivacyLeakWarning)
+
+
+@pytest.mark.parametrize("classes", [[1], [1, 1, 2], [[0, 1]]])
+def test_invalid_classes(classes):
+    X, y = _data()
+    with pytest.raises(ValueError, match="classes"):
+        DPSparseLogisticRegression(classes=classes).fit(X, y)
