@@ -1,0 +1,119 @@
+"""Fits with a fixed ``random_state`` reproduce pinned coefficients, solver by solver.
+
+The pinned values were produced by the code before a restructuring of the
+package; any change to them must be a deliberate change of behaviour (and the
+file regenerated with ``python tests/test_pinned_fits.py --write``).
+"""
+
+import pathlib
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from skdp_sparse import (
+    DPGreedyCDRegressor,
+    DPOutputPerturbationClassifier,
+    DPOutputPerturbationRegressor,
+    DPSparseLogisticRegression,
+    DPSparseMeanEstimator,
+)
+
+PINNED = pathlib.Path(__file__).parent / "data" / "pinned_fits.npz"
+
+
+def _data():
+    rng = np.random.default_rng(12345)
+    X = sp.random(120, 15, density=0.3, format="csr", random_state=rng)
+    X.data = rng.uniform(-1, 1, X.nnz)
+    w = rng.normal(size=15)
+    z = X @ w
+    y_bin = (z > np.median(z)).astype(int)
+    y_multi = np.digitize(z, np.quantile(z, [1 / 3, 2 / 3]))
+    y_reg = np.clip(z / (np.abs(z).max() + 1e-12), -1, 1)
+    return X, y_bin, y_multi, y_reg
+
+
+def _logistic(**kw):
+    return DPSparseLogisticRegression(epsilon=2.0, delta=1e-5, random_state=7, **kw)
+
+
+CASES = {
+    "logistic_greedy_cd": (lambda: _logistic(solver="greedy_cd", max_iter=40), "bin"),
+    "logistic_greedy_cd_laplace": (
+        lambda: _logistic(solver="greedy_cd", selection="laplace", max_iter=40), "bin"),
+    "logistic_greedy_cd_bound": (
+        lambda: _logistic(solver="greedy_cd", curvature="bound", max_iter=40), "bin"),
+    "logistic_cd": (lambda: _logistic(solver="cd", max_iter=3), "bin"),
+    "logistic_sgd": (lambda: _logistic(solver="sgd", max_iter=20), "bin"),
+    "logistic_sgd_minibatch": (lambda: _logistic(solver="sgd", batch_size=30, max_iter=20),
+                               "bin"),
+    "logistic_sparse_sgd": (lambda: _logistic(solver="sparse_sgd", max_iter=20), "bin"),
+    "logistic_phased_sgd": (lambda: _logistic(solver="phased_sgd"), "bin"),
+    "logistic_bias_reduced_sgd": (lambda: _logistic(solver="bias_reduced_sgd", max_iter=20),
+                                  "bin"),
+    "logistic_output_perturbation": (
+        lambda: _logistic(solver="output_perturbation", penalty="l2"), "bin"),
+    "logistic_multiclass_greedy_cd": (lambda: _logistic(solver="greedy_cd", max_iter=30),
+                                      "multi"),
+    "logistic_multiclass_sgd": (lambda: _logistic(solver="sgd", max_iter=10), "multi"),
+    "regressor_greedy_cd": (
+        lambda: DPGreedyCDRegressor(epsilon=2.0, delta=1e-5, max_iter=40, random_state=7),
+        "reg"),
+    "regressor_huber_cd": (
+        lambda: DPGreedyCDRegressor(epsilon=2.0, delta=1e-5, loss="huber", solver="cd",
+                                    max_iter=3, random_state=7), "reg"),
+    "regressor_sgd": (
+        lambda: DPGreedyCDRegressor(epsilon=2.0, delta=1e-5, solver="sgd", max_iter=20,
+                                    random_state=7), "reg"),
+    "op_classifier_gaussian": (
+        lambda: DPOutputPerturbationClassifier(epsilon=2.0, delta=1e-5, random_state=7),
+        "bin"),
+    "op_classifier_laplace": (
+        lambda: DPOutputPerturbationClassifier(epsilon=2.0, random_state=7), "multi"),
+    "op_regressor_float": (
+        lambda: DPOutputPerturbationRegressor(epsilon=2.0, delta=1e-5, random_state=7,
+                                              floating_point_safe=False), "reg"),
+    "mean_projection_gaussian": (
+        lambda: DPSparseMeanEstimator(epsilon=2.0, delta=1e-5, sparsity=5, random_state=7),
+        None),
+    "mean_projection_laplace": (
+        lambda: DPSparseMeanEstimator(epsilon=2.0, sparsity=5, random_state=7), None),
+    "mean_gaussian": (
+        lambda: DPSparseMeanEstimator(epsilon=2.0, delta=1e-5, method="gaussian",
+                                      random_state=7), None),
+    "mean_laplace_float": (
+        lambda: DPSparseMeanEstimator(epsilon=2.0, method="laplace", random_state=7,
+                                      floating_point_safe=False), None),
+    "mean_l1_recovery": (
+        lambda: DPSparseMeanEstimator(epsilon=2.0, delta=1e-5, sparsity=5,
+                                      method="l1_recovery", random_state=7), None),
+}
+
+
+def _fit(name):
+    make, target = CASES[name]
+    X, y_bin, y_multi, y_reg = _data()
+    est = make()
+    if "classes" in est.get_params():
+        est.set_params(classes=[0, 1] if target == "bin" else [0, 1, 2])
+    y = {"bin": y_bin, "multi": y_multi, "reg": y_reg, None: None}[target]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(X) if y is None else est.fit(X, y)
+    if hasattr(est, "mean_"):
+        return np.asarray(est.mean_)
+    return np.concatenate([np.ravel(est.coef_), np.ravel(est.intercept_)])
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_fit_reproduces_pinned_coefficients(name):
+    pinned = np.load(PINNED)
+    np.testing.assert_allclose(_fit(name), pinned[name], rtol=1e-12, atol=1e-14)
+
+
+if __name__ == "__main__" and "--write" in sys.argv:
+    np.savez(PINNED, **{name: _fit(name) for name in sorted(CASES)})
+    print(f"wrote {PINNED}")
