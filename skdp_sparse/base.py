@@ -1,21 +1,44 @@
-"""Behaviour shared by every private estimator: checks of the privacy
-hyperparameters, the record of what a fit spent, and scikit-learn tags."""
+"""The fit sequence every private estimator and transformer of the library runs.
+
+:class:`DPEstimatorMixin` owns ``fit``'s order of work, so no estimator writes its
+own version of a step:
+
+1. **parameters**: the declarative ``_parameter_constraints`` and the estimator's
+   cross-parameter privacy rules (``_check_dp_rules``);
+2. **data**: validated on a private copy (the caller's arrays are never
+   modified); labels checked against the public label set;
+3. **plan**: from public values only (n, p, the bounds, the budget): the solver,
+   its iterations, its noise scales and the privacy events it will record;
+4. **budget**: checked and reserved in every capped ledger;
+5. **solve**: the only step that reads private values;
+6. **record**: fitted attributes set together, the spend reported to the
+   ledgers. A failure in 5 releases the reservation if no randomness was drawn
+   and records the planned spend otherwise; either way the estimator is left
+   unfitted, never half-fitted.
+
+Subclasses implement ``_validate_fit_data``, ``_plan``, ``_solve`` and
+``_fitted_attributes``; see :class:`~skdp_sparse.linear_model._base.DPLinearModel`.
+"""
+
+from __future__ import annotations
 
 import math
 
-from .privacy.accounting import PrivacyAccountant
-from .privacy.ledger import check_budget, report_fit
+from .privacy.accounting import compose
+from .privacy.ledger import fit_budget
+from .utils.random import check_generator
+from .utils.validation import validate_params
 
 __all__ = ["DPEstimatorMixin"]
 
 
+def _fitted_attribute_names(estimator):
+    return [name for name in vars(estimator)
+            if name.endswith("_") and not name.startswith("__")]
+
+
 class DPEstimatorMixin:
     """Mixin for estimators whose ``fit`` is differentially private.
-
-    A fit builds a :class:`~skdp_sparse.privacy.accounting.PrivacyAccountant`,
-    records every mechanism call in it and ends with :meth:`_record_spend`,
-    which sets the attributes below and reports the fit to any active
-    :class:`~skdp_sparse.privacy.ledger.PrivacyLedger`.
 
     Attributes
     ----------
@@ -27,9 +50,45 @@ class DPEstimatorMixin:
         The mechanism calls the fit made, for audits and ledgers.
     """
 
-    def _record_spend(self, accountant: PrivacyAccountant, delta: float):
+    _parameter_constraints: dict = {}
+
+    # -- the sequence -------------------------------------------------------
+    def _fit(self, X, y=None):
+        for name in _fitted_attribute_names(self):
+            delattr(self, name)
+        try:
+            validate_params(self._parameter_constraints, self.get_params(deep=False),
+                            type(self).__name__)
+            self._check_dp_rules()
+            data, public = self._validate_fit_data(X, y)
+            plan = self._plan(public)
+            with fit_budget(self, plan.epsilon, plan.delta, plan.events) as budget:
+                rng = check_generator(self.random_state)
+                budget.watch(rng)
+                result = self._solve(data, plan, rng)
+                attributes = self._fitted_attributes(public, plan, result)
+                events = tuple(result.events)
+                spent = self._spend(events, plan)
+                budget.record(events, *spent)
+        except BaseException:
+            # A failed fit leaves the estimator unfitted (NotFittedError), not
+            # with the attributes validation set (n_features_in_, classes_).
+            for name in _fitted_attribute_names(self):
+                delattr(self, name)
+            raise
+        for name, value in attributes.items():
+            setattr(self, name, value)
+        self.epsilon_spent_, self.delta_spent_ = spent
+        self.privacy_events_ = events
+        return self
+
+    def _record_spend(self, accountant, delta):
+        """Set the spend attributes and report to the ledgers, for an estimator that
+        runs its own sequence (with :func:`~skdp_sparse.privacy.ledger.check_budget`
+        before its private computation)."""
+        from .privacy.ledger import report_fit
+
         if math.isinf(getattr(self, "epsilon", 1.0)):
-            # Noise was switched off: nothing is private, whatever was recorded.
             self.epsilon_spent_, self.delta_spent_ = math.inf, delta
         else:
             self.epsilon_spent_, self.delta_spent_ = accountant.spent(delta)
@@ -37,9 +96,34 @@ class DPEstimatorMixin:
         report_fit(self, accountant, delta)
         return self
 
-    def _check_budget(self, epsilon, delta):
-        """Refuse the fit before any private work if an active, capped ledger cannot afford it."""
-        check_budget(self, epsilon, delta)
+    @staticmethod
+    def _spend(events, plan):
+        if math.isinf(plan.epsilon):
+            # Noise was switched off: nothing is private, whatever was recorded.
+            return math.inf, plan.delta
+        return compose(events, plan.delta)
+
+    # -- hooks ----------------------------------------------------------------
+    def _check_dp_rules(self):
+        """Rules that tie several parameters together (after the constraints)."""
+
+    def _validate_fit_data(self, X, y):
+        """``(data, public)``: the private data (a view the solver reads) and the
+        public facts of the fit (n, p, the label set, ...)."""
+        raise NotImplementedError
+
+    def _plan(self, public):
+        """The plan of the fit from public values: has ``epsilon``, ``delta`` (the
+        budget to reserve) and ``events`` (the privacy events it will record)."""
+        raise NotImplementedError
+
+    def _solve(self, data, plan, rng):
+        """Run the plan on the data; return an object with ``events``."""
+        raise NotImplementedError
+
+    def _fitted_attributes(self, public, plan, result):
+        """The fitted attributes, as a dict (set only once the fit succeeded)."""
+        raise NotImplementedError
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -2,13 +2,13 @@
 
 import pytest
 
-import skdp_sparse.linear_model._coordinate_descent as cd_module
+import skdp_sparse.solvers.coordinate_descent as cd_module
 
 
 @pytest.fixture
 def cd_calls(monkeypatch):
-    """Keyword arguments of every call the estimators make to the CD engine,
-    which records the noise scales, clips and smoothness it was asked to use."""
+    """Keyword arguments of every call the coordinate-descent solvers make to the CD
+    engine, which records the noise scales, clips and smoothness it was asked to use."""
     calls = []
     real = cd_module.coordinate_descent
 

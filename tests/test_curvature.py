@@ -9,7 +9,6 @@ import pytest
 import scipy.sparse as sp
 
 from skdp_sparse.linear_model import DPGreedyCDRegressor, DPSparseLogisticRegression
-from skdp_sparse.linear_model._coordinate_descent import CURVATURE_SHARE, MIN_CURVATURE_RATIO
 from skdp_sparse.privacy.accounting import compose, gaussian_epsilon, zcdp_epsilon
 from skdp_sparse.privacy.auditing import epsilon_lower_bound
 from skdp_sparse.privacy.mechanisms import GaussianMechanism
@@ -17,6 +16,7 @@ from skdp_sparse.privacy.statistics import (
     column_second_moment_sums,
     release_column_second_moments,
 )
+from skdp_sparse.solvers.coordinate_descent import CURVATURE_SHARE, MIN_CURVATURE_RATIO
 
 
 def _reference_sums(X, norm_bound):
@@ -97,8 +97,8 @@ def test_release_noise_matches_calibration():
     rng = np.random.default_rng(4)
     L, mu = 1.0, 0.5
     def draw(**kw):
-        sums, n_clipped, std = release_column_second_moments(X, norm_bound=L, max_entry=1.0,
-                                                             rng=rng, **kw)
+        sums, n_clipped, std = release_column_second_moments(
+            column_second_moment_sums(X, L), norm_bound=L, max_entry=1.0, rng=rng, **kw)
         return np.append(sums, n_clipped), std
 
     draws = np.array([draw(mu=mu)[0] for _ in range(20_000)])
@@ -111,9 +111,11 @@ def test_release_noise_matches_calibration():
     lap = np.array([draw(epsilon=eps)[0] for _ in range(20_000)])
     np.testing.assert_allclose(lap.std(axis=0), math.sqrt(2) * (2 * L**2 + 1) / eps, rtol=0.03)
     with pytest.raises(ValueError, match="exactly one"):
-        release_column_second_moments(X, norm_bound=L, max_entry=1.0, rng=rng)
+        release_column_second_moments(column_second_moment_sums(X, L), norm_bound=L,
+                                      max_entry=1.0, rng=rng)
     with pytest.raises(ValueError, match="norm_bound"):
-        release_column_second_moments(X, norm_bound=np.inf, max_entry=1.0, mu=1.0, rng=rng)
+        release_column_second_moments(column_second_moment_sums(X, np.inf), norm_bound=np.inf,
+                                      max_entry=1.0, mu=1.0, rng=rng)
 
 
 def _audit_release(mu, rng, n_runs=60_000):
@@ -124,8 +126,8 @@ def _audit_release(mu, rng, n_runs=60_000):
     def stat(data):
         out = np.empty(n_runs)
         for i in range(n_runs):
-            s, _, _ = release_column_second_moments(data, norm_bound=L, max_entry=L, mu=mu,
-                                                    rng=rng)
+            s, _, _ = release_column_second_moments(column_second_moment_sums(data, L),
+                                                    norm_bound=L, max_entry=L, mu=mu, rng=rng)
             out[i] = s[0] - s[1]
         return out
 
@@ -267,7 +269,7 @@ def test_norm_bound_below_most_rows_falls_back_to_bound(cd_calls):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         DPSparseLogisticRegression(solver="greedy_cd", max_iter=3, norm_bound=np.sqrt(30),
-                                   random_state=0).fit(X, y)
+                                   classes=[0, 1], random_state=0).fit(X, y)
     assert np.all(cd_calls[-1]["smoothness"][:-1] < 0.25)
 
 
@@ -294,7 +296,7 @@ def _with_duplicates(X):
 def test_duplicate_entries_are_clipped_as_summed():
     """Entry and row clipping see x_ij with its stored duplicates summed, as every
     later product does; otherwise split entries would escape the bounds."""
-    from skdp_sparse.mean import DPSparseMeanEstimator
+    from skdp_sparse import DPSparseMeanEstimator
     from skdp_sparse.privacy.clipping import clip_rows
 
     rng = np.random.default_rng(0)

@@ -16,7 +16,6 @@ from sklearn.base import clone
 
 from skdp_sparse.linear_model import DPOutputPerturbationRegressor
 from skdp_sparse.privacy import discrete
-from skdp_sparse.privacy._random import check_generator
 from skdp_sparse.privacy.accounting import compose
 from skdp_sparse.privacy.auditing import epsilon_lower_bound
 from skdp_sparse.privacy.discrete import (
@@ -33,6 +32,7 @@ from skdp_sparse.privacy.discrete import (
     sample_discrete_laplace,
 )
 from skdp_sparse.privacy.mechanisms import GaussianMechanism, LaplaceMechanism
+from skdp_sparse.utils.random import check_generator
 
 MIN_P = 1e-3  # chi-square tests: a correct sampler fails one with probability 1e-3
 

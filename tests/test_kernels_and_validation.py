@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from skdp_sparse._validation import check_bound, check_privacy_params
 from skdp_sparse.optim.projections import project_l1_ball, project_l2_ball
-from skdp_sparse.privacy._random import check_generator
 from skdp_sparse.privacy.clipping import clip_rows
+from skdp_sparse.utils.random import check_generator
+from skdp_sparse.utils.validation import check_bound, check_privacy_params
 
 
 def _sort_based_l1_projection(v, radius):
@@ -38,7 +38,7 @@ def test_l1_projection_matches_sort_reference(d):
 def test_screened_projection_equals_unscreened_kernel():
     # The histogram screening must not change the result: compare against
     # Condat's kernel run on all coordinates, on inputs with ties, spikes and zeros.
-    from skdp_sparse.optim.projections import _project_l1_inplace
+    from skdp_sparse.optim.projections import project_l1_inplace
 
     rng = np.random.default_rng(0)
     for trial in range(200):
@@ -52,7 +52,7 @@ def test_screened_projection_equals_unscreened_kernel():
         if trial % 7 == 0:
             x = np.sort(x)[::-1].copy()  # nearly sorted input, as the mean of Zipf data
         ref = x.copy()
-        _project_l1_inplace(ref, radius)
+        project_l1_inplace(ref, radius)
         np.testing.assert_allclose(project_l1_ball(x, radius), ref, rtol=0,
                                    atol=1e-10 * max(radius, np.abs(x).max()))
 

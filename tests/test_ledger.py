@@ -9,26 +9,26 @@ import pickle
 import subprocess
 import sys
 import threading
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from joblib import Parallel, delayed, parallel_config
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.model_selection import GridSearchCV, cross_val_score
+from sklearn.utils.validation import check_is_fitted
 
 from skdp_sparse.base import DPEstimatorMixin
 from skdp_sparse.exceptions import BudgetExceededError
-from skdp_sparse.privacy._random import check_generator
 from skdp_sparse.privacy.accounting import PrivacyAccountant, PrivacyEvent, compose
 from skdp_sparse.privacy.ledger import (
     LedgerRecord,
     PrivacyLedger,
-    _reporting_suspended,
     active_ledgers,
-    check_budget,
     ledgers_for,
     privacy_ledger,
     report_fit,
+    suspended_reporting,
 )
 from skdp_sparse.privacy.mechanisms import GaussianMechanism, LaplaceMechanism
 
@@ -44,42 +44,60 @@ def _gaussian_sigma(sensitivity, epsilon, delta):
 class NoisyFrequencyClassifier(DPEstimatorMixin, ClassifierMixin, BaseEstimator):
     """Predicts the majority class from a private frequency of the last class.
 
-    The frequency has sensitivity 1/n (replace-one); it is released with the
-    Gaussian mechanism (delta > 0) or the Laplace mechanism (delta = 0).
-    ``private_calls`` counts the private computations run in this process.
+    A private estimator written on the fit hooks of :class:`DPEstimatorMixin`. The
+    frequency has sensitivity 1/n (replace-one); it is released with the Gaussian
+    mechanism (delta > 0) or the Laplace mechanism (delta = 0). ``private_calls``
+    counts the private computations run in this process; ``fail`` makes the private
+    step raise before (``"before_noise"``) or after (``"after_noise"``) its draw.
     """
 
     private_calls = 0
 
-    def __init__(self, *, epsilon=1.0, delta=1e-6, shift=0.0, ledger=None, random_state=None):
+    def __init__(self, *, epsilon=1.0, delta=1e-6, shift=0.0, ledger=None, random_state=None,
+                 fail=None):
         self.epsilon = epsilon
         self.delta = delta
         self.shift = shift
         self.ledger = ledger
         self.random_state = random_state
+        self.fail = fail
 
     def fit(self, X, y):
+        return self._fit(X, y)
+
+    def _validate_fit_data(self, X, y):
         X, y = np.asarray(X), np.asarray(y)
-        check_budget(self, self.epsilon, self.delta)
-        type(self).private_calls += 1
-        n = y.shape[0]
-        self.classes_ = np.unique(y)
-        freq = float(np.mean(y == self.classes_[-1]))
+        if X.ndim != 2 or y.shape != (X.shape[0],):
+            raise ValueError("X must be 2-d with one label per row")
+        self.n_features_in_ = X.shape[1]
+        return y, {"n": y.shape[0], "classes": np.unique(y)}
+
+    def _plan(self, public):
+        n = public["n"]
         if self.delta > 0:
             mech = GaussianMechanism(1 / n, sigma=_gaussian_sigma(1 / n, self.epsilon,
                                                                    self.delta))
         else:
             mech = LaplaceMechanism(1 / n, epsilon=self.epsilon)
-        accountant = PrivacyAccountant()
-        accountant.record(mech.event())
-        self.freq_ = float(mech.randomise(freq, check_generator(self.random_state)))
-        self.n_features_in_ = X.shape[1]
-        self._record_spend(accountant, self.delta)
-        # Reporting twice (the mixin may already report) must record one fit.
-        report_fit(self, accountant, self.delta)
-        return self
+        return SimpleNamespace(epsilon=self.epsilon, delta=self.delta,
+                               events=(mech.event(),), mechanism=mech,
+                               classes=public["classes"])
+
+    def _solve(self, y, plan, rng):
+        type(self).private_calls += 1
+        if self.fail == "before_noise":
+            raise FloatingPointError("failed before drawing noise")
+        freq = float(np.mean(y == plan.classes[-1]))
+        value = float(plan.mechanism.randomise(freq, rng))
+        if self.fail == "after_noise":
+            raise FloatingPointError("failed after drawing noise")
+        return SimpleNamespace(value=value, events=plan.events)
+
+    def _fitted_attributes(self, public, plan, result):
+        return {"classes_": public["classes"], "freq_": result.value}
 
     def predict(self, X):
+        check_is_fitted(self)
         label = self.classes_[-1] if self.freq_ + self.shift > 0.5 else self.classes_[0]
         return np.full(len(X), label)
 
@@ -358,7 +376,7 @@ def test_non_private_fit_is_recorded_as_infinite(data):
 def test_suspended_reporting_records_nothing(data):
     X, y = data
     ledger = PrivacyLedger(max_epsilon=10, max_delta=1e-3)
-    with _reporting_suspended():
+    with suspended_reporting():
         NoisyFrequencyClassifier(ledger=ledger).fit(X, y)
     assert len(ledger) == 0 and ledger.pending() == []
 
@@ -456,14 +474,49 @@ def test_unreserved_fit_over_cap_is_recorded_then_refused(data):
     assert ledger.spent() == pytest.approx((2.0, 0.0))
 
 
-def test_failed_fit_keeps_its_reservation(data):
+def test_invalid_data_fails_before_reserving(data):
     X, y = data
     ledger = PrivacyLedger(max_epsilon=3.0, max_delta=0.0)
     est = NoisyFrequencyClassifier(epsilon=1.0, delta=0.0, ledger=ledger)
-    with pytest.raises(IndexError):
-        est.fit(np.zeros(5), y[:5])  # one-dimensional X: fails after the check
-    assert len(ledger.pending()) == 1
-    assert ledger.spent() == pytest.approx((1.0, 0.0))  # counted, conservatively
+    calls = NoisyFrequencyClassifier.private_calls
+    with pytest.raises(ValueError, match="2-d"):
+        est.fit(np.zeros(5), y[:5])
+    assert NoisyFrequencyClassifier.private_calls == calls
+    assert ledger.pending() == [] and len(ledger) == 0
+
+
+def test_failure_before_any_noise_releases_the_reservation(data):
+    X, y = data
+    ledger = PrivacyLedger(max_epsilon=3.0, max_delta=0.0)
+    est = NoisyFrequencyClassifier(epsilon=1.0, delta=0.0, ledger=ledger, fail="before_noise")
+    with pytest.raises(FloatingPointError):
+        est.fit(X, y)
+    assert ledger.pending() == [] and len(ledger) == 0
+    assert ledger.spent() == (0.0, 0.0)
+
+
+def test_failure_after_noise_keeps_the_spend(data):
+    X, y = data
+    ledger = PrivacyLedger(max_epsilon=3.0, max_delta=0.0)
+    est = NoisyFrequencyClassifier(epsilon=1.0, delta=0.0, ledger=ledger, fail="after_noise")
+    with pytest.raises(FloatingPointError):
+        est.fit(X, y)
+    assert ledger.pending() == []
+    assert ledger.spent() == pytest.approx((1.0, 0.0))  # it may have released something
+    assert ledger.records()[0].events[0].epsilon == pytest.approx(1.0)
+
+
+def test_failed_fit_leaves_the_estimator_unfitted(data):
+    from sklearn.exceptions import NotFittedError
+
+    X, y = data
+    est = NoisyFrequencyClassifier(epsilon=1.0, delta=0.0).fit(X, y)
+    est.set_params(fail="after_noise")
+    with pytest.raises(FloatingPointError):
+        est.fit(X, y)
+    assert not hasattr(est, "n_features_in_") and not hasattr(est, "classes_")
+    with pytest.raises(NotFittedError):
+        est.predict(X)
 
 
 def test_cap_parameters_are_validated():
@@ -478,24 +531,9 @@ def test_cap_parameters_are_validated():
 # --------------------------------------------------------------------------
 # The library's estimators
 # --------------------------------------------------------------------------
-try:
-    from skdp_sparse.linear_model import DPSparseLogisticRegression
-
-    class ReportingLogisticRegression(DPSparseLogisticRegression):
-        """Reports from ``_record_spend`` whether or not the mixin already does
-        (a fit reported twice is recorded once)."""
-
-        def _record_spend(self, accountant, delta):
-            super()._record_spend(accountant, delta)
-            report_fit(self, accountant, delta)
-            return self
-
-except Exception:  # the estimator may not import while it is being written
-    ReportingLogisticRegression = None
+from skdp_sparse.linear_model import DPSparseLogisticRegression  # noqa: E402
 
 
-@pytest.mark.skipif(ReportingLogisticRegression is None,
-                    reason="DPSparseLogisticRegression does not import")
 def test_grid_search_of_library_estimator():
     import scipy.sparse as sp
 
@@ -503,7 +541,8 @@ def test_grid_search_of_library_estimator():
     y = (X @ np.arange(10.0) > 1).astype(int)
     grid = {"alpha": [1e-4, 1e-3], "max_iter": [5, 10]}
     with privacy_ledger() as ledger:
-        search = GridSearchCV(ReportingLogisticRegression(epsilon=0.5, delta=1e-6), grid,
+        search = GridSearchCV(DPSparseLogisticRegression(epsilon=0.5, delta=1e-6,
+                                                         classes=[0, 1]), grid,
                               cv=3, n_jobs=2).fit(X, y)
     n_fits = 4 * 3 + 1
     assert len(ledger) == n_fits

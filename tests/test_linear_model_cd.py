@@ -13,7 +13,7 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import MaxAbsScaler
 
-import skdp_sparse.linear_model._coordinate_descent as cd_module
+import skdp_sparse.solvers.coordinate_descent as cd_module
 from skdp_sparse.linear_model import DPGreedyCDRegressor, DPSparseLogisticRegression
 from skdp_sparse.privacy.accounting import compose, gaussian_epsilon
 from skdp_sparse.privacy.auditing import epsilon_lower_bound
@@ -122,7 +122,7 @@ def test_greedy_laplace_pure_calibration(cd_calls):
     T = 25
     reg = DPGreedyCDRegressor(epsilon=2.0, delta=0.0, selection="laplace", max_iter=T,
                               solver="greedy_cd", curvature="bound",
-                              loss="huber", huber_epsilon=0.5, random_state=0).fit(X, y)
+                              loss="huber", huber_threshold=0.5, random_state=0).fit(X, y)
     kw = cd_calls[0]
     eps0 = 2.0 / (2 * T)  # basic composition of 2T pure steps
     delta_j = 2 * kw["clip"] / n
@@ -313,7 +313,7 @@ def test_bad_data_raise():
 
 # ----------------------------------------------------------- solver choice
 def test_auto_solver_rule_uses_public_shape_only():
-    from skdp_sparse.linear_model._coordinate_descent import resolve_solver
+    from skdp_sparse.solvers import resolve_solver
 
     assert resolve_solver("auto", 32_561, 123, 1.0) == "greedy_cd"
     assert resolve_solver("auto", 7_770, 8_315, 1.0) == "sgd"

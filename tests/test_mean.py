@@ -18,29 +18,36 @@ from scipy.special import ndtr
 from scipy.stats import ks_2samp, kstest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from skdp_sparse._mean_kernels import (
-    _fill_truncated,
-    _sample_band,
-    _sample_exceedances,
-    _threshold_above,
+import skdp_sparse.mean._release as mean_module
+from skdp_sparse import DPSparseMeanEstimator
+from skdp_sparse.mean._kernels import (
+    fill_truncated as _fill_truncated,
 )
-from skdp_sparse.mean import (
-    _LEVEL_RATIO,
-    _MEASUREMENT_CLIP,
-    _SMALL_MEAN,
-    DPSparseMeanEstimator,
-    _choose_method,
-    _clipped_mean,
-    _clipped_measurement_mean,
-    _l1_threshold,
-    _n_measurements,
-    _perturb,
-    _release,
-    _sampled_gaussian_projection,
-    _sampling_levels,
-    _sampling_threshold,
-    _table1_rates,
+from skdp_sparse.mean._kernels import (
+    sample_band as _sample_band,
 )
+from skdp_sparse.mean._kernels import (
+    sample_exceedances as _sample_exceedances,
+)
+from skdp_sparse.mean._kernels import (
+    threshold_above as _threshold_above,
+)
+from skdp_sparse.mean._plan import MEASUREMENT_CLIP as _MEASUREMENT_CLIP
+from skdp_sparse.mean._plan import choose_method as _choose_method
+from skdp_sparse.mean._plan import n_measurements as _n_measurements
+from skdp_sparse.mean._plan import table1_rates as _table1_rates
+from skdp_sparse.mean._release import clipped_mean as _clipped_mean
+from skdp_sparse.mean._release import clipped_measurement_mean as _clipped_measurement_mean
+from skdp_sparse.mean._release import perturb as _perturb
+from skdp_sparse.mean._release import release as _release
+from skdp_sparse.mean._sampled_projection import LEVEL_RATIO as _LEVEL_RATIO
+from skdp_sparse.mean._sampled_projection import SMALL_MEAN as _SMALL_MEAN
+from skdp_sparse.mean._sampled_projection import l1_threshold as _l1_threshold
+from skdp_sparse.mean._sampled_projection import (
+    sampled_gaussian_projection as _sampled_gaussian_projection,
+)
+from skdp_sparse.mean._sampled_projection import sampling_levels as _sampling_levels
+from skdp_sparse.mean._sampled_projection import sampling_threshold as _sampling_threshold
 from skdp_sparse.optim.l1_recovery import GaussianSensingMatrix, basis_pursuit
 from skdp_sparse.optim.projections import project_l1_ball
 from skdp_sparse.privacy import discrete
@@ -80,10 +87,16 @@ def hard_rows(n, d, s, pool):
     return X
 
 
+def _plan_of(est, n, d):
+    """The plan a fit of ``est`` on an n x d matrix runs (its parameters checked)."""
+    est._check_dp_rules()
+    return est._plan({"n_samples": n, "n_features": d})
+
+
 def errors(X, est, n_draws, seed=0):
     """l2 errors of ``n_draws`` independent releases of ``est`` on X, vectorised."""
     n, d = X.shape
-    plan = est._plan(n, d)
+    plan = _plan_of(est, n, d)
     mean = _clipped_mean(X, plan)
     released, _ = _perturb(mean, plan, np.random.default_rng(seed), n_draws=n_draws)
     return np.linalg.norm(released - mean, axis=1)
@@ -100,7 +113,7 @@ def loglog_slope(x, y):
 def test_fit_is_release_of_clipped_mean(delta):
     X = zipf_rows(200, 3000, 5, seed=1, norm=2.0)  # norms above the bound: clipped
     est = DPSparseMeanEstimator(epsilon=0.7, delta=delta, sparsity=5, random_state=3).fit(X)
-    plan = est._plan(*X.shape)
+    plan = _plan_of(est, *X.shape)
     mean = _clipped_mean(X, plan)
     expected = _release(mean, plan, np.random.default_rng(3))
     np.testing.assert_array_equal(est.mean_, expected)
@@ -124,7 +137,7 @@ def test_clipped_mean_matches_clip_rows():
     X = zipf_rows(300, 500, 8, seed=2, norm=3.0)
     X.data *= np.random.default_rng(0).choice([-1, 1], X.nnz)
     est = DPSparseMeanEstimator(norm_bound=0.5, sparsity=2)
-    plan = est._plan(*X.shape)
+    plan = _plan_of(est, *X.shape)
     expected = np.asarray(clip_rows(X, 0.5, 0.5 * math.sqrt(2)).mean(axis=0)).ravel()
     np.testing.assert_allclose(_clipped_mean(X, plan), expected, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(_clipped_mean(X.toarray(), plan), expected, rtol=1e-12,
@@ -140,7 +153,7 @@ def test_lemma_3_1_holds_for_every_draw(delta, n, d, s):
     L = 1.3
     est = DPSparseMeanEstimator(epsilon=0.5, delta=delta, norm_bound=L, sparsity=s,
                                 method="projection")
-    plan = est._plan(n, d)
+    plan = _plan_of(est, n, d)
     mean = _clipped_mean(X, plan)
     released, noise = _perturb(mean, plan, np.random.default_rng(0), n_draws=50)
     err = np.linalg.norm(released - mean, axis=1)
@@ -157,7 +170,7 @@ def test_lemma_3_1_holds_for_every_draw(delta, n, d, s):
 def test_projection_never_increases_error():
     X = zipf_rows(400, 100, 4, seed=5)
     est = DPSparseMeanEstimator(epsilon=0.2, delta=1e-5, sparsity=4, method="projection")
-    plan = est._plan(*X.shape)
+    plan = _plan_of(est, *X.shape)
     mean = _clipped_mean(X, plan)
     released, noise = _perturb(mean, plan, np.random.default_rng(1), n_draws=200)
     assert np.all(np.linalg.norm(released - mean, axis=1)
@@ -174,7 +187,7 @@ def test_clipped_mean_kernel_matches_clip_rows(index_dtype):
     X.eliminate_zeros()
     X.data *= np.random.default_rng(1).choice([-1, 1], X.nnz)
     X.indices, X.indptr = X.indices.astype(index_dtype), X.indptr.astype(index_dtype)
-    plan = DPSparseMeanEstimator(norm_bound=0.9, sparsity=3)._plan(*X.shape)
+    plan = _plan_of(DPSparseMeanEstimator(norm_bound=0.9, sparsity=3), *X.shape)
     expected = np.asarray(clip_rows(X, 0.9, 0.9 * math.sqrt(3)).mean(axis=0)).ravel()
     np.testing.assert_allclose(_clipped_mean(X, plan), expected, rtol=1e-12, atol=1e-16)
 
@@ -187,7 +200,7 @@ def test_clipped_mean_sums_duplicates_before_clipping():
     vals = np.array([0.6, 0.6, 0.6, 0.5, 0.2, 0.2])
     dup = sp.csr_matrix((vals, cols, np.array([0, 3, 4, 5, 6])), shape=(n, d))
     assert not dup.has_canonical_format
-    plan = DPSparseMeanEstimator(norm_bound=1.0, sparsity=2)._plan(n, d)
+    plan = _plan_of(DPSparseMeanEstimator(norm_bound=1.0, sparsity=2), n, d)
     canonical = dup.copy()
     canonical.sum_duplicates()
     got = _clipped_mean(dup, plan)
@@ -199,7 +212,7 @@ def test_clipped_mean_sums_duplicates_before_clipping():
 def test_clipped_mean_of_huge_rows_is_clipped_not_zeroed():
     # squares of 1e200 overflow; the row must still be scaled onto the ball, not to 0
     X = sp.csr_matrix(np.array([[3e200, 4e200, 0.0], [0.0, 0.3, 0.4]]))
-    plan = DPSparseMeanEstimator(norm_bound=1.0, sparsity=3)._plan(*X.shape)
+    plan = _plan_of(DPSparseMeanEstimator(norm_bound=1.0, sparsity=3), *X.shape)
     np.testing.assert_allclose(_clipped_mean(X, plan), [0.3, 0.55, 0.2], rtol=1e-12)
 
 
@@ -207,7 +220,7 @@ def test_clipped_mean_of_huge_rows_is_clipped_not_zeroed():
 def test_clipped_mean_refuses_an_index_outside_the_matrix(bad_index):
     X = sp.csr_matrix((np.ones(3), np.array([0, 2, 5]), np.array([0, 2, 3])), shape=(2, 40))
     X.indices[1] = bad_index  # bypasses scipy's checks, as a corrupted matrix would
-    plan = DPSparseMeanEstimator(sparsity=1)._plan(*X.shape)
+    plan = _plan_of(DPSparseMeanEstimator(sparsity=1), *X.shape)
     with pytest.raises(ValueError, match="not a valid CSR matrix"):
         _clipped_mean(X, plan)
 
@@ -229,7 +242,7 @@ def test_laplace_scale_and_spend(method):
     assert est.epsilon_spent_ == eps
     assert est.delta_spent_ == 0.0
     # the noise really has that scale: E|Lap(b)| = b, sd of the mean of |.| is b / sqrt(d)
-    plan = est._plan(n, d)
+    plan = _plan_of(est, n, d)
     _, noise = _perturb(np.zeros(d), plan, np.random.default_rng(1))
     assert np.mean(np.abs(noise)) == pytest.approx(b, rel=5 / math.sqrt(d))
 
@@ -271,7 +284,7 @@ def test_gaussian_sigma_is_analytic_calibration(method, eps, delta):
     assert est.epsilon_spent_ <= eps * (1 + 1e-9)
     assert est.epsilon_spent_ == pytest.approx(eps, rel=1e-6)
     assert est.delta_spent_ == delta
-    plan = est._plan(n, d)
+    plan = _plan_of(est, n, d)
     _, noise = _perturb(np.zeros(d), plan, np.random.default_rng(2))
     assert np.std(noise) == pytest.approx(est.noise_scale_, rel=5 / math.sqrt(2 * d))
 
@@ -282,7 +295,7 @@ def test_epsilon_inf_means_no_noise():
                           ("laplace", 0.0), ("l1_recovery", 1e-5)]:
         est = DPSparseMeanEstimator(epsilon=np.inf, delta=delta, sparsity=5,
                                     method=method).fit(X)
-        exact = _clipped_mean(X, est._plan(*X.shape))
+        exact = _clipped_mean(X, _plan_of(est, *X.shape))
         np.testing.assert_allclose(est.mean_, exact, rtol=1e-12, atol=1e-15)
         assert est.epsilon_spent_ == np.inf
         assert est.noise_scale_ == 0.0
@@ -341,7 +354,7 @@ def test_floating_point_safe_gaussian_is_lattice_noise_with_its_spend(method):
     analytic = GaussianMechanism(2 / n, epsilon=eps, delta=delta).sigma
     assert 1.03 * analytic < est.noise_scale_ < 1.10 * analytic
     # the noisy mean is a lattice vector; the release is its projection (or itself)
-    plan = est._plan(n, d)
+    plan = _plan_of(est, n, d)
     mean = _clipped_mean(X, plan)
     noisy = plan.mechanism.randomise(mean, np.random.default_rng(3))
     gamma = discrete.plan_gaussian(2 / n, est.noise_scale_, d).gamma
@@ -407,7 +420,7 @@ def test_projection_error_is_one_over_n_in_low_dimension():
 def _worst_error(n, d, s, delta, n_draws=6):
     """Median error on the hardest of a few ``hard_rows`` instances."""
     est = DPSparseMeanEstimator(epsilon=1.0, delta=delta, sparsity=s, method="projection")
-    scale = est._plan(n, d).noise_scale
+    scale = _plan_of(est, n, d).noise_scale
     return max(np.median(errors(hard_rows(n, d, s, math.sqrt(s) / (c * scale)), est, n_draws))
                for c in (0.5, 1.0, 2.0, 4.0))
 
@@ -479,7 +492,7 @@ def _halve_noise(plan):
 def test_audit_laplace_projection():
     n, d, s, eps = 50, 6, 2, 1.0
     X, Xp = _neighbours(n, d, s)
-    plan = DPSparseMeanEstimator(epsilon=eps, sparsity=s, method="projection")._plan(n, d)
+    plan = _plan_of(DPSparseMeanEstimator(epsilon=eps, sparsity=s, method="projection"), n, d)
     a, b = _clipped_mean(X, plan), _clipped_mean(Xp, plan)
     assert np.abs(a - b).sum() == pytest.approx(2 * math.sqrt(s) / n)  # the l1 sensitivity
 
@@ -497,8 +510,8 @@ def test_audit_gaussian_projection():
     # n large enough that the projection rarely clips the noise (it would only help)
     n, d, s, eps, delta = 500, 6, 2, 1.0, 1e-5
     X, Xp = _neighbours(n, d, s)
-    plan = DPSparseMeanEstimator(epsilon=eps, delta=delta, sparsity=s,
-                                 method="projection")._plan(n, d)
+    plan = _plan_of(DPSparseMeanEstimator(epsilon=eps, delta=delta, sparsity=s,
+                                 method="projection"), n, d)
     a, b = _clipped_mean(X, plan), _clipped_mean(Xp, plan)
     assert np.linalg.norm(a - b) == pytest.approx(2 / n)  # the l2 sensitivity
 
@@ -517,7 +530,7 @@ def test_audit_whole_fit_laplace():
     X, Xp = _neighbours(n, d, s)
     runs = 20_000
     est = DPSparseMeanEstimator(epsilon=eps, sparsity=s, method="projection")
-    plan = est._plan(n, d)
+    plan = _plan_of(est, n, d)
     a, b = _clipped_mean(X, plan), _clipped_mean(Xp, plan)
 
     def llr(Y):
@@ -541,7 +554,7 @@ def _sampled_runs(mean, sigma, radius, t, runs, seed, n_levels=None):
 
 
 def _full_runs(mean, sigma, radius, runs, seed):
-    plan = DPSparseMeanEstimator(sparsity=1)._plan(10, 10)  # replaced below
+    plan = _plan_of(DPSparseMeanEstimator(sparsity=1), 10, 10)  # replaced below
     plan = dataclasses.replace(plan, mechanism=GaussianMechanism(1.0, sigma=sigma),
                                radius=radius)
     released, noise = _perturb(mean, plan, np.random.default_rng(seed), n_draws=runs)
@@ -823,7 +836,7 @@ def test_lemma_3_1_holds_for_every_sampled_draw(n, d, s):
     L = 1.3
     est = DPSparseMeanEstimator(epsilon=0.5, delta=1e-6, norm_bound=L, sparsity=s,
                                 method="projection")
-    plan = est._plan(n, d)
+    plan = _plan_of(est, n, d)
     sigma = plan.mechanism.sigma
     t = _sampling_threshold(sigma, d, plan.radius)
     assert t is not None
@@ -859,8 +872,8 @@ def test_audit_sampled_gaussian_projection():
     n, d, s, eps, delta = 50, 400, 2, 1.0, 1e-2
     X, Xp = _neighbours(n, d, s)
     X[1:n // 2, :s] = Xp[1:n // 2, :s] = 1 / math.sqrt(s)
-    plan = DPSparseMeanEstimator(epsilon=eps, delta=delta, sparsity=s,
-                                 method="projection")._plan(n, d)
+    plan = _plan_of(DPSparseMeanEstimator(epsilon=eps, delta=delta, sparsity=s,
+                                 method="projection"), n, d)
     a, b = _clipped_mean(X, plan), _clipped_mean(Xp, plan)
     assert np.linalg.norm(a - b) == pytest.approx(2 / n)
     sigma = plan.mechanism.sigma
@@ -927,7 +940,6 @@ def test_l1_recovery_compressed_branch():
 
 @pytest.mark.parametrize("norm, kept", [(2.5 * 1.9, False), (1.5 * 1.9, True)])
 def test_l1_recovery_returns_zero_beyond_2L(monkeypatch, norm, kept):
-    import skdp_sparse.mean as mean_module
 
     d = 8000
     solution = np.zeros(d)
@@ -983,7 +995,6 @@ def test_sensing_matrix_on_demand_equals_in_memory():
 
 
 def test_l1_recovery_on_demand_matrix_gives_same_fit(monkeypatch):
-    import skdp_sparse.mean as mean_module
 
     n, d, s = 60, 8000, 3
     X = zipf_rows(n, d, s, seed=2)

@@ -9,13 +9,10 @@ from scipy.optimize import linprog, minimize
 from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from skdp_sparse.linear_model import _output_perturbation as op
-from skdp_sparse.linear_model._output_perturbation import (
+from skdp_sparse.linear_model import (
     DPOutputPerturbation,
     DPOutputPerturbationClassifier,
     DPOutputPerturbationRegressor,
-    fit_output_perturbation,
-    output_perturbation_bounds,
 )
 from skdp_sparse.optim.erm import ERMConvergenceError, solve_l2_erm
 from skdp_sparse.optim.linf_projections import (
@@ -30,6 +27,11 @@ from skdp_sparse.privacy.accounting import compose
 from skdp_sparse.privacy.auditing import epsilon_lower_bound
 from skdp_sparse.privacy.discrete import SENSITIVITY_SLACK, plan_gaussian, plan_laplace
 from skdp_sparse.privacy.mechanisms import GaussianMechanism, LaplaceMechanism
+from skdp_sparse.solvers import output_perturbation as op
+from skdp_sparse.solvers.output_perturbation import (
+    fit_output_perturbation,
+    output_perturbation_bounds,
+)
 
 SAFE = pytest.mark.parametrize("safe", [True, False], ids=["fp_safe", "float"])
 

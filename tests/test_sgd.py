@@ -8,23 +8,11 @@ from dp_accounting.privacy_accountant import NeighboringRelation
 from dp_accounting.rdp import rdp_privacy_accountant
 from scipy.integrate import quad
 from sklearn.linear_model import LogisticRegression
+from solver_api import bias_reduced_sgd, make_problem, phased_sgd, sgd, sparse_sgd
 
+from skdp_sparse.data import LocalData
 from skdp_sparse.optim import _sgd_kernels as K
 from skdp_sparse.optim.losses import LogisticLoss, SquaredLoss
-from skdp_sparse.optim.sgd import (
-    _bias_reduced_gradient,
-    _bias_reduced_step_privacy,
-    _Filter,
-    _gradient_sum,
-    _prepare,
-    _projection_mechanism,
-    _tgeom_probs,
-    bias_reduced_sgd,
-    phased_sgd,
-    phased_sgd_gradient_bound,
-    sgd,
-    sparse_sgd,
-)
 from skdp_sparse.privacy.accounting import (
     RDP_ORDERS,
     PrivacyEvent,
@@ -40,6 +28,15 @@ from skdp_sparse.privacy.subsampling import (
     subsampled_gaussian_event,
     wor_amplified_epsilon_delta,
 )
+from skdp_sparse.solvers._gradient import gradient_bounds, gradient_sum
+from skdp_sparse.solvers.bias_reduced_sgd import (
+    PrivacyFilter,
+    bias_reduced_gradient,
+    projection_mechanism,
+    step_privacy,
+    truncated_geometric_probs,
+)
+from skdp_sparse.solvers.phased_sgd import phased_sgd_gradient_bound
 
 
 def _logistic_data(n=400, d=30, density=0.2, seed=0, dense=False):
@@ -203,13 +200,13 @@ def test_bias_reduced_filter_is_the_corrected_spec_rule():
     rng = np.random.default_rng(3)
     n, epsilon, delta = 1000, 0.7, 1e-7
     M = int(math.floor(math.log2(n))) - 1
-    probs = _tgeom_probs(M)
+    probs = truncated_geometric_probs(M)
     assert probs.sum() == pytest.approx(1.0)
-    filt = _Filter(epsilon / 2, delta / 4, delta / 4)
+    filt = PrivacyFilter(epsilon / 2, delta / 4, delta / 4)
     cs = []
     for _ in range(5000):
         N = int(rng.choice(M + 1, p=probs))
-        eps_s, delta_s = _bias_reduced_step_privacy(N, n, epsilon, delta, "paper")
+        eps_s, delta_s = step_privacy(N, n, epsilon, delta, "paper")
         c = (3 * 2 ** (N + 1) + 1) / (16 * n)
         assert eps_s == pytest.approx(epsilon * c) and delta_s == pytest.approx(delta * c)
         filt.add(eps_s, delta_s)
@@ -224,11 +221,11 @@ def test_bias_reduced_filter_is_the_corrected_spec_rule():
         pytest.fail("the filter never stopped")
     # Exact amplification is never looser than the paper's linearisation for eps <= 1.
     for N in range(M + 1):
-        assert (_bias_reduced_step_privacy(N, n, 1.0, delta, "amplified")[0]
-                <= _bias_reduced_step_privacy(N, n, 1.0, delta, "paper")[0])
+        assert (step_privacy(N, n, 1.0, delta, "amplified")[0]
+                <= step_privacy(N, n, 1.0, delta, "paper")[0])
     # Above eps ~ 13 the linearisation breaks; the rule falls back to the exact value.
-    big = _bias_reduced_step_privacy(M, n, 40.0, delta, "paper")[0]
-    assert big >= _bias_reduced_step_privacy(M, n, 40.0, delta, "amplified")[0]
+    big = step_privacy(M, n, 40.0, delta, "paper")[0]
+    assert big >= step_privacy(M, n, 40.0, delta, "amplified")[0]
 
 
 # --------------------------------------------------------------------------
@@ -342,23 +339,27 @@ def test_privacy_audit_of_one_full_batch_step(undernoised):
 # Bias-reduced estimator
 # --------------------------------------------------------------------------
 def _small_problem(n=16, d=6, seed=1):
+    """A problem, its clipped rows, labels and public bounds, and a point theta."""
     rng = np.random.default_rng(seed)
     X = sp.random(n, d, density=0.5, format="csr", random_state=seed)
     y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
-    P, _, _ = _prepare(X, y, LogisticLoss(), l2=0.0, l1=0.0, max_row_norm=1.0, sparsity=2,
-                       derivative_clip=None, fit_intercept=True, epsilon=1.0, delta=1e-6)
-    theta = rng.normal(size=P.p)
-    return P, theta
+    problem = make_problem(LogisticLoss(), max_row_norm=1.0, sparsity=2)
+    bounds = gradient_bounds(problem, d, private=True)
+    rows = LocalData(X).rows_clipped(bounds.norm_bound, bounds.l1_bound)
+    theta = rng.normal(size=bounds.n_params)
+    return problem, rows, y, bounds, theta
 
 
 def test_bias_reduced_estimator_is_unbiased_without_noise():
-    P, theta = _small_problem()
-    probs = _tgeom_probs(int(math.log2(P.n)) - 1)
+    problem, rows, y, bounds, theta = _small_problem()
+    n = rows.shape[0]
+    probs = truncated_geometric_probs(int(math.log2(n)) - 1)
     rng = np.random.default_rng(0)
-    draws = np.array([_bias_reduced_gradient(P, theta, int(rng.choice(probs.size, p=probs)),
-                                             probs, 0.0, rng, "gaussian")[0]
+    draws = np.array([bias_reduced_gradient(problem, rows, y, bounds, theta,
+                                            int(rng.choice(probs.size, p=probs)),
+                                            probs, 0.0, rng, "gaussian")[0]
                       for _ in range(20_000)])
-    full = _gradient_sum(P, theta, None) / P.n
+    full = gradient_sum(rows, y, bounds, problem.loss, theta, None) / n
     se = draws.std(axis=0) / math.sqrt(len(draws))
     assert np.all(np.abs(draws.mean(axis=0) - full) <= 5 * se + 1e-12)
 
@@ -366,20 +367,22 @@ def test_bias_reduced_estimator_is_unbiased_without_noise():
 def test_bias_reduced_estimator_matches_full_batch_projection_mechanism():
     # n a power of two: E[G] is the mean of the projection mechanism on the full batch,
     # which the heavy noise and the l1-ball projection pull far from the gradient.
-    P, theta = _small_problem(n=4)
-    probs = _tgeom_probs(int(math.log2(P.n)) - 1)
+    problem, rows, y, bounds, theta = _small_problem(n=4)
+    n = rows.shape[0]
+    probs = truncated_geometric_probs(int(math.log2(n)) - 1)
     sigma_unit = 10.0
     rng = np.random.default_rng(0)
-    draws = np.array([_bias_reduced_gradient(P, theta, int(rng.choice(probs.size, p=probs)),
-                                             probs, sigma_unit, rng, "projection")[0]
+    draws = np.array([bias_reduced_gradient(problem, rows, y, bounds, theta,
+                                            int(rng.choice(probs.size, p=probs)),
+                                            probs, sigma_unit, rng, "projection")[0]
                       for _ in range(20_000)])
-    full_sum = _gradient_sum(P, theta, None)
-    ref = np.array([_projection_mechanism(P, full_sum, P.n, sigma_unit, rng, "projection")
+    full_sum = gradient_sum(rows, y, bounds, problem.loss, theta, None)
+    ref = np.array([projection_mechanism(bounds, full_sum, n, sigma_unit, rng, "projection")
                     for _ in range(20_000)])
     se = np.sqrt(draws.var(axis=0) / len(draws) + ref.var(axis=0) / len(ref))
     assert np.all(np.abs(draws.mean(axis=0) - ref.mean(axis=0)) <= 5 * se)
     # The projection biases the mechanism: the check is not vacuous.
-    assert np.max(np.abs(ref.mean(axis=0) - full_sum / P.n)) > 10 * np.max(se)
+    assert np.max(np.abs(ref.mean(axis=0) - full_sum / n)) > 10 * np.max(se)
 
 
 # --------------------------------------------------------------------------
@@ -517,7 +520,7 @@ def test_bad_inputs():
     X, y = _logistic_data(n=64)
     with pytest.raises(ValueError, match="labels"):
         sgd(X, (y + 1) / 2, LogisticLoss())
-    with pytest.raises(ValueError, match="derivative_clip"):
+    with pytest.raises(ValueError, match="target_bound"):
         sgd(X, y, SquaredLoss())
     with pytest.raises(ValueError, match="shape"):
         sgd(X, y[:-1], LogisticLoss())
@@ -529,7 +532,7 @@ def test_bad_inputs():
         sgd(X, y, "logistic")
     with pytest.raises(ValueError, match="batch_size"):
         sgd(X, y, LogisticLoss(), batch_size=0)
-    with pytest.raises(ValueError, match="n_steps"):
+    with pytest.raises(ValueError, match="max_iter"):
         sgd(X, y, LogisticLoss(), n_steps=0)
     with pytest.raises(ValueError, match="sampling"):
         sgd(X, y, LogisticLoss(), batch_size=8, sampling="bogus")
@@ -541,7 +544,7 @@ def test_bad_inputs():
         sparse_sgd(X, y, LogisticLoss(), selection_share=1.0)
     with pytest.raises(ValueError, match="filter_bound"):
         bias_reduced_sgd(X, y, LogisticLoss(), filter_bound="bogus")
-    with pytest.raises(ValueError, match="max_steps"):
+    with pytest.raises(ValueError, match="max_iter"):
         bias_reduced_sgd(X, y, LogisticLoss(), epsilon=np.inf)
     with pytest.raises(ValueError, match="sampling"):
         phased_sgd(X, y, LogisticLoss(), sampling="bogus")

@@ -18,20 +18,18 @@ import math
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from solver_api import bias_reduced_sgd, make_problem, phased_sgd, sparse_sgd
 
-import skdp_sparse.optim.sgd as sgd_module
+import skdp_sparse.solvers.bias_reduced_sgd as bias_reduced_module
+import skdp_sparse.solvers.phased_sgd as phased_module
+import skdp_sparse.solvers.sparse_sgd as sparse_module
+from skdp_sparse.data import LocalData
 from skdp_sparse.optim.losses import SquaredLoss
-from skdp_sparse.optim.sgd import (
-    _bias_reduced_step_privacy,
-    _gradient_sum,
-    _prepare,
-    bias_reduced_sgd,
-    phased_sgd,
-    sparse_sgd,
-)
 from skdp_sparse.privacy.accounting import compose
 from skdp_sparse.privacy.auditing import epsilon_lower_bound
 from skdp_sparse.privacy.mechanisms import GaussianMechanism
+from skdp_sparse.solvers._gradient import gradient_bounds, gradient_sum
+from skdp_sparse.solvers.bias_reduced_sgd import step_privacy
 
 CLAIM, DELTA, CONFIDENCE = 2.0, 1e-2, 0.99
 # A row at the l2 bound L = 1; with the intercept, its gradient (x, 1) has norm C2 = sqrt(2).
@@ -68,11 +66,11 @@ def _check(result, undernoised, events=None):
         assert result.epsilon_lb <= CLAIM
 
 
-def _scaled(monkeypatch, name, factor):
-    """Replace the calibration ``name`` of the solver module by ``factor`` times its value:
+def _scaled(monkeypatch, module, name, factor):
+    """Replace the calibration ``name`` of a solver module by ``factor`` times its value:
     the noise drops while the claim (the requested epsilon) stays."""
-    real = getattr(sgd_module, name)
-    monkeypatch.setattr(sgd_module, name, lambda *a, **k: factor * real(*a, **k))
+    real = getattr(module, name)
+    monkeypatch.setattr(module, name, lambda *a, **k: factor * real(*a, **k))
 
 
 # --------------------------------------------------------------------------
@@ -111,7 +109,7 @@ def _sparse_gradient_audit(runs, n_steps):
 @pytest.mark.parametrize("undernoised", [False, True])
 def test_sparse_sgd_gradient_step_audit(undernoised, runs, n_steps, monkeypatch):
     if undernoised:
-        _scaled(monkeypatch, "_subsampled_multiplier", 0.5)
+        _scaled(monkeypatch, sparse_module, "subsampled_noise_multiplier", 0.5)
     result, events = _sparse_gradient_audit(runs=runs, n_steps=n_steps)
     _check(result, undernoised, None if undernoised else events)
 
@@ -147,7 +145,7 @@ def test_sparse_sgd_selection_step_audit(undernoised, monkeypatch):
     # are 0 or 1) is where the quarter-noise copy is caught most surely at this
     # run count.
     if undernoised:
-        _scaled(monkeypatch, "_subsampled_multiplier", 0.25)
+        _scaled(monkeypatch, sparse_module, "subsampled_noise_multiplier", 0.25)
     runs, threshold = 6000, 1.5
     s, events = _sparse_selection_outputs(2, runs, 0, threshold)
     s_prime, _ = _sparse_selection_outputs(4, runs, 10**6, threshold)
@@ -178,7 +176,7 @@ def test_phased_sgd_audit(undernoised, monkeypatch):
     # 2 (eta/4) C2 along (x, 1), the sensitivity the noise sigma_1 = s 2 (eta/4) C2
     # is calibrated to. (Each fit recalibrates s, about 1 ms: 4000 runs a side.)
     if undernoised:
-        _scaled(monkeypatch, "calibrate_scale", 0.5)
+        _scaled(monkeypatch, phased_module, "calibrate_scale", 0.5)
     y, y_prime = _neighbours(1)
     s, events = _phased_outputs(y, 4000, 0)
     s_prime, _ = _phased_outputs(y_prime, 4000, 10**6)
@@ -201,14 +199,14 @@ _BR_EPSILON, _BR_DELTA = 32 * CLAIM, 16 * DELTA
 def _bias_reduced_mechanism_calls(monkeypatch):
     """(m, sigma_unit) of the four projection mechanisms of one step of a real fit."""
     calls = []
-    real = sgd_module._projection_mechanism
+    real = bias_reduced_module.projection_mechanism
 
-    def spy(P, grad_sum, m, sigma_unit, rng, estimator):
+    def spy(bounds, grad_sum, m, sigma_unit, rng, estimator):
         calls.append((m, sigma_unit))
-        return real(P, grad_sum, m, sigma_unit, rng, estimator)
+        return real(bounds, grad_sum, m, sigma_unit, rng, estimator)
 
     with monkeypatch.context() as patch:
-        patch.setattr(sgd_module, "_projection_mechanism", spy)
+        patch.setattr(bias_reduced_module, "projection_mechanism", spy)
         y, _ = _neighbours(2)
         bias_reduced_sgd(np.tile(ROW, (2, 1)), y, SquaredLoss(), derivative_clip=1.0,
                          epsilon=_BR_EPSILON, delta=_BR_DELTA, max_steps=1,
@@ -217,21 +215,21 @@ def _bias_reduced_mechanism_calls(monkeypatch):
 
 
 def _mechanism_outputs(y, m, sigma_unit, runs, seed):
-    P, _, _ = _prepare(np.tile(ROW, (m, 1)), y, SquaredLoss(), l2=0.0, l1=0.0,
-                       max_row_norm=1.0, sparsity=None, derivative_clip=1.0,
-                       fit_intercept=True, epsilon=_BR_EPSILON, delta=_BR_DELTA)
-    grad_sum = _gradient_sum(P, np.zeros(P.p), None)
+    problem = make_problem(SquaredLoss(), max_row_norm=1.0, derivative_clip=1.0)
+    bounds = gradient_bounds(problem, ROW.size, private=True)
+    rows = LocalData(np.tile(ROW, (m, 1))).rows_clipped(bounds.norm_bound, bounds.l1_bound)
+    grad_sum = gradient_sum(rows, y, bounds, problem.loss, np.zeros(bounds.n_params), None)
     rng = np.random.default_rng(seed)
-    mechanism = sgd_module._projection_mechanism
+    mechanism = bias_reduced_module.projection_mechanism
     return np.array([_projection(g[:2], g[2]) for g in (
-        mechanism(P, grad_sum, m, sigma_unit, rng, "gaussian") for _ in range(runs))])
+        mechanism(bounds, grad_sum, m, sigma_unit, rng, "gaussian") for _ in range(runs))])
 
 
 def test_bias_reduced_step_accounting_charges_the_audited_mechanisms():
     # n = 2: B is both examples (q = 1), G_I one of two. The step's spend must be the
     # amplified composition of three mechanisms on B and one on I at (eps/32, delta/16).
     e0, d0 = _BR_EPSILON / 32, _BR_DELTA / 16
-    eps_s, delta_s = _bias_reduced_step_privacy(0, 2, _BR_EPSILON, _BR_DELTA, "amplified")
+    eps_s, delta_s = step_privacy(0, 2, _BR_EPSILON, _BR_DELTA, "amplified")
     assert eps_s == pytest.approx(3 * e0 + math.log1p(math.expm1(e0) / 2))
     assert delta_s == pytest.approx(3 * d0 + d0 / 2)
 
@@ -240,11 +238,14 @@ def test_bias_reduced_step_accounting_charges_the_audited_mechanisms():
 def test_bias_reduced_projection_mechanism_audit(undernoised, monkeypatch):
     if undernoised:
         class HalfNoise(GaussianMechanism):
+            # Halves the calibrated noise (sigma from a budget) once; a mechanism
+            # built from that sigma adds it as it is.
             def __init__(self, *args, **kwargs):
                 super().__init__(*args, **kwargs)
-                self.sigma /= 2
+                if kwargs.get("sigma") is None:
+                    self.sigma /= 2
 
-        monkeypatch.setattr(sgd_module, "GaussianMechanism", HalfNoise)
+        monkeypatch.setattr(bias_reduced_module, "GaussianMechanism", HalfNoise)
     calls = _bias_reduced_mechanism_calls(monkeypatch)
     # n = 2 forces N = 0: means over B (2 examples), its halves O and E, and I.
     assert sorted(m for m, _ in calls) == [1, 1, 1, 2]

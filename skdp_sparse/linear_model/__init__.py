@@ -1,17 +1,12 @@
 """Private linear models."""
 
-from ._coordinate_descent import (
-    DPGreedyCDRegressor,
-    DPSparseLogisticRegression,
-    default_greedy_iterations,
-    resolve_solver,
-)
+from ._logistic import DPSparseLogisticRegression
 from ._output_perturbation import (
     DPOutputPerturbation,
     DPOutputPerturbationClassifier,
     DPOutputPerturbationRegressor,
-    fit_output_perturbation,
 )
+from ._regression import DPGreedyCDRegressor
 
 __all__ = [
     "DPGreedyCDRegressor",
@@ -19,7 +14,4 @@ __all__ = [
     "DPOutputPerturbation",
     "DPOutputPerturbationClassifier",
     "DPOutputPerturbationRegressor",
-    "fit_output_perturbation",
-    "default_greedy_iterations",
-    "resolve_solver",
 ]

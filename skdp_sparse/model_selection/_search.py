@@ -60,13 +60,14 @@ from sklearn.utils import _safe_indexing, get_tags
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, indexable
 
-from .._validation import check_privacy_params
 from ..base import DPEstimatorMixin
-from ..privacy._random import check_generator
 from ..privacy.accounting import RDP_ORDERS, PrivacyAccountant, PrivacyEvent, rdp_epsilon
 from ..privacy.discrete import SENSITIVITY_SLACK
-from ..privacy.ledger import _reporting_suspended, check_budget, report_fit
+from ..privacy.ledger import check_budget, report_fit
+from ..privacy.ledger import suspended_reporting as _reporting_suspended
 from ..privacy.mechanisms import GaussianMechanism
+from ..utils.random import check_generator
+from ..utils.validation import check_privacy_params
 
 __all__ = [
     "PrivateHyperparameterSearch",

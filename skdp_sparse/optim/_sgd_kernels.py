@@ -1,6 +1,6 @@
 """Numba kernels of the stochastic-gradient solvers.
 
-The kernels only compute; the privacy calibration lives in :mod:`skdp_sparse.optim.sgd`.
+The kernels only compute; the privacy calibration lives in :mod:`skdp_sparse.solvers`.
 Guarantees the calibration relies on:
 
 * every per-example derivative ``l'(y_i, z_i)`` is clipped to ``[-dclip, dclip]``

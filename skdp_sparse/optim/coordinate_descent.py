@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from ..privacy._random import check_generator
 from ..privacy.clipping import with_summed_duplicates
+from ..utils.random import check_generator
 from . import _cd_kernels as K
 
 __all__ = ["CDResult", "coordinate_descent"]

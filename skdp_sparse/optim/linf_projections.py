@@ -33,7 +33,6 @@ __all__ = [
     "linf_project_box",
     "linf_project_l1_ball",
     "linf_project_l2_ball",
-    "linf_distance_to_domain",
 ]
 
 DOMAINS = ("none", "box", "l2", "l1")
@@ -156,9 +155,3 @@ def linf_project(x, domain, radius=None):
     if domain == "l1":
         return linf_project_l1_ball(x, radius)
     raise ValueError(f"domain must be one of {DOMAINS}, got {domain!r}")
-
-
-def linf_distance_to_domain(x, domain, radius=None):
-    """``min_{z in domain} ||z - x||_inf`` (0 inside the domain)."""
-    x = np.asarray(x, dtype=np.float64)
-    return float(np.max(np.abs(linf_project(x, domain, radius) - x), initial=0.0))

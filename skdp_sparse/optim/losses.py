@@ -18,7 +18,7 @@ import numba
 import numpy as np
 from scipy.special import expit
 
-__all__ = ["LogisticLoss", "SquaredLoss", "HuberLoss", "loss_value", "loss_derivative"]
+__all__ = ["Loss", "LogisticLoss", "SquaredLoss", "HuberLoss", "loss_value", "loss_derivative"]
 
 LOGISTIC, SQUARED, HUBER = 0, 1, 2
 
@@ -55,7 +55,7 @@ def loss_derivative(code, y, z, param):
     return r
 
 
-class _Loss:
+class Loss:
     code = -1
     param = 0.0
     derivative_bound = np.inf
@@ -71,7 +71,7 @@ class _Loss:
         return f"{type(self).__name__}()"
 
 
-class LogisticLoss(_Loss):
+class LogisticLoss(Loss):
     """``l(y, z) = log(1 + exp(-y z))``, y in {-1, +1}; ``|l'| <= 1``, ``l'' <= 1/4``."""
 
     code = LOGISTIC
@@ -85,7 +85,7 @@ class LogisticLoss(_Loss):
         return -y * expit(-y * z)
 
 
-class SquaredLoss(_Loss):
+class SquaredLoss(Loss):
     """``l(y, z) = (z - y)^2 / 2``; derivative unbounded (clipping required), ``l'' = 1``."""
 
     code = SQUARED
@@ -98,20 +98,20 @@ class SquaredLoss(_Loss):
         return z - y
 
 
-class HuberLoss(_Loss):
-    """Huber loss with threshold ``epsilon``: quadratic for ``|z - y| <= epsilon``.
+class HuberLoss(Loss):
+    """Huber loss with threshold ``threshold``: quadratic for ``|z - y| <= threshold``.
 
-    ``|l'| <= epsilon``, ``l'' <= 1``.
+    ``|l'| <= threshold``, ``l'' <= 1``.
     """
 
     code = HUBER
     smoothness = 1.0
 
-    def __init__(self, epsilon=1.0):
-        if not epsilon > 0:
-            raise ValueError(f"the Huber threshold must be > 0, got {epsilon}")
-        self.param = float(epsilon)
-        self.derivative_bound = float(epsilon)
+    def __init__(self, threshold=1.0):
+        if not threshold > 0:
+            raise ValueError(f"the Huber threshold must be > 0, got {threshold}")
+        self.param = float(threshold)
+        self.derivative_bound = float(threshold)
 
     def value(self, y, z):
         a = np.abs(z - y)
@@ -121,5 +121,5 @@ class HuberLoss(_Loss):
         return np.clip(z - y, -self.param, self.param)
 
     def __repr__(self):
-        return f"HuberLoss(epsilon={self.param})"
+        return f"HuberLoss(threshold={self.param})"
 

@@ -17,6 +17,7 @@ import numba
 import numpy as np
 
 __all__ = [
+    "Penalty",
     "NoPenalty",
     "L2",
     "L1",
@@ -74,7 +75,7 @@ def _check_nonneg(name, value):
     return value
 
 
-class _Penalty:
+class Penalty:
     code = NONE
     a = 0.0
     b = 0.0
@@ -91,7 +92,7 @@ class _Penalty:
         return hash((type(self).__name__, self.a, self.b))
 
 
-class NoPenalty(_Penalty):
+class NoPenalty(Penalty):
     """``psi = 0``."""
 
     code = NONE
@@ -103,7 +104,7 @@ class NoPenalty(_Penalty):
         return "NoPenalty()"
 
 
-class L2(_Penalty):
+class L2(Penalty):
     """``psi(w) = (alpha / 2) ||w||_2^2``."""
 
     code = L2_CODE
@@ -116,7 +117,7 @@ class L2(_Penalty):
         return f"L2(alpha={self.alpha})"
 
 
-class L1(_Penalty):
+class L1(Penalty):
     """``psi(w) = alpha ||w||_1``."""
 
     code = L1_CODE
@@ -129,7 +130,7 @@ class L1(_Penalty):
         return f"L1(alpha={self.alpha})"
 
 
-class ElasticNet(_Penalty):
+class ElasticNet(Penalty):
     """scikit-learn's convention:
     ``psi(w) = alpha * l1_ratio ||w||_1 + alpha * (1 - l1_ratio) / 2 ||w||_2^2``."""
 
@@ -143,6 +144,20 @@ class ElasticNet(_Penalty):
         self.l1_ratio = l1_ratio
         self.a = self.alpha * l1_ratio
         self.b = self.alpha * (1.0 - l1_ratio)
+
+    @classmethod
+    def from_strengths(cls, l1, l2):
+        """The penalty ``l1 ||w||_1 + (l2 / 2) ||w||^2`` with these exact strengths."""
+        l1, l2 = _check_nonneg("l1", l1), _check_nonneg("l2", l2)
+        if l1 == 0 and l2 == 0:
+            return NoPenalty()
+        if l2 == 0:
+            return L1(l1)
+        if l1 == 0:
+            return L2(l2)
+        penalty = cls(l1 + l2, l1 / (l1 + l2))
+        penalty.a, penalty.b = l1, l2
+        return penalty
 
     def __repr__(self):
         return f"ElasticNet(alpha={self.alpha}, l1_ratio={self.l1_ratio})"

@@ -15,7 +15,7 @@ __all__ = ["project_l1_ball", "project_l2_ball"]
 
 
 @numba.njit(cache=True)
-def _simplex_threshold(y, radius):
+def simplex_threshold(y, radius):
     """Threshold tau with sum(max(y - tau, 0)) = radius, for y >= 0 and sum(y) > radius.
 
     Condat, "Fast projection onto the simplex and the l1 ball", Math. Prog. 2016,
@@ -65,20 +65,20 @@ def _simplex_threshold(y, radius):
 
 
 @numba.njit(cache=True)
-def _project_l1_inplace(x, radius):
+def project_l1_inplace(x, radius):
     l1 = 0.0
     for i in range(x.size):
         l1 += abs(x[i])
     if l1 <= radius:
         return
-    tau = _simplex_threshold(np.abs(x), radius)
+    tau = simplex_threshold(np.abs(x), radius)
     for i in range(x.size):
         a = abs(x[i]) - tau
         x[i] = np.sign(x[i]) * a if a > 0 else 0.0
 
 
 @numba.njit(cache=True)
-def _screening_threshold(y, radius, n_buckets):
+def screening_threshold(y, radius, n_buckets):
     """Largest bucket edge t with ``sum (y - t)_+ >= radius`` (up to rounding), for y >= 0."""
     ymax = 0.0
     for v in y:
@@ -106,13 +106,13 @@ def _screening_threshold(y, radius, n_buckets):
 
 def _project_l1_screened(x, radius):
     y = np.abs(x)
-    t0 = _screening_threshold(y, radius, 4096)
+    t0 = screening_threshold(y, radius, 4096)
     keep = np.flatnonzero(y > t0)
     cand = y[keep]
     if not float(cand.sum()) - cand.size * t0 >= radius:  # rounding at a bucket edge
         keep = np.arange(y.size)
         cand = y
-    tau = _simplex_threshold(cand, radius)
+    tau = simplex_threshold(cand, radius)
     out = np.zeros_like(x)
     out[keep] = np.sign(x[keep]) * np.maximum(cand - tau, 0.0)
     return out

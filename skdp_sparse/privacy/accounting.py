@@ -45,6 +45,7 @@ __all__ = [
     "zcdp_epsilon",
     "advanced_composition_epsilon",
     "calibrate_scale",
+    "gaussian_mu",
 ]
 
 
@@ -350,3 +351,9 @@ def calibrate_scale(events_for_scale, epsilon, delta, *, lo=1e-12, hi=1.0, rtol=
     while spend(scale) > epsilon:
         scale *= 1 + rtol
     return scale
+
+
+def gaussian_mu(epsilon, delta):
+    """``mu = Delta / sigma`` of the Gaussian mechanism that is exactly
+    ``(epsilon, delta)``-DP (the budget of ``T`` composed steps as one GDP ``mu``)."""
+    return 1.0 / calibrate_scale(lambda s: [PrivacyEvent.gaussian(1.0 / s)], epsilon, delta)

@@ -9,7 +9,7 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["clip_rows"]
+__all__ = ["clip_rows", "clip_entries", "with_summed_duplicates"]
 
 
 @numba.njit(cache=True)
@@ -73,3 +73,18 @@ def clip_rows(X, max_l2=np.inf, max_l1=np.inf):
         return Xr.asformat(fmt)
     X = np.asarray(X, dtype=np.float64)
     return X * _row_scales_dense(X, max_l2, max_l1)[:, None]
+
+
+def clip_entries(X, feature_bound):
+    """Clip every entry ``x_ij`` to ``[-b_j, b_j]``, ``b`` a number or one bound per
+    feature; returns a new CSC matrix (sparse input) or array, with duplicate entries
+    summed first so each ``x_ij`` is clipped as a whole."""
+    b = np.asarray(feature_bound, dtype=float)
+    if sp.issparse(X):
+        X = sp.csc_matrix(X, dtype=np.float64, copy=True)
+        X.sum_duplicates()
+        # In CSC the stored entries of column j are data[indptr[j]:indptr[j+1]].
+        bound = np.repeat(b, np.diff(X.indptr)) if b.ndim else b
+        np.clip(X.data, -bound, bound, out=X.data)
+        return X
+    return np.clip(np.asarray(X, dtype=np.float64), -b, b)

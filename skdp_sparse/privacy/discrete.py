@@ -110,7 +110,7 @@ from fractions import Fraction
 import numba
 import numpy as np
 
-from ._random import check_generator
+from ..utils.random import check_generator
 from .accounting import PrivacyEvent
 
 __all__ = [

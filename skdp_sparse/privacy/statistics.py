@@ -42,8 +42,9 @@ def column_second_moment_sums(X, norm_bound=np.inf):
     return np.asarray(squares.T @ weights, dtype=float).ravel(), int(clipped.sum())
 
 
-def release_column_second_moments(X, *, norm_bound, max_entry, rng, mu=None, epsilon=None):
-    """Noisy ``column_second_moment_sums(X, norm_bound)``, both outputs, in one release.
+def release_column_second_moments(statistic, *, norm_bound, max_entry, rng, mu=None,
+                                  epsilon=None):
+    """Noisy ``(sums, n_clipped) = column_second_moment_sums(X, norm_bound)``, in one release.
 
     The released vector is ``(sums_1, ..., sums_p, n_clipped)`` plus Gaussian
     (``mu``) or Laplace (``epsilon``) noise of the same scale on every entry.
@@ -75,8 +76,8 @@ def release_column_second_moments(X, *, norm_bound, max_entry, rng, mu=None, eps
         raise ValueError("give exactly one of mu and epsilon")
     if not (norm_bound > 0 and math.isfinite(norm_bound)):
         raise ValueError(f"norm_bound must be positive and finite, got {norm_bound!r}")
-    sums, n_clipped = column_second_moment_sums(X, norm_bound)
-    value = np.append(sums, float(n_clipped))
+    sums, n_clipped = statistic
+    value = np.append(np.asarray(sums, dtype=float), float(n_clipped))
     if mu is not None:
         m = min(float(max_entry), norm_bound)
         sensitivity = math.sqrt(2.0 * m**2 * norm_bound**2 + 1.0)

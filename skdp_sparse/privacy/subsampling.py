@@ -40,15 +40,17 @@ Thm. 9): ``(log(1 + q (e^eps - 1)), q delta)``.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numba
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
-from .accounting import RDP_ORDERS, PrivacyEvent
+from .accounting import RDP_ORDERS, PrivacyEvent, calibrate_scale
 
 __all__ = [
+    "subsampled_noise_multiplier",
     "poisson_gaussian_rdp",
     "sampled_without_replacement_gaussian_rdp",
     "subsampled_gaussian_event",
@@ -259,3 +261,14 @@ def wor_amplified_epsilon_delta(epsilon, delta, sampling_rate):
     if not (0 <= q <= 1):
         raise ValueError(f"the sampling rate must be in [0, 1], got {q}")
     return math.log1p(q * math.expm1(epsilon)), q * delta
+
+
+@functools.lru_cache(maxsize=256)
+def subsampled_noise_multiplier(sampling_rate, count, sampling, epsilon, delta):
+    """Smallest noise multiplier whose ``count`` subsampled Gaussian sums compose to
+    ``(epsilon, delta)``. Deterministic in its public arguments, hence cached:
+    repeated fits with one configuration do not redo the bisection."""
+    return calibrate_scale(
+        lambda z: [subsampled_gaussian_event(z, sampling_rate, count, sampling=sampling)],
+        epsilon, delta,
+    )

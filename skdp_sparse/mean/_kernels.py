@@ -1,6 +1,6 @@
 """Numba kernels of ``DPSparseMeanEstimator``: the clipped mean of CSR rows, and the
 level-by-level exceedance sampler of the Gaussian projection (see
-``mean._sampled_gaussian_projection`` for the argument that the sampled release
+``mean.sampled_gaussian_projection`` for the argument that the sampled release
 has the law of the full one)."""
 
 import math
@@ -33,13 +33,13 @@ def _row_norms_scaled(data, start, stop):
     return l1 * big, math.sqrt(l2sq) * big, True
 
 
-# Rows per block of ``_clipped_mean_csr``: the block's values stay in L2 between its
+# Rows per block of ``clipped_mean_csr``: the block's values stay in L2 between its
 # two passes.
 _ROW_BLOCK = 1024
 
 
 @numba.njit(cache=True)
-def _clipped_mean_csr(out, data, indices, indptr, max_l2, max_l1, n):
+def clipped_mean_csr(out, data, indices, indptr, max_l2, max_l1, n):
     """Write into ``out`` the mean of the CSR rows, each first scaled into the public balls.
 
     Row i is multiplied by ``s_i = min(1, max_l2 / ||x_i||_2)``, lowered to
@@ -213,7 +213,7 @@ def _sample_big(mean, sigma, b, rng, idx, val):
 
 
 @numba.njit(cache=True)
-def _sample_band(mean, sigma, lower, upper, b, rng, idx, val, k, seen, pos, cand):
+def sample_band(mean, sigma, lower, upper, b, rng, idx, val, k, seen, pos, cand):
     """Reveal the band ``lower < |z_j| <= upper`` among the positions with ``|mean_j| <= b``
     not yet revealed (not marked in ``seen``), given ``|z_j| <= upper`` there.
 
@@ -310,13 +310,13 @@ def _sample_band(mean, sigma, lower, upper, b, rng, idx, val, k, seen, pos, cand
 
 
 @numba.njit(cache=True)
-def _sample_exceedances(mean, sigma, levels, b, radius, rng, idx, val, seen, pos, cand):
+def sample_exceedances(mean, sigma, levels, b, radius, rng, idx, val, seen, pos, cand):
     """Stage 1 of the sampled projection, level by level: ``(count, level, found)``.
 
     ``levels`` decreases, ``levels[-1] = t >= b``. First every j with ``|mean_j| > b``
     is drawn (``_sample_big``); then, for ``i = 0, 1, ...``, the band
     ``levels[i] < |z_j| <= levels[i - 1]`` (``levels[-1]`` read as infinity for i = 0)
-    among the other positions (``_sample_band``), until
+    among the other positions (``sample_band``), until
     ``g_U(levels[i]) = sum_{j in U} (|z_j| - levels[i])_+ >= radius`` (``found``) or
     the levels run out (``found`` False, ``level = levels.size - 1``). ``idx[:count]``,
     ``val[:count]`` hold U: the big positions, increasing, then each band's,
@@ -343,7 +343,7 @@ def _sample_exceedances(mean, sigma, levels, b, radius, rng, idx, val, seen, pos
     for i in range(n_levels):
         lower = levels[i]
         start = k
-        k = _sample_band(mean, sigma, lower, upper, b, rng, idx, val, k, seen, pos, cand)
+        k = sample_band(mean, sigma, lower, upper, b, rng, idx, val, k, seen, pos, cand)
         for r in range(start, k):
             band_sum[i] += abs(val[r])
             band_count[i] += 1.0
@@ -357,7 +357,7 @@ def _sample_exceedances(mean, sigma, levels, b, radius, rng, idx, val, seen, pos
 
 
 @numba.njit(cache=True)
-def _threshold_above(z, t, radius, work):
+def threshold_above(z, t, radius, work):
     """Root tau >= t of ``g(tau) = sum_q (|z_q| - tau)_+ = radius``, or -1.0 if there is none.
 
     There is one exactly when ``g(t) >= radius`` (g is continuous, decreasing, and 0
@@ -395,7 +395,7 @@ def _threshold_above(z, t, radius, work):
 
 
 @numba.njit(cache=True)
-def _shrink_into(out, idx, z, tau, zero_first):
+def shrink_into(out, idx, z, tau, zero_first):
     """``out`` = the projection ``sign(z) (|z| - tau)_+`` on ``idx``, 0 elsewhere."""
     if zero_first:
         out[:] = 0.0
@@ -406,7 +406,7 @@ def _shrink_into(out, idx, z, tau, zero_first):
 
 
 @numba.njit(cache=True)
-def _fill_truncated(full, mean, drawn, sigma, t, rng):
+def fill_truncated(full, mean, drawn, sigma, t, rng):
     """Where not ``drawn[j]``: ``full[j] ~ N(mean_j, sigma^2)`` given ``|full[j]| <= t``.
 
     Needs ``|mean_j| <= t`` there. By rejection, from ``N(mean_j, sigma^2)`` when

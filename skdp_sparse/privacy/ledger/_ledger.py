@@ -1,62 +1,10 @@
-"""A privacy ledger: every private fit reports what it spent, wherever it runs.
-
-scikit-learn copies estimators freely: :func:`~sklearn.base.clone` deep-copies
-every parameter, :class:`~sklearn.model_selection.GridSearchCV` fits clones in
-worker processes, and fitted models are pickled and reloaded. An accountant kept
-inside an estimator is copied along and each copy starts from zero, so a grid
-search that fits 31 models records the spend of none of them. A
-:class:`PrivacyLedger` is the opposite: one record shared by every copy.
-
-* **Shared by reference.** ``copy.copy``, ``copy.deepcopy`` (hence ``clone``)
-  return the ledger itself, so an estimator parameter ``ledger=...`` survives
-  ``clone`` and passes scikit-learn's check that a clone's parameters are the
-  very objects given to its constructor.
-* **One store for all processes.** The records live in an append-only file of
-  JSON lines, written under an exclusive file lock (``fcntl.flock``). Pickling a
-  ledger carries only a handle to that file, so a fit in a joblib worker (loky
-  processes included) appends to the same store and the parent sees it.
-* **Activation.** ``with privacy_ledger() as ledger:`` (or ``ledger.activate()``)
-  makes a ledger receive every private fit of the current process, in all its
-  threads, and of the processes this process starts while the ledger is active
-  (joblib/loky workers, ``multiprocessing``): those find it through a small
-  registry file keyed by their parent's process id. Processes started by a
-  worker, or on other machines (dask, ray), do not: pass the ledger as the
-  estimator parameter ``ledger=`` there, which travels with the pickled
-  estimator and is the robust choice for any parallel backend.
-* **Budget cap.** ``PrivacyLedger(max_epsilon=..., max_delta=...)`` refuses a fit
-  whose planned budget would take the composed total above the cap. Estimators
-  ask first with :func:`check_budget`, before any private computation; the
-  check and a reservation of the planned budget happen under one lock, so
-  parallel fits cannot both pass on the same remaining budget. A reservation
-  counts until the fit's record replaces it; a fit that fails after reserving
-  keeps its reservation counted, since it may have released something.
-
-Totals. :meth:`PrivacyLedger.spent` composes the fits either by basic
-composition of their ``(epsilon_spent, delta_spent)`` (Dwork & Roth 2014,
-Thm 3.16) or, tightly, by :func:`~skdp_sparse.privacy.accounting.compose` over
-all the mechanism events the fits recorded (zCDP, GDP, RDP and advanced
-composition, all valid under adaptive composition). Both treat every fit as a
-computation on the same private data: a ledger does not know which rows a fit
-saw, so the totals are upper bounds.
-
-Hook. A private fit ends with ``report_fit(self, accountant, delta)`` and should
-start, once its budget is validated, with ``check_budget(self, epsilon, delta)``;
-:class:`~skdp_sparse.base.DPEstimatorMixin` does both for the library's
-estimators.
-
-Records hold only data-independent values: the estimator's class, its
-scalar hyperparameters, the mechanism events and spends, a timestamp and the
-process id. They never hold data or anything computed from it.
-"""
+"""Ledger records and the :class:`PrivacyLedger` itself."""
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import dataclasses
 import json
 import math
-import numbers
 import os
 import tempfile
 import threading
@@ -66,151 +14,23 @@ import warnings
 import weakref
 from dataclasses import dataclass
 
-from ..exceptions import BudgetExceededError
-from .accounting import PrivacyEvent, compose
+from ...exceptions import BudgetExceededError
+from ..accounting import PrivacyEvent, compose
+from ._store import (
+    FORMAT_VERSION,
+    append_line,
+    event_from_dict,
+    event_to_dict,
+    locked_fd,
+    read_from,
+    scalar_params,
+)
 
-try:  # POSIX
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None
-    import msvcrt
+__all__ = ["PrivacyLedger", "LedgerRecord", "Reservation"]
 
-__all__ = [
-    "PrivacyLedger",
-    "LedgerRecord",
-    "Reservation",
-    "privacy_ledger",
-    "active_ledgers",
-    "ledgers_for",
-    "report_fit",
-    "check_budget",
-]
-
-_FORMAT_VERSION = 1
 # Relative slack when comparing a total with a cap: calibrated fits land on their
 # target up to rounding, and k fits of epsilon/k must fit a cap of epsilon.
 _CAP_RTOL = 1e-9
-
-
-# --------------------------------------------------------------------------
-# File locking
-# --------------------------------------------------------------------------
-@contextlib.contextmanager
-def _locked_fd(path, exclusive):
-    """An O_APPEND descriptor of ``path`` holding a shared or exclusive lock.
-
-    ``flock`` locks belong to the open file description, so two threads of one
-    process exclude each other as two processes do.
-    """
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-            yield fd
-        else:  # pragma: no cover - Windows: one exclusive lock on a side file
-            with _windows_lock(path + ".lock"):
-                yield fd
-    finally:
-        os.close(fd)  # releases the flock
-
-
-@contextlib.contextmanager
-def _windows_lock(lock_path):  # pragma: no cover - Windows only
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        while True:
-            try:
-                os.lseek(fd, 0, os.SEEK_SET)
-                msvcrt.locking(fd, msvcrt.LK_LOCK, 1)
-                break
-            except OSError:  # LK_LOCK gives up after about 10 s; keep waiting
-                continue
-        try:
-            yield
-        finally:
-            os.lseek(fd, 0, os.SEEK_SET)
-            msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
-    finally:
-        os.close(fd)
-
-
-def _read_from(fd, offset):
-    size = os.fstat(fd).st_size
-    chunks = []
-    pos = offset
-    while pos < size:
-        chunk = os.pread(fd, min(1 << 20, size - pos), pos) if hasattr(os, "pread") \
-            else _seek_read(fd, pos, size - pos)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        pos += len(chunk)
-    return b"".join(chunks), size
-
-
-def _seek_read(fd, pos, n):  # pragma: no cover - platforms without pread
-    os.lseek(fd, pos, os.SEEK_SET)
-    return os.read(fd, min(1 << 20, n))
-
-
-def _append_line(fd, payload):
-    """Append one JSON line; called with the exclusive lock held."""
-    line = json.dumps(payload, separators=(",", ":")).encode() + b"\n"
-    size = os.fstat(fd).st_size
-    # A writer killed mid-line leaves no newline; start a fresh line so the
-    # damage stays confined to that one (skipped) line.
-    if size and _last_byte(fd, size) != b"\n":
-        line = b"\n" + line
-    view = memoryview(line)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
-def _last_byte(fd, size):
-    if hasattr(os, "pread"):
-        return os.pread(fd, 1, size - 1)
-    return _seek_read(fd, size - 1, 1)  # pragma: no cover
-
-
-# --------------------------------------------------------------------------
-# Serialisation
-# --------------------------------------------------------------------------
-def _event_to_dict(event):
-    d = dataclasses.asdict(event)
-    if d["rdp"] is not None:
-        d["rdp"] = list(d["rdp"])
-    return d
-
-
-def _event_from_dict(d):
-    rdp = d.get("rdp")
-    return PrivacyEvent(
-        name=str(d["name"]),
-        epsilon=float(d["epsilon"]),
-        delta=float(d.get("delta", 0.0)),
-        rho=None if d.get("rho") is None else float(d["rho"]),
-        mu=None if d.get("mu") is None else float(d["mu"]),
-        count=int(d.get("count", 1)),
-        rdp=None if rdp is None else tuple(float(v) for v in rdp),
-    )
-
-
-def _scalar_params(estimator):
-    """The estimator's hyperparameters that are plain scalars (JSON-safe)."""
-    try:
-        params = estimator.get_params(deep=False)
-    except Exception:  # not an estimator: record no parameters
-        return {}
-    out = {}
-    for name, value in params.items():
-        if isinstance(value, bool) or value is None or isinstance(value, str):
-            out[name] = value
-        elif isinstance(value, numbers.Integral):
-            out[name] = int(value)
-        elif isinstance(value, numbers.Real):
-            out[name] = float(value)
-    return out
 
 
 @dataclass(frozen=True)
@@ -398,14 +218,14 @@ class PrivacyLedger:
             _LIVE.setdefault(self._key, self)
 
     def _write_header_if_empty(self, ledger_id):
-        with _locked_fd(self._path, exclusive=True) as fd:
+        with locked_fd(self._path, exclusive=True) as fd:
             if os.fstat(fd).st_size == 0:
-                _append_line(fd, {"kind": "header", "v": _FORMAT_VERSION, "id": ledger_id,
+                append_line(fd, {"kind": "header", "v": FORMAT_VERSION, "id": ledger_id,
                                   "created": time.time()})
 
     def _read_or_write_header(self):
-        with _locked_fd(self._path, exclusive=True) as fd:
-            data, _ = _read_from(fd, 0)
+        with locked_fd(self._path, exclusive=True) as fd:
+            data, _ = read_from(fd, 0)
             first = data.split(b"\n", 1)[0]
             if first.strip():
                 try:
@@ -416,7 +236,7 @@ class PrivacyLedger:
                     raise ValueError(f"{self._path} is not a privacy ledger file")
                 return str(header["id"])
             ledger_id = uuid.uuid4().hex
-            _append_line(fd, {"kind": "header", "v": _FORMAT_VERSION, "id": ledger_id,
+            append_line(fd, {"kind": "header", "v": FORMAT_VERSION, "id": ledger_id,
                               "created": time.time()})
             return ledger_id
 
@@ -467,10 +287,10 @@ class PrivacyLedger:
     # -- reading ----------------------------------------------------------
     def _refresh(self, fd):
         """Parse the lines appended since the last read (the store is append-only)."""
-        data, size = _read_from(fd, self._offset)
+        data, size = read_from(fd, self._offset)
         if size < self._offset:  # replaced behind our back: start over
             self._reset_cache()
-            data, size = _read_from(fd, 0)
+            data, size = read_from(fd, 0)
         end = data.rfind(b"\n")
         if end < 0:
             return
@@ -493,7 +313,7 @@ class PrivacyLedger:
                 params=dict(item.get("params", {})),
                 epsilon_spent=float(item["epsilon_spent"]),
                 delta_spent=float(item["delta_spent"]),
-                events=tuple(_event_from_dict(e) for e in item.get("events", [])),
+                events=tuple(event_from_dict(e) for e in item.get("events", [])),
                 timestamp=float(item["time"]),
                 pid=int(item["pid"]),
                 id=str(item["id"]),
@@ -516,7 +336,7 @@ class PrivacyLedger:
 
     @contextlib.contextmanager
     def _locked(self, exclusive):
-        with self._mutex, _locked_fd(self._path, exclusive) as fd:
+        with self._mutex, locked_fd(self._path, exclusive) as fd:
             self._refresh(fd)
             yield fd
 
@@ -631,7 +451,7 @@ class PrivacyLedger:
             if over:
                 raise self._refusal(estimator, epsilon, delta, total)
             rid = uuid.uuid4().hex
-            _append_line(fd, {"kind": "reserve", "id": rid, "estimator": estimator,
+            append_line(fd, {"kind": "reserve", "id": rid, "estimator": estimator,
                               "epsilon": epsilon, "delta": delta, "time": time.time(),
                               "pid": os.getpid()})
             self._refresh(fd)
@@ -640,7 +460,7 @@ class PrivacyLedger:
     def _release(self, reservation):
         """Cancel a reservation whose fit never started."""
         with self._locked(exclusive=True) as fd:
-            _append_line(fd, {"kind": "release", "reservation": reservation,
+            append_line(fd, {"kind": "release", "reservation": reservation,
                               "time": time.time(), "pid": os.getpid()})
             self._refresh(fd)
 
@@ -655,16 +475,16 @@ class PrivacyLedger:
         """
         name = estimator if isinstance(estimator, str) else type(estimator).__name__
         if params is None:
-            params = {} if isinstance(estimator, str) else _scalar_params(estimator)
+            params = {} if isinstance(estimator, str) else scalar_params(estimator)
         rid = uuid.uuid4().hex
         payload = {
             "kind": "fit", "id": rid, "estimator": name, "params": params,
             "epsilon_spent": float(epsilon_spent), "delta_spent": float(delta_spent),
-            "events": [_event_to_dict(e) for e in events], "time": time.time(),
+            "events": [event_to_dict(e) for e in events], "time": time.time(),
             "pid": os.getpid(), "reservation": reservation,
         }
         with self._locked(exclusive=True) as fd:
-            _append_line(fd, payload)
+            append_line(fd, payload)
             self._refresh(fd)
             record = next(r for r in reversed(self._records) if r.id == rid)
             if reservation is None and self._max_epsilon is not None:
@@ -683,17 +503,15 @@ class PrivacyLedger:
         """Make this ledger receive every private fit of this process and of the
         processes it starts, until :meth:`deactivate` or the end of the ``with``
         block: ``with ledger.activate(): ...``."""
-        return _Activation(self)
+        from ._registry import activate
+
+        return activate(self)
 
     def deactivate(self):
         """Undo the most recent :meth:`activate` of this ledger."""
-        with _STACK_LOCK:
-            for i in range(len(_STACK) - 1, -1, -1):
-                if _STACK[i] is self:
-                    del _STACK[i]
-                    _publish_locked()
-                    return
-        raise RuntimeError(f"{self!r} is not active")
+        from ._registry import deactivate
+
+        deactivate(self)
 
 
 def _fmt(value):
@@ -728,139 +546,8 @@ def _restore_ledger(ledger_id, path, max_epsilon, max_delta):
     return PrivacyLedger._attach(ledger_id, path, max_epsilon, max_delta)
 
 
-# --------------------------------------------------------------------------
-# Activation: this process, and processes it starts
-# --------------------------------------------------------------------------
-_STACK = []
-_STACK_LOCK = threading.RLock()
-
-
-class _Activation:
-    def __init__(self, ledger):
-        self.ledger = ledger
-        with _STACK_LOCK:
-            _STACK.append(ledger)
-            _publish_locked()
-
-    def __enter__(self):
-        return self.ledger
-
-    def __exit__(self, *exc):
-        self.ledger.deactivate()
-        return False
-
-
-@contextlib.contextmanager
-def privacy_ledger(path=None, *, max_epsilon=None, max_delta=None):
-    """Create a :class:`PrivacyLedger` and make it active for the ``with`` block.
-
-    Every private fit of this process (any thread) and of the worker processes
-    it starts meanwhile reports to it. The ledger stays readable after the block.
-
-    >>> with privacy_ledger() as ledger:  # doctest: +SKIP
-    ...     cross_val_score(DPSparseLogisticRegression(epsilon=1.0), X, y, n_jobs=2)
-    >>> len(ledger), ledger.spent()       # doctest: +SKIP
-    """
-    ledger = PrivacyLedger(path, max_epsilon=max_epsilon, max_delta=max_delta)
-    with ledger.activate():
-        yield ledger
-
-
-def _registry_dir():
-    uid = os.getuid() if hasattr(os, "getuid") else "user"
-    return os.path.join(tempfile.gettempdir(), f"skdp_sparse-ledgers-{uid}")
-
-
-def _own_registry_dir(create):
-    """The per-user registry directory, or None if it is missing or not ours."""
-    d = _registry_dir()
-    if create:
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(d, 0o700)
-    try:
-        st = os.stat(d)
-    except OSError:
-        return None
-    # Never trust (or write into) a directory another user planted at our path.
-    if hasattr(os, "getuid") and st.st_uid != os.getuid():
-        return None
-    return d
-
-
-def _process_token(pid):
-    """Identifies one process beyond its pid (which the OS recycles): boot id and
-    start time on Linux; empty elsewhere."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-        start = stat[stat.rfind(b")") + 2:].split()[19].decode()
-        with open("/proc/sys/kernel/random/boot_id") as f:
-            boot = f.read().strip()
-        return f"{boot}:{start}"
-    except (OSError, IndexError):
-        return ""
-
-
-def _publish_locked():
-    """Write (or remove) this process's registry entry; ``_STACK_LOCK`` is held."""
-    d = _own_registry_dir(create=bool(_STACK))
-    if d is None:
-        if _STACK:
-            warnings.warn("cannot publish the active privacy ledger to worker processes; "
-                          "pass it as the estimators' ledger= parameter", RuntimeWarning,
-                          stacklevel=4)
-        return
-    path = os.path.join(d, f"active-{os.getpid()}.json")
-    if not _STACK:
-        with contextlib.suppress(OSError):
-            os.remove(path)
-        return
-    seen, handles = set(), []
-    for ledger in _STACK:
-        if ledger._key not in seen:
-            seen.add(ledger._key)
-            handles.append(list(ledger._key))
-    tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-    with open(tmp, "w") as f:
-        json.dump({"token": _process_token(os.getpid()), "ledgers": handles}, f)
-    os.replace(tmp, path)
-
-
-def _remove_registry_entry():
-    with _STACK_LOCK:
-        if _STACK:
-            _STACK.clear()
-            _publish_locked()
-
-
-atexit.register(_remove_registry_entry)
-
-
-def _inherited_ledgers():
-    """Ledgers the parent process has active (read from its registry entry)."""
-    ppid = os.getppid()
-    if ppid <= 1:
-        return []
-    d = _own_registry_dir(create=False)
-    if d is None:
-        return []
-    try:
-        with open(os.path.join(d, f"active-{ppid}.json")) as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return []
-    if data.get("token") != _process_token(ppid):
-        return []  # a dead process's entry whose pid was reused
-    out = []
-    for handle in data.get("ledgers", []):
-        with contextlib.suppress(OSError, ValueError, TypeError):
-            out.append(_restore_ledger(*handle))
-    return out
-
-
 def _reinit_after_fork():
-    global _STACK_LOCK, _LIVE_LOCK
-    _STACK_LOCK = threading.RLock()
+    global _LIVE_LOCK
     _LIVE_LOCK = threading.Lock()
     for ledger in list(_LIVE.values()):
         ledger._mutex = threading.RLock()
@@ -868,153 +555,3 @@ def _reinit_after_fork():
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reinit_after_fork)
-
-
-def active_ledgers():
-    """Ledgers active for fits of this process: activated here, or inherited from
-    the parent process. Duplicates (same store and cap) appear once."""
-    with _STACK_LOCK:
-        own = list(_STACK)
-    found = {}
-    for ledger in own + _inherited_ledgers():
-        found.setdefault(ledger._key, ledger)
-    return list(found.values())
-
-
-# --------------------------------------------------------------------------
-# Hooks for private fits
-# --------------------------------------------------------------------------
-_LOCAL = threading.local()
-# accountant -> ids of the estimators already reported with it, so a fit that
-# reports twice (through the mixin and by hand) is recorded once.
-_REPORTED = weakref.WeakKeyDictionary()
-_RESERVATIONS_ATTR = "_skdp_ledger_reservations"
-
-
-@contextlib.contextmanager
-def _reporting_suspended():
-    """Fits in this block (this thread only) neither check nor report.
-
-    For meta-algorithms that account for their inner fits themselves, such as
-    the private hyperparameter search: recording each inner fit would both
-    double-count and reveal how many fits ran.
-    """
-    depth = getattr(_LOCAL, "suspended", 0)
-    _LOCAL.suspended = depth + 1
-    try:
-        yield
-    finally:
-        _LOCAL.suspended = depth
-
-
-def _suspended():
-    return getattr(_LOCAL, "suspended", 0) > 0
-
-
-def ledgers_for(estimator):
-    """The ledgers a fit of ``estimator`` reports to: its ``ledger`` parameter (if
-    it has one) and the active ledgers."""
-    found = {}
-    own = getattr(estimator, "ledger", None)
-    if own is not None:
-        if not isinstance(own, PrivacyLedger):
-            raise TypeError(f"ledger must be a PrivacyLedger or None, got {own!r}")
-        found[own._key] = own
-    for ledger in active_ledgers():
-        found.setdefault(ledger._key, ledger)
-    return list(found.values())
-
-
-def _requested_budget(estimator):
-    eps = getattr(estimator, "epsilon", None)
-    dlt = getattr(estimator, "delta", None)
-    eps = float(eps) if isinstance(eps, numbers.Real) and not isinstance(eps, bool) else None
-    dlt = float(dlt) if isinstance(dlt, numbers.Real) and not isinstance(dlt, bool) else None
-    return eps, dlt
-
-
-def check_budget(estimator, epsilon, delta):
-    """Refuse a fit before it runs if a capped ledger cannot afford it.
-
-    Call at the start of ``fit``, once ``(epsilon, delta)`` is validated and
-    before any private computation. For every ledger of the fit with a cap,
-    checks the cap and reserves ``(epsilon, delta)`` under the store's lock; the
-    fit's :func:`report_fit` settles the reservations. If one ledger refuses,
-    the reservations already made for this fit are released and
-    :class:`~skdp_sparse.exceptions.BudgetExceededError` propagates.
-    """
-    if _suspended():
-        return
-    capped = [led for led in ledgers_for(estimator) if led.max_epsilon is not None]
-    if not capped:
-        return
-    name = type(estimator).__name__
-    made = {}
-    try:
-        for ledger in capped:
-            made[ledger._key] = (ledger, ledger.reserve(epsilon, delta, estimator=name))
-    except BudgetExceededError:
-        for ledger, rid in made.values():
-            ledger._release(rid)
-        raise
-    with contextlib.suppress(AttributeError, TypeError):
-        getattr(estimator, "__dict__", {})[_RESERVATIONS_ATTR] = made
-
-
-def report_fit(estimator, accountant, delta):
-    """Record a finished private fit in every ledger that applies to it.
-
-    Parameters
-    ----------
-    estimator : estimator instance
-        The fitted estimator; its class name and scalar hyperparameters are
-        recorded, and its ``ledger`` parameter (if any) is one of the targets.
-    accountant : PrivacyAccountant
-        The fit's accountant; its events and ``spent(delta)`` are recorded.
-    delta : float
-        The delta the fit's spend is reported at.
-
-    Returns
-    -------
-    list of LedgerRecord
-        One per ledger written to (empty when no ledger applies).
-
-    A fit reported twice with the same accountant is recorded once. A fit with
-    ``epsilon=inf`` (noise switched off) is recorded as spending ``inf``.
-    """
-    reservations = {}
-    if hasattr(estimator, "__dict__"):
-        reservations = estimator.__dict__.pop(_RESERVATIONS_ATTR, None) or {}
-    if _suspended():
-        return []
-    try:
-        done = _REPORTED.setdefault(accountant, set())
-    except TypeError:
-        done = set()
-    if id(estimator) in done:
-        return []
-    targets = {led._key: led for led in ledgers_for(estimator)}
-    # A ledger that reserved for this fit gets its record even if it is no longer
-    # active, so the reservation is settled rather than left counting.
-    for key, (ledger, _) in reservations.items():
-        targets.setdefault(key, ledger)
-    if not targets:
-        return []
-    done.add(id(estimator))
-    events = tuple(accountant.events)
-    eps_spent, delta_spent = accountant.spent(delta)
-    requested_eps, _ = _requested_budget(estimator)
-    if requested_eps is not None and math.isinf(requested_eps):
-        eps_spent = math.inf
-    params = _scalar_params(estimator)
-    out, errors = [], []
-    for key, ledger in targets.items():
-        rid = reservations[key][1] if key in reservations else None
-        try:
-            out.append(ledger.record(type(estimator).__name__, events, eps_spent,
-                                     delta_spent, params=params, reservation=rid))
-        except BudgetExceededError as exc:  # write to every ledger before raising
-            errors.append(exc)
-    if errors:
-        raise errors[0]
-    return out

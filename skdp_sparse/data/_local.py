@@ -1,0 +1,90 @@
+"""The rows of a fit held in this process."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..privacy.clipping import clip_entries, clip_rows
+from ..privacy.statistics import column_second_moment_sums
+
+__all__ = ["LocalData"]
+
+
+class LocalData:
+    """A fit's private rows and targets, and the clipped forms solvers ask for.
+
+    Parameters
+    ----------
+    X : CSR or CSC matrix, or ndarray of shape (n_samples, n_features)
+        Validated data (:func:`~skdp_sparse.utils.validation.validate_fit_data`):
+        float64, and for sparse input a canonical matrix object of the library's own
+        (sorted indices, no duplicates, no stored zeros), whose arrays may be the
+        caller's. Nothing here writes into them.
+    Y : ndarray of shape (n_samples, n_targets), optional
+        Targets, one column per problem (one-vs-rest labels in {-1, +1}, or values).
+
+    Every derived form is computed once and cached; each is a new object, so a
+    solver may hand it to kernels that expect their own index types.
+    """
+
+    def __init__(self, X, Y=None):
+        self.X = X
+        self.Y = None if Y is None else np.asarray(Y, dtype=np.float64)
+        self.n_samples, self.n_features = X.shape
+        self._cache = {}
+
+    @property
+    def is_sparse(self):
+        return sp.issparse(self.X)
+
+    @property
+    def n_targets(self):
+        return 0 if self.Y is None else self.Y.shape[1]
+
+    def target(self, k):
+        """Targets of problem ``k`` (a contiguous float64 vector)."""
+        return np.ascontiguousarray(self.Y[:, k])
+
+    def _cached(self, key, compute):
+        if key not in self._cache:
+            self._cache[key] = compute()
+        return self._cache[key]
+
+    def rows_clipped(self, norm_bound, l1_bound=math.inf):
+        """Rows rescaled into the l2 ball of radius ``norm_bound`` and the l1 ball of
+        radius ``l1_bound``: a CSR matrix with sorted int64 indices, or a C-ordered
+        array."""
+
+        def compute():
+            X = self.X.tocsr() if self.is_sparse else self.X
+            if math.isfinite(norm_bound) or math.isfinite(l1_bound):
+                X = clip_rows(X, norm_bound, l1_bound)
+            if not sp.issparse(X):
+                return np.ascontiguousarray(X)
+            X = sp.csr_matrix(X, copy=X is self.X)
+            X.sort_indices()
+            X.indices = X.indices.astype(np.int64, copy=False)
+            X.indptr = X.indptr.astype(np.int64, copy=False)
+            return X
+
+        return self._cached(("rows", float(norm_bound), float(l1_bound)), compute)
+
+    def entries_clipped(self, feature_bound):
+        """Every entry ``x_ij`` clipped to ``[-b_j, b_j]``: CSC (sparse) or an array."""
+        b = np.asarray(feature_bound, dtype=float)
+        key = ("entries", b.tobytes(), b.shape)
+        return self._cached(key, lambda: clip_entries(self.X, b))
+
+    def column_second_moment_sums(self, feature_bound, norm_bound):
+        """``(sums, n_clipped)`` of the rows of :meth:`entries_clipped` clipped to
+        ``norm_bound`` in l2 (the statistic a curvature estimate perturbs)."""
+        return column_second_moment_sums(self.entries_clipped(feature_bound), norm_bound)
+
+    def max_row_norm(self):
+        """Largest l2 norm of a row. Not private: for runs without noise only."""
+        X = self.X
+        sq = X.multiply(X).sum(axis=1) if self.is_sparse else (X * X).sum(axis=1)
+        return math.sqrt(float(np.max(sq))) if self.n_samples else 0.0

@@ -1,0 +1,242 @@
+"""What the private linear models share: targets, the solver call, prediction.
+
+An estimator here turns its hyperparameters into a
+:class:`~skdp_sparse.solvers.Problem` and solver options, and leaves the rest of the
+fit sequence (:class:`~skdp_sparse.base.DPEstimatorMixin`) and all privacy
+calibration (:mod:`skdp_sparse.solvers`) to the shared code.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import expit
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
+
+from ..base import DPEstimatorMixin
+from ..data import LocalData
+from ..optim.penalties import L1, L2, ElasticNet, NoPenalty
+from ..solvers import SOLVERS, get_solver
+from ..utils._labels import encode_labels
+from ..utils.validation import (
+    DELTA,
+    EPSILON,
+    Bound,
+    Interval,
+    Options,
+    validate_fit_data,
+    validate_predict_data,
+)
+
+__all__ = ["DPLinearModel", "LinearClassifierMixin", "make_penalty"]
+
+
+def make_penalty(penalty, alpha, l1_ratio):
+    """The penalty object of a ``penalty`` name and its strength."""
+    if penalty is None or penalty == "none" or alpha == 0:
+        return NoPenalty()
+    if penalty == "l1":
+        return L1(alpha)
+    if penalty == "l2":
+        return L2(alpha)
+    return ElasticNet(alpha, l1_ratio)
+
+
+@dataclass(frozen=True, eq=False)
+class LinearFitPlan:
+    """A linear model's fit: the problem, the registry solver and its plan."""
+
+    problem: object
+    solver: object
+    plan: object
+
+    @property
+    def epsilon(self):
+        return self.plan.epsilon
+
+    @property
+    def delta(self):
+        return self.plan.delta
+
+    @property
+    def events(self):
+        return self.plan.events
+
+
+#: Constraints common to every linear model.
+COMMON_CONSTRAINTS = {
+    "epsilon": EPSILON,
+    "delta": DELTA,
+    "norm_bound": [Bound()],
+    "sparsity": [Interval(numbers.Integral, 1, None), None],
+    "fit_intercept": ["boolean"],
+    "random_state": ["random_state"],
+}
+
+#: Constraints of the estimators that offer every solver.
+SOLVER_CONSTRAINTS = {
+    **COMMON_CONSTRAINTS,
+    "penalty": [Options("l1", "l2", "elasticnet", "none"), None],
+    "alpha": [Interval(numbers.Real, 0, None), None],
+    "l1_ratio": [Interval(numbers.Real, 0, 1)],
+    "feature_bound": [Bound(per_feature=True)],
+    "gradient_clip": [Bound(per_feature=True, inf=True), None],
+    "solver": [Options("auto", *SOLVERS)],
+    "selection": [Options("exponential", "laplace")],
+    "curvature": [Options("private", "bound")],
+    "max_iter": [Interval(numbers.Integral, 1, None), None],
+    "batch_size": [Interval(numbers.Integral, 1, None), None],
+    "learning_rate": [Interval(numbers.Real, 0, None, closed="neither"), None],
+    "tol": [Interval(numbers.Real, 0, None)],
+    "verbose": [Interval(numbers.Integral, 0, None), "boolean"],
+}
+
+
+class DPLinearModel(DPEstimatorMixin, BaseEstimator):
+    """The fit hooks of a private linear model (one solver call for all targets).
+
+    Subclasses provide ``_solver_name(public)``, ``_problem(n_features)``,
+    ``_solver_options()``, ``_targets(y)`` and ``_linear_attributes(public, result)``.
+    """
+
+    _y_numeric = False
+
+    def _targets(self, y):
+        """``(Y, public)``: the (n, K) targets of the K problems and public facts."""
+        raise NotImplementedError
+
+    def _validate_fit_data(self, X, y):
+        X, y = validate_fit_data(self, X, y, y_required=True, y_numeric=self._y_numeric)
+        Y, facts = self._targets(y)
+        n, p = X.shape
+        public = {"n_samples": n, "n_features": p, "n_targets": Y.shape[1], **facts}
+        return LocalData(X, Y), public
+
+    def _plan(self, public):
+        name = self._solver_name(public)
+        solver = get_solver(name)
+        problem = self._problem(public["n_features"])
+        options = self._solver_options()
+        epsilon, delta = float(self.epsilon), float(self.delta)
+        solver.check(problem, options, epsilon, delta)
+        shape = (public["n_samples"], public["n_features"], public["n_targets"])
+        return LinearFitPlan(problem, solver, solver.plan(problem, shape, epsilon, delta,
+                                                          options))
+
+    def _solve(self, data, plan, rng):
+        return plan.solver.solve(plan.problem, data, plan.plan, rng)
+
+    def _fitted_attributes(self, public, plan, result):
+        attributes = self._linear_attributes(public, result)
+        attributes["n_iter_"] = int(result.n_iter)
+        return attributes
+
+    def _decision(self, X):
+        check_is_fitted(self)
+        X = validate_predict_data(self, X)
+        return X @ self.coef_.T + self.intercept_
+
+
+class LinearClassifierMixin:
+    """One-vs-rest targets from the public label set, and class predictions."""
+
+    def _targets(self, y):
+        classes, codes = encode_labels(y, self.classes, type(self).__name__)
+        positives = [1] if classes.size == 2 else range(classes.size)
+        Y = np.column_stack([np.where(codes == k, 1.0, -1.0) for k in positives])
+        return Y, {"classes": classes}
+
+    def _linear_attributes(self, public, result):
+        return {"coef_": np.asarray(result.coef), "intercept_": np.asarray(result.intercept),
+                "classes_": public["classes"]}
+
+    def decision_function(self, X):
+        """Signed distance to the separating hyperplane(s); shape (n_samples,) for
+        two classes."""
+        scores = np.asarray(self._decision(X))
+        return scores.ravel() if scores.shape[1] == 1 else scores
+
+    def predict_proba(self, X):
+        """Class probabilities: the sigmoid of the score (normalised over the classes'
+        one-vs-rest scores for more than two classes)."""
+        scores = self.decision_function(X)
+        p = expit(scores)
+        if scores.ndim == 1:
+            return np.column_stack([1.0 - p, p])
+        return p / p.sum(axis=1, keepdims=True)
+
+    def predict_log_proba(self, X):
+        """Logarithm of :meth:`predict_proba`."""
+        return np.log(self.predict_proba(X))
+
+    def predict(self, X):
+        """Predicted class labels."""
+        scores = self.decision_function(X)
+        idx = (scores > 0).astype(int) if scores.ndim == 1 else scores.argmax(axis=1)
+        return self.classes_[idx]
+
+
+class DPMultiSolverModel(DPLinearModel):
+    """A linear model offering every registered solver (``solver="auto"`` resolved
+    from public n, p and epsilon), with the parameters of
+    :class:`~skdp_sparse.linear_model.DPGreedyCDRegressor`."""
+
+    _parameter_constraints = SOLVER_CONSTRAINTS
+    _default_alpha = 1e-3
+
+    def _check_dp_rules(self):
+        if self.solver == "output_perturbation" and self.penalty != "l2":
+            raise ValueError(
+                "solver='output_perturbation' solves the L2-regularised problem: "
+                "set penalty='l2' (alpha=None picks the theorem's default strength)"
+            )
+        clip = self.gradient_clip
+        if clip is not None and np.isfinite(float(self.epsilon)) \
+                and not np.all(np.isfinite(np.asarray(clip, dtype=float))):
+            raise ValueError("gradient_clip must be finite when epsilon is finite")
+
+    def _solver_name(self, public):
+        from ..solvers import resolve_solver
+
+        return resolve_solver(self.solver, public["n_samples"], public["n_features"],
+                              float(self.epsilon))
+
+    def _target_bound(self):
+        return None
+
+    def _problem(self, n_features):
+        from ..solvers import Problem
+        from ..utils.validation import check_bound
+
+        alpha = self._default_alpha if self.alpha is None else self.alpha
+        return Problem(
+            loss=self._loss(), penalty=make_penalty(self.penalty, alpha, self.l1_ratio),
+            fit_intercept=bool(self.fit_intercept),
+            feature_bound=check_bound("feature_bound", self.feature_bound, size=n_features),
+            norm_bound=float(self.norm_bound), sparsity=self.sparsity,
+            target_bound=self._target_bound(),
+            gradient_clip=check_bound("gradient_clip", self.gradient_clip, allow_none=True,
+                                      allow_inf=True, size=n_features),
+        )
+
+    def _solver_options(self):
+        if self.solver == "output_perturbation":
+            # The fixed settings of output perturbation under this estimator; its
+            # penalty strength is ``alpha`` (None: the theorem's rule).
+            return {"alpha": self.alpha, "tol": 1e-3, "intercept_bound": 1.0}
+        return {
+            "max_iter": self.max_iter, "batch_size": self.batch_size,
+            "learning_rate": self.learning_rate, "selection": self.selection,
+            "curvature": self.curvature, "tol": self.tol, "verbose": int(self.verbose),
+            # Averaging the iterates only serves to average out the noise; without
+            # noise the last iterate converges to the optimum much faster.
+            "average": bool(np.isfinite(float(self.epsilon))),
+        }
+
+    def _fitted_attributes(self, public, plan, result):
+        attributes = super()._fitted_attributes(public, plan, result)
+        attributes["solver_"] = plan.solver.name
+        return attributes

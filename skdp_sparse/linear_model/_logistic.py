@@ -1,0 +1,106 @@
+"""Private logistic regression on sparse data: every solver of the registry."""
+
+from __future__ import annotations
+
+from sklearn.base import ClassifierMixin
+
+from ..optim.losses import LogisticLoss
+from ._base import SOLVER_CONSTRAINTS, DPMultiSolverModel, LinearClassifierMixin
+
+__all__ = ["DPSparseLogisticRegression"]
+
+
+class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMultiSolverModel):
+    """Logistic regression trained with differential privacy on sparse data.
+
+    Minimises ``(1/n) sum_i log(1 + exp(-y_i (x_i . w + b))) + psi(w)`` by private
+    greedy coordinate descent (``solver="greedy_cd"``, DP-GCD), private randomised
+    coordinate descent (``solver="cd"``, DP-CD), a stochastic-gradient solver
+    (``"sgd"``, ``"bias_reduced_sgd"``, ``"sparse_sgd"``, ``"phased_sgd"``) or
+    output perturbation; ``solver="auto"`` chooses from public n, p and epsilon
+    (:func:`~skdp_sparse.solvers.resolve_solver`). Multiclass problems are solved
+    one-vs-rest and the whole fit, all classes together, meets ``(epsilon, delta)``: the
+    coordinate-descent solvers calibrate the K binary fits jointly in one
+    accountant, the other solvers give each ``(epsilon/K, delta/K)``.
+
+    Privacy
+    -------
+    (epsilon, delta)-DP for replace-one neighbouring datasets. The logistic loss
+    has ``|l'| <= 1``, so after clipping entries to ``feature_bound`` every
+    per-example coordinate gradient lies in ``[-b_j, b_j]``; ``gradient_clip``
+    may clip tighter. See :class:`DPGreedyCDRegressor` for the mechanisms and
+    their composition; the labels are part of the private data.
+
+    Parameters
+    ----------
+    epsilon, delta, penalty, l1_ratio, feature_bound, norm_bound, sparsity,
+    gradient_clip, fit_intercept, solver, selection, curvature, max_iter, batch_size,
+    learning_rate, tol, random_state, verbose
+        As in :class:`DPGreedyCDRegressor`.
+    alpha : float, default=None
+        Penalty strength; ``None`` is 1e-4 (``output_perturbation``: the theorem's rule).
+    classes : array-like of labels, default=None
+        The public label set. ``classes_`` is its sorted copy whatever labels the
+        training data hold (a class absent from them is still learnt, from its
+        absence), and a label outside it raises ``ValueError`` before any privacy
+        budget is spent. ``None`` reads the label set from ``y``, which the
+        guarantee does not cover (one row with a rare label changes ``classes_``
+        and the shape of ``coef_``), and emits
+        :class:`~skdp_sparse.exceptions.PrivacyLeakWarning`.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
+    intercept_ : ndarray of shape (1,) or (n_classes,)
+    solver_ : str
+    n_iter_ : int
+    epsilon_spent_, delta_spent_ : float
+    privacy_events_ : tuple of PrivacyEvent
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from skdp_sparse import DPSparseLogisticRegression
+    >>> X = sp.random(1000, 30, density=0.2, format="csr", random_state=0)
+    >>> y = (X[:, 0].toarray().ravel() > 0.1).astype(int)
+    >>> clf = DPSparseLogisticRegression(epsilon=1.0, random_state=0).fit(X, y)
+    >>> clf.predict(X[:3]).shape
+    (3,)
+    """
+
+    _parameter_constraints = {**SOLVER_CONSTRAINTS, "classes": ["array-like", None]}
+    _default_alpha = 1e-4
+
+    def __init__(self, *, epsilon=1.0, delta=1e-6, penalty="l1", alpha=None, l1_ratio=0.5,
+                 feature_bound=1.0, norm_bound=1.0, sparsity=None, gradient_clip=None,
+                 fit_intercept=True, solver="auto", selection="exponential",
+                 curvature="private", max_iter=None, batch_size=None, learning_rate=None,
+                 tol=1e-7, classes=None, random_state=None, verbose=0):
+        self.epsilon = epsilon
+        self.delta = delta
+        self.penalty = penalty
+        self.alpha = alpha
+        self.l1_ratio = l1_ratio
+        self.feature_bound = feature_bound
+        self.norm_bound = norm_bound
+        self.sparsity = sparsity
+        self.gradient_clip = gradient_clip
+        self.fit_intercept = fit_intercept
+        self.solver = solver
+        self.selection = selection
+        self.curvature = curvature
+        self.max_iter = max_iter
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.tol = tol
+        self.classes = classes
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _loss(self):
+        return LogisticLoss()
+
+    def fit(self, X, y):
+        """Fit the classifier privately on ``X`` (dense or sparse) and labels ``y``."""
+        return self._fit(X, y)

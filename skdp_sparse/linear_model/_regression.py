@@ -1,0 +1,214 @@
+"""Private linear regression on sparse data: every solver of the registry."""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import RegressorMixin
+
+from ..optim.losses import HuberLoss, SquaredLoss
+from ..utils.validation import Bound, Options
+from ._base import SOLVER_CONSTRAINTS, DPMultiSolverModel
+
+__all__ = ["DPGreedyCDRegressor"]
+
+
+class DPGreedyCDRegressor(RegressorMixin, DPMultiSolverModel):
+    """Linear regression trained with differential privacy on sparse data.
+
+    Minimises ``(1/n) sum_i l(y_i, x_i . w + b) + psi(w)`` with the squared or
+    Huber loss ``l`` and an l1, l2 or elastic-net penalty ``psi``, by private
+    greedy coordinate descent (DP-GCD, Mangold et al. 2023), private randomised
+    coordinate descent (DP-CD, Mangold et al. 2022), one of the stochastic-gradient
+    solvers of :mod:`skdp_sparse.solvers`, or output perturbation.
+
+    Privacy
+    -------
+    The fit is (epsilon, delta)-DP for replace-one neighbouring datasets. Entries
+    are clipped to ``[-feature_bound_j, feature_bound_j]`` and every per-example
+    coordinate gradient to ``[-C_j, C_j]`` (``gradient_clip``), so each released
+    coordinate gradient has sensitivity ``2 C_j / n``.
+
+    * ``solver="greedy_cd"``, ``selection="exponential"`` (default): each step selects
+      a coordinate with the exponential mechanism on the scores
+      ``u_j = dist(g_j, -d psi_j(w_j)) / sqrt(M_j)`` (sensitivity
+      ``max_j 2 C_j / (n sqrt(M_j))``; epsilon_s^2/8-zCDP) and updates it with
+      Gaussian noise (``mu^2/2``-zCDP); all steps compose in zCDP and convert to
+      (epsilon, delta) (Canonne, Kamath & Steinke 2020).
+    * ``solver="greedy_cd"``, ``selection="laplace"``: the paper's Laplace noise:
+      report-noisy-max with ``Lap(2 Delta_u / eps0)`` on the scores and a Laplace
+      update, each eps0-DP; composed by the tightest of basic and advanced
+      composition and zCDP; ``delta=0`` gives pure DP.
+    * ``solver="cd"``: a coordinate drawn uniformly at random, Gaussian update;
+      the updates compose exactly as one Gaussian mechanism (GDP).
+    * ``solver="sgd"``, ``"bias_reduced_sgd"``, ``"sparse_sgd"``, ``"phased_sgd"``:
+      rows are clipped to l2 norm ``norm_bound`` (and l1 norm
+      ``norm_bound * sqrt(sparsity)``), per-example derivatives to the loss's bound
+      (``target_bound`` for the squared loss); see :mod:`skdp_sparse.solvers` for
+      each mechanism and its accounting.
+    * ``solver="output_perturbation"``: L2-regularised ERM solved to a certified
+      tolerance plus calibrated noise
+      (:class:`~skdp_sparse.solvers.output_perturbation.OutputPerturbation`); needs
+      ``penalty="l2"``.
+    * ``solver="auto"`` (default): chosen by
+      :func:`~skdp_sparse.solvers.resolve_solver` from the public n, p and epsilon
+      only, never from the data's values or labels.
+
+    The noise is calibrated so that the accountant's total equals
+    ``(epsilon, delta)``; ``epsilon_spent_`` and ``delta_spent_`` report it. For
+    multiclass one-vs-rest fits the coordinate-descent solvers calibrate all K
+    problems jointly; the gradient solvers give each ``(epsilon/K, delta/K)``.
+
+    Parameters
+    ----------
+    epsilon : float, default=1.0
+        Privacy budget of the whole fit; ``np.inf`` switches noise off (not private).
+    delta : float, default=1e-6
+        Approximate-DP failure probability, in [0, 1). Choose it below 1/n.
+    loss : {"squared", "huber"}, default="squared"
+    huber_threshold : float, default=1.35
+        Threshold of the Huber loss (quadratic for residuals below it).
+    penalty : {"l1", "l2", "elasticnet"} or None, default="l1"
+    alpha : float, default=None
+        Penalty strength; ``None`` is 1e-3 (``output_perturbation``: the theorem's
+        rule from the public bounds).
+    l1_ratio : float, default=0.5
+        Elastic-net mixing (scikit-learn's convention).
+    feature_bound : float or array of shape (n_features,), default=1.0
+        Public bound on ``|x_ij|`` (coordinate-descent solvers); entries are clipped to it.
+    norm_bound : float, default=1.0
+        Public bound on the l2 norm of a row (gradient solvers, output perturbation,
+        and the curvature estimate of the coordinate-descent solvers); rows are
+        clipped to it.
+    sparsity : int, default=None
+        Public bound s on non-zeros per row; rows are also clipped to l1 norm
+        ``norm_bound * sqrt(s)`` (projection-mechanism gradients, pure-DP output
+        perturbation).
+    target_bound : float, default=1.0
+        Public scale of ``|y|``, used for the default gradient clipping of the
+        squared loss (``C_j = target_bound * feature_bound_j``).
+    gradient_clip : float or array of shape (n_features,), default=None
+        Per-example coordinate-gradient clipping ``C_j``; ``None`` derives it from
+        the loss and the bounds.
+    fit_intercept : bool, default=True
+        The intercept is the coefficient of a constant feature 1, unpenalised;
+        its gradient is clipped like a feature of bound 1.
+    solver : {"auto", "greedy_cd", "cd", "sgd", "bias_reduced_sgd", "sparse_sgd", \
+"phased_sgd", "output_perturbation"}, default="auto"
+    selection : {"exponential", "laplace"}, default="exponential"
+        Noisy selection of the greedy solver.
+    curvature : {"private", "bound"}, default="private"
+        Where the coordinate-descent solvers take each coordinate's smoothness
+        ``M_j`` (its step is ``1/M_j``) and default clip ``C_j``. ``"bound"``: from
+        the public bounds alone, ``M_j = beta b_j^2`` (``beta`` the loss's
+        smoothness) and ``C_j`` as above; safe but very conservative for rare
+        features. ``"private"``: ``CURVATURE_SHARE`` (10%) of the budget buys a
+        noisy estimate of the column second moments ``mean_i x_ij^2`` of the rows
+        clipped to ``norm_bound``
+        (:func:`~skdp_sparse.privacy.statistics.release_column_second_moments`;
+        Gaussian noise, Laplace for ``selection="laplace"``); then
+        ``M_j = beta b_j^2 r_j`` and ``C_j = C_j^bound sqrt(r_j)`` with
+        ``r_j`` the estimate over ``b_j^2``, clipped to ``[1e-3, 1]``
+        (DP-CD's ``C_j ~ sqrt(M_j)``, Mangold et al. 2022). Set ``norm_bound`` to
+        a bound on the row norms: rows above it bias the estimate low. The same
+        release counts them, and if the noisy count exceeds half the rows the
+        fit warns and keeps the bound's constants. Without noise
+        (``epsilon=np.inf``) the exact moments set ``M_j`` and ``C_j`` is left
+        as it is. With an explicit ``gradient_clip`` a private fit keeps the
+        bounds' curvature (larger steps without matching clips amplify the noise).
+        Ignored by the other solvers.
+    max_iter : int, default=None
+        Greedy steps (``greedy_cd``), passes over the coordinates (``cd``) or
+        gradient steps (gradient solvers). ``None``: ``(n eps / sqrt(log(1/delta)))^{2/3}``
+        greedy steps
+        (:func:`~skdp_sparse.solvers.coordinate_descent.default_greedy_iterations`),
+        5 passes, or each gradient solver's theory default.
+    batch_size : int, default=None
+        Minibatch size of ``sgd`` and ``sparse_sgd`` (``None``: the solver's default,
+        full batch for ``sgd``).
+    learning_rate : float, default=None
+        Step size of the gradient solvers (``None``: ``1 / smoothness`` from the bounds).
+    tol : float, default=1e-7
+        Stopping tolerance on the best score, used only when ``epsilon=np.inf``
+        (a data-dependent stopping rule would not be private).
+    random_state : None, int or Generator, default=None
+        ``None`` draws fresh OS entropy, as a private release should.
+    verbose : int, default=0
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,)
+    intercept_ : float
+    solver_ : str
+        The solver that ran (``solver="auto"`` resolved).
+    n_iter_ : int
+        Iterations run; a public number fixed before the fit (1 for output perturbation).
+    epsilon_spent_, delta_spent_ : float
+    privacy_events_ : tuple of PrivacyEvent
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from skdp_sparse import DPGreedyCDRegressor
+    >>> X = sp.random(500, 50, density=0.1, format="csr", random_state=0)
+    >>> y = X @ np.r_[1.0, -1.0, np.zeros(48)]
+    >>> reg = DPGreedyCDRegressor(epsilon=1.0, delta=1e-6, random_state=0).fit(X, y)
+    >>> reg.epsilon_spent_ <= 1.0
+    True
+    """
+
+    _parameter_constraints = {
+        **SOLVER_CONSTRAINTS,
+        "loss": [Options("squared", "huber")],
+        "huber_threshold": [Bound()],
+        "target_bound": [Bound()],
+    }
+    _default_alpha = 1e-3
+    _y_numeric = True
+
+    def __init__(self, *, epsilon=1.0, delta=1e-6, loss="squared", huber_threshold=1.35,
+                 penalty="l1", alpha=None, l1_ratio=0.5, feature_bound=1.0, norm_bound=1.0,
+                 sparsity=None, target_bound=1.0, gradient_clip=None, fit_intercept=True,
+                 solver="auto", selection="exponential", curvature="private", max_iter=None,
+                 batch_size=None, learning_rate=None, tol=1e-7, random_state=None, verbose=0):
+        self.epsilon = epsilon
+        self.delta = delta
+        self.loss = loss
+        self.huber_threshold = huber_threshold
+        self.penalty = penalty
+        self.alpha = alpha
+        self.l1_ratio = l1_ratio
+        self.feature_bound = feature_bound
+        self.norm_bound = norm_bound
+        self.sparsity = sparsity
+        self.target_bound = target_bound
+        self.gradient_clip = gradient_clip
+        self.fit_intercept = fit_intercept
+        self.solver = solver
+        self.selection = selection
+        self.curvature = curvature
+        self.max_iter = max_iter
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.tol = tol
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _loss(self):
+        return HuberLoss(float(self.huber_threshold)) if self.loss == "huber" else SquaredLoss()
+
+    def _target_bound(self):
+        return float(self.target_bound)
+
+    def _targets(self, y):
+        return np.asarray(y, dtype=float).reshape(-1, 1), {}
+
+    def _linear_attributes(self, public, result):
+        return {"coef_": np.asarray(result.coef[0]), "intercept_": float(result.intercept[0])}
+
+    def fit(self, X, y):
+        """Fit the model privately on ``X`` (dense or sparse) and targets ``y``."""
+        return self._fit(X, y)
+
+    def predict(self, X):
+        """Predicted targets ``X @ coef_ + intercept_``."""
+        return np.asarray(self._decision(X)).ravel()

@@ -1,0 +1,5 @@
+"""Differentially private mean of sparse, high-dimensional vectors."""
+
+from ._estimator import DPSparseMeanEstimator
+
+__all__ = ["DPSparseMeanEstimator"]

@@ -1,0 +1,139 @@
+"""What a private mean computes: the clipped mean of the rows and its release."""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+import scipy.sparse as sp
+
+from ..optim.l1_recovery import GaussianSensingMatrix, basis_pursuit
+from ..optim.projections import project_l1_ball, project_l1_inplace
+from ..privacy.clipping import clip_rows, with_summed_duplicates
+from ..privacy.mechanisms import GaussianMechanism
+from ._kernels import clipped_mean_csr
+from ._plan import MEASUREMENT_CLIP
+from ._sampled_projection import sampled_gaussian_projection, sampling_threshold
+
+_BP_MAX_ITER = 500
+_BP_TOL = 1e-4
+_ROW_CHUNK_BYTES = 32 * 2**20
+
+# --------------------------------------------------------------------------
+# Computations
+# --------------------------------------------------------------------------
+def clip_to_plan(X, plan):
+    """Rows clipped to the public l2 and l1 bounds (CSR or dense)."""
+    if sp.issparse(X):
+        X = X.tocsr()
+    return clip_rows(X, plan.max_l2, plan.max_l1)
+
+
+def _unsigned(a):
+    """The same index array, viewed as unsigned (see ``clipped_mean_csr``)."""
+    return a.view(np.uint32 if a.dtype.itemsize == 4 else np.uint64)
+
+
+def clipped_mean(X, plan):
+    """Mean of the rows of X after clipping them to the plan's public bounds.
+
+    Sparse input is not copied (CSC is converted to CSR; a matrix with duplicate
+    or unsorted entries is copied and summed): a Numba kernel computes the rows'
+    norms and adds their scaled values, block by block (``clipped_mean_csr``).
+    Raises ``ValueError`` on NaN or infinite values, before anything is released.
+    """
+    n = X.shape[0]
+    if not sp.issparse(X):
+        X = np.asarray(X, dtype=np.float64)
+        check_finite(X)
+        return clip_rows(X, plan.max_l2, plan.max_l1).mean(axis=0)
+    X = with_summed_duplicates(X.tocsr())
+    if X.data.dtype != np.float64:
+        X = X.astype(np.float64)
+    out = np.empty(X.shape[1])
+    status = clipped_mean_csr(out, X.data, _unsigned(X.indices), _unsigned(X.indptr),
+                               float(plan.max_l2), float(plan.max_l1), float(n))
+    if status == 1:
+        raise ValueError("Input X contains NaN or infinity.")
+    if status:
+        raise ValueError("X is not a valid CSR matrix: an index points outside it")
+    return out
+
+
+def check_finite(values):
+    if not np.isfinite(values).all():
+        raise ValueError("Input X contains NaN or infinity.")
+
+
+@numba.njit(cache=True)
+def _project_rows_inplace(Z, radius):
+    for i in range(Z.shape[0]):
+        project_l1_inplace(Z[i], radius)
+
+
+def perturb(mean, plan, rng, n_draws=None):
+    """Algorithm 1 (or a plain baseline) on a clipped mean: ``(released, noisy - mean)``.
+
+    With ``n_draws`` the release is repeated independently, stacked on the first
+    axis: the privacy audits run exactly this code.
+    """
+    mean = np.asarray(mean, dtype=np.float64)
+    # The mechanism sees the mean itself: a floating-point-safe mechanism must
+    # round the value to its lattice before adding noise, so the noise is
+    # never added here in doubles. ``noise`` is only reported, for tests.
+    noisy = plan.mechanism.randomise(mean, rng, n_draws=n_draws)
+    noise = noisy - mean
+    if math.isfinite(plan.radius):
+        if noisy.ndim == 1:
+            noisy = project_l1_ball(noisy, plan.radius)
+        else:
+            noisy = np.ascontiguousarray(noisy)
+            _project_rows_inplace(noisy, float(plan.radius))
+    return noisy, noise
+
+
+def release(mean, plan, rng, overwrite=False):
+    """The fit's release of a clipped mean: ``perturb``'s law, without its noise.
+
+    The continuous Gaussian projection goes through ``sampled_gaussian_projection``
+    where its public threshold exists; everything else through ``perturb``.
+    ``overwrite`` lets the release reuse ``mean``'s memory.
+    """
+    mech = plan.mechanism
+    if (isinstance(mech, GaussianMechanism) and not mech.floating_point_safe
+            and mech.sigma > 0 and math.isfinite(plan.radius)):
+        mean = np.asarray(mean, dtype=np.float64)
+        if mean.ndim == 1:
+            t = sampling_threshold(mech.sigma, mean.size, plan.radius)
+            if t is not None:
+                return sampled_gaussian_projection(
+                    np.ascontiguousarray(mean), mech.sigma, plan.radius, t, rng,
+                    overwrite=overwrite)[0]
+    return perturb(mean, plan, rng)[0]
+
+
+def clipped_measurement_mean(Xc, A, max_norm):
+    """``(1/n) sum_i clip(A z_i, max_norm)``, measuring the rows chunk by chunk."""
+    n = Xc.shape[0]
+    chunk = max(1, _ROW_CHUNK_BYTES // (8 * A.m))
+    total = np.zeros(A.m)
+    for start in range(0, n, chunk):
+        Y = A.apply_rows(Xc[start:start + chunk])
+        norms = np.linalg.norm(Y, axis=1)
+        scales = np.minimum(1.0, max_norm / np.maximum(norms, 1e-300))
+        total += scales @ Y
+    return total / n
+
+
+def l1_recovery(Xc, plan, rng):
+    """Compressed-sensing branch of Algorithm 2 with clipped measurements."""
+    d = Xc.shape[1]
+    # A is drawn independently of the data; only its seed is kept.
+    A = GaussianSensingMatrix(plan.n_measurements, d, int(rng.integers(2**63 - 1)))
+    b = clipped_measurement_mean(Xc, A, MEASUREMENT_CLIP * plan.max_l2)
+    b = plan.mechanism.randomise(b, rng)
+    z = basis_pursuit(A, b, max_iter=_BP_MAX_ITER, tol=_BP_TOL)
+    if not np.linalg.norm(z) <= 2 * plan.max_l2:
+        return np.zeros(d)
+    return z

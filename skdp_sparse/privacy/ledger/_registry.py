@@ -1,0 +1,181 @@
+"""Which ledgers a fit reports to: those activated in this process, and those its
+parent process had active when it started it (found through a per-user registry
+of small JSON files keyed by process id)."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import tempfile
+import threading
+import uuid
+import warnings
+
+from ._ledger import PrivacyLedger, _restore_ledger
+
+__all__ = ["activate", "deactivate", "privacy_ledger", "active_ledgers"]
+
+_STACK = []
+_STACK_LOCK = threading.RLock()
+
+
+def activate(ledger):
+    """Push ``ledger`` on this process's activation stack (see :meth:`PrivacyLedger.activate`)."""
+    return _Activation(ledger)
+
+
+def deactivate(ledger):
+    """Remove the most recent activation of ``ledger``."""
+    with _STACK_LOCK:
+        for i in range(len(_STACK) - 1, -1, -1):
+            if _STACK[i] is ledger:
+                del _STACK[i]
+                _publish_locked()
+                return
+    raise RuntimeError(f"{ledger!r} is not active")
+
+
+class _Activation:
+    def __init__(self, ledger):
+        self.ledger = ledger
+        with _STACK_LOCK:
+            _STACK.append(ledger)
+            _publish_locked()
+
+    def __enter__(self):
+        return self.ledger
+
+    def __exit__(self, *exc):
+        self.ledger.deactivate()
+        return False
+
+
+@contextlib.contextmanager
+def privacy_ledger(path=None, *, max_epsilon=None, max_delta=None):
+    """Create a :class:`PrivacyLedger` and make it active for the ``with`` block.
+
+    Every private fit of this process (any thread) and of the worker processes
+    it starts meanwhile reports to it. The ledger stays readable after the block.
+
+    >>> with privacy_ledger() as ledger:  # doctest: +SKIP
+    ...     cross_val_score(DPSparseLogisticRegression(epsilon=1.0), X, y, n_jobs=2)
+    >>> len(ledger), ledger.spent()       # doctest: +SKIP
+    """
+    ledger = PrivacyLedger(path, max_epsilon=max_epsilon, max_delta=max_delta)
+    with ledger.activate():
+        yield ledger
+
+
+def _registry_dir():
+    uid = os.getuid() if hasattr(os, "getuid") else "user"
+    return os.path.join(tempfile.gettempdir(), f"skdp_sparse-ledgers-{uid}")
+
+
+def _own_registry_dir(create):
+    """The per-user registry directory, or None if it is missing or not ours."""
+    d = _registry_dir()
+    if create:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(d, 0o700)
+    try:
+        st = os.stat(d)
+    except OSError:
+        return None
+    # Never trust (or write into) a directory another user planted at our path.
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        return None
+    return d
+
+
+def _process_token(pid):
+    """Identifies one process beyond its pid (which the OS recycles): boot id and
+    start time on Linux; empty elsewhere."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        start = stat[stat.rfind(b")") + 2:].split()[19].decode()
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+        return f"{boot}:{start}"
+    except (OSError, IndexError):
+        return ""
+
+
+def _publish_locked():
+    """Write (or remove) this process's registry entry; ``_STACK_LOCK`` is held."""
+    d = _own_registry_dir(create=bool(_STACK))
+    if d is None:
+        if _STACK:
+            warnings.warn("cannot publish the active privacy ledger to worker processes; "
+                          "pass it as the estimators' ledger= parameter", RuntimeWarning,
+                          stacklevel=4)
+        return
+    path = os.path.join(d, f"active-{os.getpid()}.json")
+    if not _STACK:
+        with contextlib.suppress(OSError):
+            os.remove(path)
+        return
+    seen, handles = set(), []
+    for ledger in _STACK:
+        if ledger._key not in seen:
+            seen.add(ledger._key)
+            handles.append(list(ledger._key))
+    tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+    with open(tmp, "w") as f:
+        json.dump({"token": _process_token(os.getpid()), "ledgers": handles}, f)
+    os.replace(tmp, path)
+
+
+def _remove_registry_entry():
+    with _STACK_LOCK:
+        if _STACK:
+            _STACK.clear()
+            _publish_locked()
+
+
+atexit.register(_remove_registry_entry)
+
+
+def _inherited_ledgers():
+    """Ledgers the parent process has active (read from its registry entry)."""
+    ppid = os.getppid()
+    if ppid <= 1:
+        return []
+    d = _own_registry_dir(create=False)
+    if d is None:
+        return []
+    try:
+        with open(os.path.join(d, f"active-{ppid}.json")) as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return []
+    if data.get("token") != _process_token(ppid):
+        return []  # a dead process's entry whose pid was reused
+    out = []
+    for handle in data.get("ledgers", []):
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            out.append(_restore_ledger(*handle))
+    return out
+
+
+def _reinit_after_fork():
+    global _STACK_LOCK
+    _STACK_LOCK = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reinit_after_fork)
+
+
+def active_ledgers():
+    """Ledgers active for fits of this process: activated here, or inherited from
+    the parent process. Duplicates (same store and cap) appear once."""
+    with _STACK_LOCK:
+        own = list(_STACK)
+    found = {}
+    for ledger in own + _inherited_ledgers():
+        found.setdefault(ledger._key, ledger)
+    return list(found.values())
+

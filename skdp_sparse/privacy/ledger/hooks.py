@@ -1,0 +1,210 @@
+"""How a private fit meets its ledgers: reserve before, record after.
+
+:class:`FitBudget` carries one fit's budget across every ledger that applies to
+it (its ``ledger`` parameter and the active ledgers). The fit sequence of
+:class:`~skdp_sparse.base.DPEstimatorMixin` uses it through :func:`fit_budget`:
+
+1. **reserve**, after every public check and before any private computation: each
+   capped ledger checks its cap and sets the planned ``(epsilon, delta)`` aside
+   under its lock, so parallel fits cannot both pass on the same remaining budget;
+   one refusal releases the reservations already made;
+2. **record** the events the fit spent, which settles the reservations;
+3. if the fit raises in between: when its generator drew no randomness, nothing
+   private was released and the reservations are **released**; otherwise the
+   planned events are **recorded** (a failed fit may have released something).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+import weakref
+
+from ..accounting import compose
+from ._ledger import PrivacyLedger
+from ._registry import active_ledgers
+
+__all__ = ["FitBudget", "fit_budget", "ledgers_for", "suspended_reporting", "reporting_suspended",
+           "check_budget", "report_fit"]
+
+_LOCAL = threading.local()
+
+
+@contextlib.contextmanager
+def suspended_reporting():
+    """Fits in this block (this thread only) neither reserve nor report.
+
+    For meta-algorithms that account for their inner fits themselves, such as the
+    private hyperparameter search: recording each inner fit would both
+    double-count and reveal how many fits ran.
+    """
+    depth = getattr(_LOCAL, "suspended", 0)
+    _LOCAL.suspended = depth + 1
+    try:
+        yield
+    finally:
+        _LOCAL.suspended = depth
+
+
+def reporting_suspended():
+    """Whether fits of this thread are inside :func:`suspended_reporting`."""
+    return getattr(_LOCAL, "suspended", 0) > 0
+
+
+def ledgers_for(estimator):
+    """The ledgers a fit of ``estimator`` reports to: its ``ledger`` parameter (if
+    it has one) and the active ledgers, each once."""
+    found = {}
+    own = getattr(estimator, "ledger", None)
+    if own is not None:
+        if not isinstance(own, PrivacyLedger):
+            raise TypeError(f"ledger must be a PrivacyLedger or None, got {own!r}")
+        found[own._key] = own
+    for ledger in active_ledgers():
+        found.setdefault(ledger._key, ledger)
+    return list(found.values())
+
+
+def _generator_state(rng):
+    return None if rng is None else rng.bit_generator.state
+
+
+class FitBudget:
+    """The budget of one fit of ``estimator``: ``(epsilon, delta)`` planned, with the
+    privacy ``events`` the fit will record if it completes."""
+
+    def __init__(self, estimator, epsilon, delta, events=()):
+        self.estimator = estimator
+        self.epsilon, self.delta = float(epsilon), float(delta)
+        self.events = tuple(events)
+        self._reservations = {}
+        self._rng = None
+        self._rng_state = None
+        self._done = reporting_suspended()
+
+    def reserve(self):
+        """Reserve the planned budget in every capped ledger; all or none."""
+        if self._done:
+            return
+        name = type(self.estimator).__name__
+        try:
+            for ledger in ledgers_for(self.estimator):
+                if ledger.max_epsilon is not None:
+                    rid = ledger.reserve(self.epsilon, self.delta, estimator=name)
+                    self._reservations[ledger._key] = (ledger, rid)
+        except BaseException:
+            self.release()
+            raise
+
+    def watch(self, rng):
+        """Remember ``rng``'s state: a failure before it advances released nothing."""
+        self._rng, self._rng_state = rng, _generator_state(rng)
+
+    def randomness_used(self):
+        return self._rng is None or _generator_state(self._rng) != self._rng_state
+
+    def release(self):
+        """Cancel the reservations (the fit released nothing)."""
+        for ledger, rid in self._reservations.values():
+            ledger._release(rid)
+        self._reservations = {}
+        self._done = True
+
+    def record(self, events, epsilon_spent, delta_spent, *, params=None):
+        """Record the fit's spend in every ledger that applies, settling reservations.
+
+        Returns the records written. A ledger the fit did not reserve in (one
+        activated while it ran, say) still gets its record, and refuses with
+        ``BudgetExceededError`` if that takes it above its cap.
+        """
+        if self._done:
+            return []
+        self._done = True
+        targets = {led._key: led for led in ledgers_for(self.estimator)}
+        for key, (ledger, _) in self._reservations.items():
+            targets.setdefault(key, ledger)
+        records, errors = [], []
+        for key, ledger in targets.items():
+            rid = self._reservations[key][1] if key in self._reservations else None
+            try:
+                records.append(ledger.record(self.estimator, tuple(events), epsilon_spent,
+                                             delta_spent, params=params, reservation=rid))
+            except Exception as exc:  # write to every ledger before raising
+                errors.append(exc)
+        self._reservations = {}
+        if errors:
+            raise errors[0]
+        return records
+
+    def abort(self):
+        """The fit raised: release if no randomness was drawn, else record the plan."""
+        if self._done:
+            return
+        if not self.randomness_used():
+            self.release()
+            return
+        if math.isinf(self.epsilon):
+            spent = (math.inf, self.delta)
+        else:
+            spent = compose(self.events, self.delta) if self.events else (self.epsilon,
+                                                                          self.delta)
+        self.record(self.events, *spent)
+
+
+@contextlib.contextmanager
+def fit_budget(estimator, epsilon, delta, events=()):
+    """Reserve ``(epsilon, delta)`` for a fit of ``estimator``; on an exception,
+    release or record it (see :meth:`FitBudget.abort`)."""
+    budget = FitBudget(estimator, epsilon, delta, events)
+    budget.reserve()
+    try:
+        yield budget
+    except BaseException:
+        budget.abort()
+        raise
+
+
+# --------------------------------------------------------------------------
+# For estimators that run their own fit sequence
+# --------------------------------------------------------------------------
+_PENDING_ATTR = "_skdp_fit_budget"
+# accountant -> ids of the estimators already reported with it, so a fit that
+# reports twice (through the mixin and by hand) is recorded once.
+_REPORTED = weakref.WeakKeyDictionary()
+
+
+def check_budget(estimator, epsilon, delta):
+    """Reserve ``(epsilon, delta)`` for a fit of ``estimator`` in every capped ledger
+    (raises ``BudgetExceededError``); :func:`report_fit` settles the reservations.
+
+    For estimators that do not use :class:`~skdp_sparse.base.DPEstimatorMixin`'s fit
+    sequence; call it once the parameters are validated and before any private
+    computation.
+    """
+    budget = FitBudget(estimator, epsilon, delta)
+    budget.reserve()
+    with contextlib.suppress(AttributeError, TypeError):
+        estimator.__dict__[_PENDING_ATTR] = budget
+
+
+def report_fit(estimator, accountant, delta):
+    """Record a finished fit of ``estimator`` (its ``accountant``'s events, spent at
+    ``delta``) in every ledger that applies; returns the records written. A fit
+    reported twice with the same accountant is recorded once; ``epsilon=inf``
+    (noise off) is recorded as an infinite spend."""
+    budget = getattr(estimator, "__dict__", {}).pop(_PENDING_ATTR, None)
+    try:
+        done = _REPORTED.setdefault(accountant, set())
+    except TypeError:
+        done = set()
+    if id(estimator) in done:
+        return []
+    done.add(id(estimator))
+    if budget is None:
+        budget = FitBudget(estimator, 0.0, delta)
+    eps, spent_delta = accountant.spent(delta)
+    requested = getattr(estimator, "epsilon", None)
+    if isinstance(requested, float | int) and math.isinf(requested):
+        eps = math.inf
+    return budget.record(tuple(accountant.events), eps, spent_delta)

@@ -1,0 +1,100 @@
+"""Private solvers behind one signature, and the registry estimators use.
+
+Every solver has ``plan(problem, shape, epsilon, delta, options)`` (public values
+only) and ``solve(problem, data, plan, rng)``; see :mod:`._base`. Adding a solver is
+one module and one line in :data:`SOLVERS`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..data import LocalData
+from ..utils.random import check_generator
+from ..utils.validation import canonical_sparse
+from ._base import Plan, Problem, Solver, SolverResult
+from .bias_reduced_sgd import BiasReducedSGD
+from .coordinate_descent import GreedyCoordinateDescent, RandomCoordinateDescent
+from .output_perturbation import OutputPerturbation
+from .phased_sgd import PhasedSGD
+from .sgd import NoisySGD
+from .sparse_sgd import SparseSGD
+
+__all__ = [
+    "SOLVERS",
+    "Plan",
+    "Problem",
+    "Solver",
+    "SolverResult",
+    "get_solver",
+    "resolve_solver",
+    "run_solver",
+    "GREEDY_MIN_SAMPLES_PER_FEATURE",
+    "SPARSE_SGD_MIN_FEATURES",
+]
+
+#: The registry: solver name -> solver.
+SOLVERS = {solver.name: solver for solver in (
+    GreedyCoordinateDescent(),
+    RandomCoordinateDescent(),
+    NoisySGD(),
+    BiasReducedSGD(),
+    SparseSGD(),
+    PhasedSGD(),
+    OutputPerturbation(),
+)}
+
+#: ``solver="auto"`` takes the greedy solver from this many examples per feature
+#: per unit of epsilon on (a9a, n eps / p = 265, is above; w8a, 124, and reuters,
+#: 0.9, are below: there noisy gradient descent wins, see benchmarks/bench_cd.py).
+GREEDY_MIN_SAMPLES_PER_FEATURE = 200
+#: ``solver="auto"`` takes the sparsity-preserving SGD from this many features on,
+#: where a dense noisy gradient of length p per step dominates the cost.
+SPARSE_SGD_MIN_FEATURES = 100_000
+
+
+def get_solver(name):
+    """The registered solver called ``name``."""
+    try:
+        return SOLVERS[name]
+    except KeyError:
+        raise ValueError(f"unknown solver {name!r}; choose one of {sorted(SOLVERS)}") from None
+
+
+def resolve_solver(solver, n_samples, n_features, epsilon):
+    """The solver ``solver="auto"`` runs, from public n, p and epsilon only.
+
+    The rule never looks at feature values, labels or non-zero counts, so the
+    choice itself reveals nothing about the training data:
+
+    * ``p >= SPARSE_SGD_MIN_FEATURES``: ``"sparse_sgd"`` (per-step cost independent of p);
+    * ``n * epsilon / p >= GREEDY_MIN_SAMPLES_PER_FEATURE``: ``"greedy_cd"``;
+    * otherwise ``"sgd"`` (noisy full-batch gradient descent, averaged iterates).
+    """
+    if solver != "auto":
+        return solver
+    if n_features >= SPARSE_SGD_MIN_FEATURES:
+        return "sparse_sgd"
+    if n_samples * min(epsilon, 1e12) / max(n_features, 1) >= GREEDY_MIN_SAMPLES_PER_FEATURE:
+        return "greedy_cd"
+    return "sgd"
+
+
+def run_solver(name, X, Y, problem, *, epsilon, delta, rng=None, **options):
+    """Plan and run a registered solver on arrays.
+
+    ``X`` is validated float64 data and ``Y`` the targets, of shape (n,) or (n, K).
+    For experiments and tests; estimators go through their fit sequence instead.
+    """
+    Y = np.asarray(Y, dtype=np.float64)
+    Y = Y[:, None] if Y.ndim == 1 else Y
+    solver = get_solver(name)
+    options = {"max_iter": None, "batch_size": None, "learning_rate": None, "verbose": 0,
+               "tol": 0.0, "selection": "exponential", "curvature": "bound", **options}
+    solver.check(problem, options, epsilon, delta)
+    plan = solver.plan(problem, (X.shape[0], X.shape[1], Y.shape[1]), epsilon, delta, options)
+    if sp.issparse(X):
+        X = canonical_sparse(X.tocsr() if X.format not in ("csr", "csc") else X)
+    return solver.solve(problem, LocalData(X, Y), plan, check_generator(rng))
+

@@ -1,0 +1,192 @@
+"""What the stochastic-gradient solvers share: the public bounds of a per-example
+gradient, the clipped gradient sum, the proximal step and progress reports.
+
+Rows are clipped to l2 norm ``L = norm_bound`` (and, given ``sparsity = s``, to l1
+norm ``L sqrt(s)``); per-example derivatives ``l'(y_i, z_i)`` to ``[-G, G]``. The
+per-example gradient ``l'_i (x_i, 1)`` then has l2 norm ``<= C2 = G sqrt(L^2 + 1)``
+and l1 norm ``<= C1 = G (L sqrt(s) + 1)`` (``sqrt(d)`` for ``sqrt(s)`` without a
+sparsity bound; no ``+ 1`` without intercept), whatever the data; a sum of them
+moves by at most ``2 C2`` in l2 when one example is replaced.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..optim import _sgd_kernels as K
+from ..privacy.accounting import compose
+from ._base import Solver
+
+__all__ = ["GradientBounds", "gradient_bounds", "GradientSolver", "gradient_sum",
+           "penalised_step", "split", "report", "checkpoints"]
+
+
+@dataclass(frozen=True)
+class GradientBounds:
+    """Public constants of one problem's per-example gradients.
+
+    ``grad_l2`` (C2) and ``grad_l1`` (C1) bound a per-example gradient over
+    ``theta = (w, b)``; ``smoothness`` (beta) is the smoothness of one clipped
+    example's loss plus the l2 penalty.
+    """
+
+    derivative_clip: float
+    norm_bound: float
+    l1_bound: float
+    intercept: int
+    n_features: int
+    grad_l2: float
+    grad_l1: float
+    smoothness: float
+    l2: float
+    l1: float
+
+    @property
+    def n_params(self):
+        """Length of ``theta = (w, b)``."""
+        return self.n_features + self.intercept
+
+    def with_row_norm(self, row_norm, loss):
+        """The same bounds for rows known to have l2 norm at most ``row_norm``."""
+        return dataclasses.replace(
+            self, norm_bound=row_norm,
+            grad_l2=self.derivative_clip * math.sqrt(row_norm**2 + self.intercept),
+            smoothness=loss.smoothness * (row_norm**2 + self.intercept) + self.l2)
+
+
+def gradient_bounds(problem, n_features, *, private, use_sparsity=True):
+    """:class:`GradientBounds` of ``problem`` from public values (see the module
+    docstring). ``use_sparsity=False`` ignores the sparsity bound."""
+    loss = problem.loss
+    derivative_clip = problem.derivative_clip
+    if derivative_clip is None:
+        if private:
+            raise ValueError(
+                f"{loss!r} has an unbounded derivative: give a public bound on |y| "
+                "(target_bound) to clip the per-example derivative to"
+            )
+        derivative_clip = math.inf
+    norm_bound = float(problem.norm_bound)
+    sparsity = problem.sparsity if use_sparsity else None
+    s_eff = n_features if sparsity is None else min(sparsity, n_features)
+    row_l1 = norm_bound * math.sqrt(s_eff)
+    fi = int(bool(problem.fit_intercept))
+    return GradientBounds(
+        derivative_clip=float(derivative_clip), norm_bound=norm_bound,
+        l1_bound=row_l1 if sparsity is not None else math.inf, intercept=fi,
+        n_features=n_features,
+        grad_l2=derivative_clip * math.sqrt(norm_bound**2 + fi),
+        grad_l1=derivative_clip * (row_l1 + fi),
+        smoothness=loss.smoothness * (norm_bound**2 + fi) + problem.l2,
+        l2=problem.l2, l1=problem.l1,
+    )
+
+
+class GradientSolver(Solver):
+    """A solver whose plan depends on :class:`GradientBounds`.
+
+    Without noise (``epsilon=inf``) a run is not private and may read the data:
+    its step size uses the largest actual row norm instead of ``norm_bound``, so
+    :meth:`solve` plans again with those bounds (:meth:`bounds_for`).
+    """
+
+    use_sparsity = True
+
+    def check(self, problem, options, epsilon, delta):
+        if math.isfinite(epsilon) and delta == 0:
+            raise ValueError(f"solver={self.name!r} adds Gaussian noise and needs delta > 0")
+
+    def plan(self, problem, shape, epsilon, delta, options):
+        bounds = gradient_bounds(problem, shape[1], private=math.isfinite(epsilon),
+                                 use_sparsity=self.use_sparsity)
+        return self.plan_with(problem, shape, epsilon, delta, options, bounds)
+
+    def plan_with(self, problem, shape, epsilon, delta, options, bounds):
+        raise NotImplementedError
+
+    def rows(self, data, plan):
+        """The rows the run reads, clipped to the plan's balls (a run without noise
+        plans with the largest row norm, which clips nothing more)."""
+        return data.rows_clipped(plan.bounds.norm_bound, plan.bounds.l1_bound)
+
+    def replanned(self, problem, data, plan, options):
+        """The plan a run uses: ``plan`` itself when private; without noise, the plan
+        for the actual largest row norm (if below the bound)."""
+        if plan.private:
+            return plan
+        row_norm = min(plan.bounds.norm_bound, data.max_row_norm() or 1.0)
+        bounds = plan.bounds.with_row_norm(row_norm, problem.loss)
+        shape = (plan.n_samples, plan.n_features, plan.n_targets)
+        return self.plan_with(problem, shape, plan.epsilon, plan.delta, options, bounds)
+
+
+def gradient_sum(rows, y, bounds, loss, theta, batch):
+    """Sum over ``batch`` (None: all rows) of the clipped per-example gradients,
+    a vector of length ``bounds.n_params``."""
+    d = bounds.n_features
+    w = theta[:d]
+    b = theta[d] if bounds.intercept else 0.0
+    out = np.empty(bounds.n_params)
+    if hasattr(rows, "indptr"):
+        if batch is None:
+            batch = np.arange(rows.shape[0], dtype=np.int64)
+        grad = out[:d]
+        total = K.csr_batch_gradient(rows.data, rows.indices, rows.indptr, batch, w, b, y,
+                                     loss.code, loss.param, bounds.derivative_clip, grad)
+        if not np.all(np.isfinite(grad)):
+            raise FloatingPointError("non-finite gradient")
+    else:
+        Xb = rows if batch is None else rows[batch]
+        yb = y if batch is None else y[batch]
+        g = np.clip(loss.derivative(yb, Xb @ w + b), -bounds.derivative_clip,
+                    bounds.derivative_clip)
+        out[:d] = Xb.T @ g
+        total = float(g.sum())
+    if bounds.intercept:
+        out[d] = total
+    return out
+
+
+def penalised_step(bounds, theta, grad, eta, radius):
+    """``theta <- Pi(prox_{eta l1}(theta - eta (grad + l2 w)))``; the intercept is
+    unpenalised and ``Pi`` projects on the l2 ball of ``radius`` (None: no ball)."""
+    d = bounds.n_features
+    if bounds.l2:
+        grad = grad.copy()
+        grad[:d] += bounds.l2 * theta[:d]
+    theta = theta - eta * grad
+    if bounds.l1:
+        w = theta[:d]
+        theta[:d] = np.sign(w) * np.maximum(np.abs(w) - eta * bounds.l1, 0.0)
+    if radius is not None:
+        nrm = np.linalg.norm(theta)
+        if nrm > radius:
+            theta *= radius / nrm
+    return theta
+
+
+def split(bounds, theta):
+    """``(coef, intercept)`` of ``theta = (w, b)``."""
+    coef = np.array(theta[: bounds.n_features], dtype=np.float64)
+    intercept = float(theta[bounds.n_features]) if bounds.intercept else 0.0
+    return coef, intercept
+
+
+def report(tag, t, total, events_so_far, delta, extra=""):
+    """Progress line of ``verbose`` runs: public quantities only (the step count and
+    the privacy spent so far)."""
+    eps = compose(events_so_far, delta)[0] if events_so_far else 0.0
+    print(f"[{tag}] step {t}/{total}{extra}  privacy spent: epsilon={eps:.4g} "
+          f"(delta={delta:.3g})")
+
+
+def checkpoints(total, verbose):
+    """The steps after which a ``verbose`` run reports (about 10, or 100 at verbose >= 2)."""
+    if not verbose or total <= 0:
+        return set()
+    every = max(1, total // (10 if verbose < 2 else 100))
+    return set(range(every, total + 1, every)) | {1, total}

@@ -1,0 +1,203 @@
+"""Minibatch DP-SGD; with the full batch, noisy gradient descent.
+
+Each step draws a batch (Poisson with rate ``q = batch_size / n``, or a uniform
+subset of ``batch_size`` rows with ``sampling="without_replacement"``; all rows
+when ``batch_size >= n``), sums the clipped per-example gradients, adds
+``N(0, (z C2)^2 I)`` and divides by the expected batch size. With
+``gradient_estimator="projection"`` the noisy mean is then projected on the l1
+ball of radius ``C1`` (the projection mechanism of Ghazi et al., post-processing).
+The step is ``theta <- Pi(prox_{eta l1}(theta - eta (g + l2 w)))``; the averaged
+iterate is returned (the last one with ``average=False``).
+
+Privacy (replace-one): the noisy sum has l2 sensitivity ``2 C2``. Full batch: the
+``T`` Gaussian mechanisms compose exactly (GDP, Dong, Roth & Su 2019); Poisson
+subsampling: the RDP of the subsampled Gaussian (Mironov, Talwar & Zhang 2019);
+fixed-size sampling without replacement: Wang, Balle & Kasiviswanathan (2019).
+``z`` is the smallest multiplier whose steps compose to ``(epsilon, delta)``.
+One-vs-rest problems each get ``(epsilon / K, delta / K)``.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..optim.projections import project_l1_ball
+from ..privacy.accounting import gaussian_mu
+from ..privacy.mechanisms import GaussianMechanism
+from ..privacy.subsampling import subsampled_gaussian_event, subsampled_noise_multiplier
+from ..utils.validation import Interval, Options, validate_params
+from ._base import Plan, SolverResult, non_private_events
+from ._gradient import (
+    GradientBounds,
+    GradientSolver,
+    checkpoints,
+    gradient_sum,
+    penalised_step,
+    report,
+    split,
+)
+
+__all__ = ["NoisySGD", "default_noisy_gd_steps"]
+
+
+def default_noisy_gd_steps(n_samples, n_params, epsilon, delta, *, smoothness, grad_bound,
+                           scale=1.0):
+    """Number of steps of full-batch noisy gradient descent from public quantities.
+
+    Averaged noisy GD with step ``1/beta`` on a ``beta``-smooth convex objective
+    has excess risk about ``beta R^2 / (2T) + p sigma_T^2 / (2 beta)``, where the
+    per-step noise on the mean gradient is ``sigma_T = 2 C2 sqrt(T) / (n mu)``
+    when ``T`` Gaussian steps compose to ``mu``-GDP (the ``(epsilon, delta)``
+    budget). The two terms balance at ``T = beta R n mu / (2 C2 sqrt(p))``, with
+    ``R = scale`` a public guess of the solution's norm. Clipped to [5, 1000].
+    """
+    mu = gaussian_mu(epsilon, delta)
+    t = smoothness * scale * n_samples * mu / (2.0 * grad_bound * math.sqrt(n_params))
+    return int(min(1000, max(5, round(t))))
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class SGDPlan(Plan):
+    bounds: GradientBounds
+    batch_size: int
+    sampling_rate: float
+    sampling: str
+    noise_multiplier: float
+    learning_rate: float
+    estimator: str
+    radius: float | None
+    average: object
+    verbose: int
+
+    @property
+    def full_batch(self):
+        return self.batch_size == self.n_samples
+
+    def step_events(self, count):
+        """The privacy events of ``count`` steps of one problem."""
+        return _step_events(self.noise_multiplier, self.sampling_rate, self.sampling, count)
+
+
+def _step_events(z, q, sampling, count):
+    name = "noisy gradient" if q == 1 else f"subsampled noisy gradient ({sampling})"
+    return [subsampled_gaussian_event(z, q, count, sampling=sampling, name=name)]
+
+
+_OPTIONS = {
+    "max_iter": [Interval(numbers.Integral, 1, None), None],
+    "batch_size": [Interval(numbers.Integral, 1, None), None],
+    "learning_rate": [Interval(numbers.Real, 0, None, closed="neither"), None],
+    "radius": [Interval(numbers.Real, 0, None, closed="neither"), None],
+    "sampling": [Options("poisson", "without_replacement")],
+    "gradient_estimator": [Options("auto", "gaussian", "projection")],
+    "average": [Options(True, False, "tail")],
+}
+
+
+def _resolve_estimator(gradient_estimator, bounds, n, epsilon, delta, sparsity):
+    if gradient_estimator != "auto":
+        return gradient_estimator
+    if sparsity is None or not math.isfinite(epsilon):
+        return "gaussian"
+    # The regime of Ghazi et al. (Lemma 6.4): d >~ n eps sqrt(s ln(d/s) / ln(1/delta)),
+    # where projecting the noise on the l1 ball shrinks it more than the signal.
+    p = bounds.n_params
+    s = min(sparsity + bounds.intercept, p)
+    threshold = n * epsilon * math.sqrt(s * math.log(max(p / s, math.e)) / math.log(1 / delta))
+    return "projection" if p >= threshold else "gaussian"
+
+
+class NoisySGD(GradientSolver):
+    """DP-SGD and noisy gradient descent (see the module docstring)."""
+
+    name = "sgd"
+
+    def plan_with(self, problem, shape, epsilon, delta, options, bounds):
+        options = {"sampling": "poisson", "gradient_estimator": "auto", "radius": None,
+                   "average": True, **options}
+        validate_params(_OPTIONS, options, f"solver {self.name!r}")
+        n, _, n_targets = shape
+        eps_k, delta_k = epsilon / n_targets, delta / n_targets
+        batch = n if options["batch_size"] is None else min(options["batch_size"], n)
+        private = math.isfinite(epsilon)
+        radius = options["radius"]
+        n_steps = options["max_iter"]
+        if n_steps is None:
+            if private:
+                n_steps = default_noisy_gd_steps(n, bounds.n_params, eps_k, delta_k,
+                                                 smoothness=bounds.smoothness,
+                                                 grad_bound=bounds.grad_l2,
+                                                 scale=radius or 1.0)
+            else:
+                n_steps = 200
+            if batch < n:
+                n_steps = max(n_steps, math.ceil(n / batch))
+        q = batch / n
+        if private:
+            z = subsampled_noise_multiplier(q, n_steps, options["sampling"], eps_k, delta_k)
+            events = _step_events(z, q, options["sampling"], n_steps) * n_targets
+        else:
+            z, events = 0.0, list(non_private_events()) * n_targets
+        return SGDPlan(
+            solver=self.name, n_samples=n, n_features=shape[1], n_targets=n_targets,
+            epsilon=epsilon, delta=delta, events=tuple(events), n_iter=n_steps,
+            options=options, bounds=bounds,
+            batch_size=batch, sampling_rate=q, sampling=options["sampling"],
+            noise_multiplier=z,
+            learning_rate=options["learning_rate"] or 1.0 / bounds.smoothness,
+            estimator=_resolve_estimator(options["gradient_estimator"], bounds, n, eps_k,
+                                         delta_k, problem.sparsity),
+            radius=radius, average=options["average"], verbose=int(options.get("verbose", 0)),
+        )
+
+    def solve(self, problem, data, plan, rng):
+        plan = self.replanned(problem, data, plan, plan.options)
+        rows = self.rows(data, plan)
+        coefs, intercepts, n_grad = [], [], 0
+        for k in range(plan.n_targets):
+            theta, used = self._run(problem, rows, data.target(k), plan, rng)
+            coef, intercept = split(plan.bounds, theta)
+            coefs.append(coef)
+            intercepts.append(intercept)
+            n_grad += used
+        return SolverResult(np.array(coefs), np.array(intercepts), plan.n_iter, plan.events,
+                            {"n_gradient_evaluations": n_grad})
+
+    def _run(self, problem, rows, y, plan, rng):
+        bounds, n = plan.bounds, plan.n_samples
+        sigma = plan.noise_multiplier * bounds.grad_l2
+        noise = GaussianMechanism(2 * bounds.grad_l2, sigma=sigma) if sigma > 0 else None
+        marks = checkpoints(plan.n_iter, plan.verbose)
+        # 'tail' averages the iterates of the second half of the run (suffix averaging).
+        first = plan.n_iter // 2 + 1 if plan.average == "tail" else 1
+        theta = np.zeros(bounds.n_params)
+        avg = np.zeros(bounds.n_params)
+        n_grad = 0
+        for t in range(1, plan.n_iter + 1):
+            if plan.full_batch:
+                batch, denom = None, float(n)
+                n_grad += n
+            else:
+                size = (rng.binomial(n, plan.sampling_rate) if plan.sampling == "poisson"
+                        else plan.batch_size)
+                batch = np.sort(rng.choice(n, size=size, replace=False)).astype(np.int64)
+                denom = plan.sampling_rate * n
+                n_grad += size
+            g = gradient_sum(rows, y, bounds, problem.loss, theta, batch)
+            if noise is not None:
+                g = noise.randomise(g, rng)
+            g /= denom
+            if plan.estimator == "projection":
+                g = project_l1_ball(g, bounds.grad_l1)
+            theta = penalised_step(bounds, theta, g, plan.learning_rate, plan.radius)
+            if t >= first:
+                avg += (theta - avg) / (t - first + 1)
+            if t in marks:
+                report(self.name, t, plan.n_iter,
+                       plan.step_events(t) if plan.private else [], plan.delta / plan.n_targets)
+        return (avg if plan.average else theta), n_grad
+

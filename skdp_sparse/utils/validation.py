@@ -1,0 +1,248 @@
+"""Validation of hyperparameters and data, shared by every estimator.
+
+Hyperparameters are declared, scikit-learn style, in a class attribute
+``_parameter_constraints`` mapping each name to a list of accepted forms; one
+function, :func:`validate_params`, checks them all and raises a ``ValueError``
+naming the parameter. Rules that tie several parameters together and are
+specific to differential privacy (a Gaussian solver needs ``delta > 0``, output
+perturbation needs ``penalty="l2"``) live in each estimator's ``_check_dp_rules``.
+Everything here runs before any private computation.
+
+Booleans are never accepted as numbers (``True`` is not ``1``).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.utils.validation import validate_data
+
+__all__ = [
+    "MAX_EPSILON",
+    "Interval",
+    "Options",
+    "Bound",
+    "validate_params",
+    "check_privacy_params",
+    "check_bound",
+    "canonical_sparse",
+    "validate_fit_data",
+    "validate_predict_data",
+]
+
+#: Largest finite epsilon a fit accepts. Beyond it no noise calibration of the
+#: library is exact (noise scales fall below the resolution of doubles relative
+#: to the statistics), so larger budgets are refused; ``np.inf`` fits without noise.
+MAX_EPSILON = 1000.0
+
+
+def _is_real(value):
+    return isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_)
+
+
+def _is_int(value):
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool | np.bool_)
+
+
+class Interval:
+    """Numbers of a type (``numbers.Real`` or ``numbers.Integral``) in a range.
+
+    ``closed`` is ``"both"``, ``"left"``, ``"right"`` or ``"neither"``; ``None``
+    bounds are open. ``inf`` admits ``np.inf`` as well whatever the upper bound.
+    """
+
+    def __init__(self, kind, left, right, *, closed="both", inf=False):
+        self.kind, self.left, self.right, self.closed, self.inf = kind, left, right, closed, inf
+
+    def accepts(self, value):
+        if not (_is_int(value) if self.kind is numbers.Integral else _is_real(value)):
+            return False
+        if math.isnan(value):
+            return False
+        if math.isinf(value):
+            return self.inf and value > 0
+        lo_ok = self.left is None or (
+            value >= self.left if self.closed in ("both", "left") else value > self.left)
+        hi_ok = self.right is None or (
+            value <= self.right if self.closed in ("both", "right") else value < self.right)
+        return lo_ok and hi_ok
+
+    def __str__(self):
+        kind = "an int" if self.kind is numbers.Integral else "a number"
+        lb = "[" if self.closed in ("both", "left") else "("
+        rb = "]" if self.closed in ("both", "right") else ")"
+        left = "-inf" if self.left is None else f"{self.left:g}"
+        right = "inf" if self.right is None else f"{self.right:g}"
+        text = f"{kind} in {lb}{left}, {right}{rb}"
+        return text + (" or np.inf" if self.inf and self.right is not None else "")
+
+
+class Options:
+    """One of a fixed set of values (strings, ``True``/``False``, ...)."""
+
+    def __init__(self, *values):
+        self.values = values
+
+    def accepts(self, value):
+        if isinstance(value, np.bool_):
+            value = bool(value)
+        return any(type(value) is type(v) and value == v for v in self.values)
+
+    def __str__(self):
+        return "one of " + ", ".join(repr(v) for v in self.values)
+
+
+class Bound:
+    """A public bound: a positive number, or an array of positive numbers (one per
+    feature, checked against the data's width later). ``inf`` admits infinity."""
+
+    def __init__(self, *, per_feature=False, inf=False):
+        self.per_feature, self.inf = per_feature, inf
+
+    def accepts(self, value):
+        if _is_real(value):
+            return value > 0 and (self.inf or math.isfinite(value))
+        if not self.per_feature or isinstance(value, str | bytes):
+            return False
+        try:
+            arr = np.asarray(value, dtype=float)
+        except (TypeError, ValueError):
+            return False
+        return (arr.ndim == 1 and arr.size > 0 and not np.isnan(arr).any()
+                and (arr > 0).all() and (self.inf or np.isfinite(arr).all()))
+
+    def __str__(self):
+        text = "a positive number" + ("" if self.inf else " (finite)")
+        return text + (" or a 1-d array of them, one per feature" if self.per_feature else "")
+
+
+def _accepts(constraint, value):
+    if constraint is None:
+        return value is None
+    if constraint == "boolean":
+        return isinstance(value, bool | np.bool_)
+    if constraint == "random_state":
+        return (value is None or _is_int(value)
+                or isinstance(value, np.random.Generator | np.random.RandomState))
+    if constraint == "array-like":
+        return hasattr(value, "__len__") and not isinstance(value, str | bytes)
+    if constraint == "callable":
+        return callable(value)
+    if constraint == "no_validation":
+        return True
+    if isinstance(constraint, type):
+        return isinstance(value, constraint)
+    return constraint.accepts(value)
+
+
+def _describe(constraint):
+    if constraint is None:
+        return "None"
+    if isinstance(constraint, str):
+        return {"boolean": "a bool", "random_state": "None, an int or a numpy Generator",
+                "array-like": "an array-like", "callable": "a callable"}.get(
+                    constraint, constraint)
+    if isinstance(constraint, type):
+        return f"an instance of {constraint.__name__}"
+    return str(constraint)
+
+
+def validate_params(constraints, params, owner):
+    """Check every parameter that has constraints; raise ``ValueError`` on the first
+    that satisfies none of its accepted forms."""
+    for name, accepted in constraints.items():
+        if name not in params:
+            continue
+        value = params[name]
+        if not any(_accepts(c, value) for c in accepted):
+            forms = " or ".join(_describe(c) for c in accepted)
+            raise ValueError(f"{owner}: {name} must be {forms}; got {value!r}")
+
+
+#: Constraints of the privacy budget, shared by every private estimator.
+EPSILON = [Interval(numbers.Real, 0, MAX_EPSILON, closed="right", inf=True)]
+DELTA = [Interval(numbers.Real, 0, 1, closed="left")]
+
+
+def check_privacy_params(epsilon, delta, *, require_delta=False):
+    """Validate ``(epsilon, delta)``: ``0 < epsilon <= MAX_EPSILON`` or ``np.inf``
+    (noise off), ``0 <= delta < 1``; ``require_delta`` asks for ``delta > 0``."""
+    validate_params({"epsilon": EPSILON, "delta": DELTA},
+                    {"epsilon": epsilon, "delta": delta}, "the privacy budget")
+    if require_delta and delta == 0:
+        raise ValueError(
+            "this method gives approximate DP only: set delta > 0 "
+            "(for example 1 / n_samples**2)"
+        )
+    return float(epsilon), float(delta)
+
+
+def check_bound(name, value, *, allow_none=False, allow_inf=False, size=None):
+    """A public bound as a float, or as an array of length ``size``."""
+    if value is None:
+        if allow_none:
+            return None
+        raise ValueError(f"{name} is a required public bound; it may not be None")
+    constraint = Bound(per_feature=size is not None, inf=allow_inf)
+    validate_params({name: [constraint]}, {name: value}, "the estimator")
+    if _is_real(value):
+        return float(value)
+    arr = np.asarray(value, dtype=float)
+    if arr.shape != (size,):
+        raise ValueError(f"{name} must be a number or an array of shape ({size},), "
+                         f"got shape {arr.shape}")
+    return arr
+
+
+def canonical_sparse(X):
+    """A sparse matrix object of our own whose arrays are canonical.
+
+    The caller's matrix is never modified: a non-canonical input (unsorted or
+    duplicate indices, stored zeros, other dtypes) is copied before it is made
+    canonical; a canonical one is wrapped in a new object that shares its arrays,
+    which the library only reads.
+    """
+    fmt = X.format
+    zeros = X.nnz > 0 and not np.all(X.data)
+    if X.has_canonical_format and not zeros and X.data.dtype == np.float64:
+        cls = sp.csr_matrix if fmt == "csr" else sp.csc_matrix
+        return cls((X.data, X.indices, X.indptr), shape=X.shape, copy=False)
+    X = X.astype(np.float64, copy=True)
+    X.sum_duplicates()
+    X.eliminate_zeros()
+    return X
+
+
+def validate_fit_data(estimator, X, y=None, *, y_required=False, y_numeric=False,
+                      accept_sparse=("csr", "csc"), ensure_all_finite=True):
+    """Data of a fit: ``validate_data`` plus a canonical private copy of sparse input.
+
+    Sparse formats other than ``accept_sparse`` (COO, LIL, DOK, ...) are converted
+    to the first of them; stored duplicates are summed and stored zeros dropped
+    (in a copy: the caller's matrix is never changed). Raises ``ValueError`` on
+    NaN or infinity (unless ``ensure_all_finite=False``), on no rows or no
+    features, and when ``y`` is required and missing.
+    """
+    if y is None and y_required:
+        raise ValueError(f"{type(estimator).__name__} requires y to be passed, "
+                         "but the target y is None.")
+    kwargs = dict(reset=True, accept_sparse=list(accept_sparse), dtype=np.float64,
+                  ensure_all_finite=ensure_all_finite)
+    if y is None:
+        X = validate_data(estimator, X, **kwargs)
+    else:
+        X, y = validate_data(estimator, X, y, y_numeric=y_numeric, **kwargs)
+    if X.shape[0] == 0:
+        raise ValueError("X has no rows")
+    if sp.issparse(X):
+        X = canonical_sparse(X)
+    return X, y
+
+
+def validate_predict_data(estimator, X):
+    """Data for ``predict``: checked against the fit's width, never modified."""
+    return validate_data(estimator, X, reset=False, accept_sparse=["csr", "csc"],
+                         dtype=np.float64)
