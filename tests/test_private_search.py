@@ -13,14 +13,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from skdp_sparse.base import DPEstimatorMixin
 from skdp_sparse.exceptions import BudgetExceededError
 from skdp_sparse.model_selection import PrivateHyperparameterSearch
-from skdp_sparse.model_selection._search import (
-    _same_events,
-    events_rdp,
-    sample_truncated_negative_binomial,
-    selection_rdp,
-    truncated_negative_binomial_gamma,
-    truncated_negative_binomial_mean,
-)
+from skdp_sparse.model_selection._search import _same_events
 from skdp_sparse.privacy.accounting import (
     RDP_ORDERS,
     PrivacyAccountant,
@@ -32,6 +25,13 @@ from skdp_sparse.privacy.auditing import epsilon_lower_bound
 from skdp_sparse.privacy.discrete import SENSITIVITY_SLACK, gaussian_rho, plan_gaussian
 from skdp_sparse.privacy.ledger import PrivacyLedger, privacy_ledger, report_fit
 from skdp_sparse.privacy.mechanisms import GaussianMechanism
+from skdp_sparse.privacy.selection import (
+    events_rdp,
+    sample_truncated_negative_binomial,
+    selection_rdp,
+    truncated_negative_binomial_gamma,
+    truncated_negative_binomial_mean,
+)
 
 
 @functools.cache

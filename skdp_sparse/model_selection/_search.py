@@ -1,49 +1,13 @@
 """Differentially private hyperparameter selection by random repetition.
 
-The search follows Papernot & Steinke (2022), "Hyperparameter Tuning with Renyi
-Differential Privacy" (ICLR 2022), which sharpens Liu & Talwar (2019), "Private
-Selection from Private Candidates" (STOC 2019).
-
-One *run* ``Q`` of the search draws a candidate uniformly from the grid, fits it
-privately on a training part of the data, and scores the model on the held-out
-part with Gaussian noise (by default the exact discrete Gaussian of
-:class:`~skdp_sparse.privacy.mechanisms.GaussianMechanism` on a lattice, so the
-released score's low-order bits carry nothing about the data). The search draws
-the number of runs ``K`` from a truncated negative binomial distribution, runs
-``Q`` that many times with fresh randomness, and releases only the best run (its
-candidate, model and noisy score). Releasing all runs, or ``K`` itself, would not
-be covered.
-
-Privacy of one run (replace-one neighbours, n public). The split into training
-and validation rows is drawn once, independently of the data. A replaced row is
-either a training row, and then the run is a post-processing of one private fit,
-or a validation row, and then only the mean of the clipped per-example scores
-moves, by at most ``(high - low) / n_val``. Hence the run is
-``(lambda, max(r_fit(lambda), r_score(lambda)))``-RDP for every order, with
-``r_fit`` the pointwise maximum over candidates of the fits' RDP curves (the
-candidate is a uniform draw; Renyi divergence is jointly quasi-convex). The
-score noise is chosen so that ``r_score <= r_fit`` at every order, which makes
-the scoring free: a Gaussian mechanism whose zCDP ``rho`` (for the discrete
-Gaussian, with the lattice rounding included) is at most
-``min_lambda r_fit(lambda) / lambda`` has ``r_score(lambda) <= lambda rho``
-(Bun & Steinke 2016; Canonne, Kamath & Steinke 2020 for the discrete Gaussian).
-The RDP curve of a fit is read from the mechanism events it records; to know it
-before touching the data, each candidate is first fitted on a public dummy
-dataset of the same shape (its events depend only on public values: the
-library's estimators calibrate noise from n, d, the public bounds and the
-budget). Every real fit is checked to record exactly those events.
-
-Theorem (Papernot & Steinke 2022, Thm 2). If ``Q`` is ``(lambda, eps)``- and
-``(lambda_hat, eps_hat)``-RDP with ``lambda > 1``, ``lambda_hat >= 1``, and ``K``
-follows the truncated negative binomial ``D_{eta, gamma}`` (``eta > -1``,
-``0 < gamma < 1``), the search is ``(lambda, eps')``-RDP with::
-
-    eps' = eps + (1 + eta) (1 - 1/lambda_hat) eps_hat
-               + (1 + eta) log(1/gamma) / lambda_hat + log(E[K]) / (lambda - 1).
-
-``lambda_hat`` is optimised over the order grid for every ``lambda``; the curve is
-converted to ``(epsilon, delta)`` with Canonne, Kamath & Steinke (2020), Prop. 12,
-and composed with an optional refit of the best candidate on all the data.
+:class:`PrivateHyperparameterSearch` follows Papernot & Steinke (2022),
+"Hyperparameter Tuning with Renyi Differential Privacy" (ICLR 2022). Its whole
+output (the selected parameters, the selected model and its noisy validation
+score, refitted or not) is ``(epsilon, delta)``-DP for replace-one neighbouring
+datasets with ``n`` public; the number of runs and the running time are not
+covered. The accounting is in :mod:`skdp_sparse.privacy.selection`; the proof
+(the RDP curve of one run, Papernot & Steinke's theorem, the score noise, the
+refit) is on the documentation page ``doc/proofs/private_search.rst``.
 """
 
 from __future__ import annotations
@@ -67,121 +31,20 @@ from ..privacy.accounting import RDP_ORDERS, PrivacyAccountant, PrivacyEvent, rd
 from ..privacy.discrete import SENSITIVITY_SLACK
 from ..privacy.ledger import _reporting_suspended, check_budget, report_fit
 from ..privacy.mechanisms import GaussianMechanism
+from ..privacy.selection import (
+    events_rdp,
+    sample_truncated_negative_binomial,
+    selection_rdp,
+    truncated_negative_binomial_gamma,
+)
 
-__all__ = [
-    "PrivateHyperparameterSearch",
-    "events_rdp",
-    "selection_rdp",
-    "truncated_negative_binomial_mean",
-    "truncated_negative_binomial_gamma",
-    "sample_truncated_negative_binomial",
-]
+__all__ = ["PrivateHyperparameterSearch"]
 
 _BUILTIN_SCORES = {
     "accuracy": (0.0, 1.0),
     "neg_squared_error": (-1.0, 0.0),
     "neg_absolute_error": (-1.0, 0.0),
 }
-
-
-# --------------------------------------------------------------------------
-# The truncated negative binomial distribution D_{eta, gamma}
-# --------------------------------------------------------------------------
-def truncated_negative_binomial_mean(eta, gamma):
-    """``E[K]`` for ``K ~ D_{eta, gamma}`` (Papernot & Steinke 2022, Sec. 3).
-
-    ``P[K = k] = (1-gamma)^k / (gamma^-eta - 1) prod_{l<k} (l + eta)/(l + 1)`` for
-    ``eta != 0`` and the logarithmic ``(1-gamma)^k / (k log(1/gamma))`` for ``eta = 0``.
-    """
-    if eta == 0:
-        return (1 / gamma - 1) / math.log(1 / gamma)
-    return eta * (1 - gamma) / (gamma * (1 - gamma**eta))
-
-
-def truncated_negative_binomial_gamma(eta, mean):
-    """The ``gamma`` for which ``D_{eta, gamma}`` has expectation ``mean`` (> 1)."""
-    if not mean > 1:
-        raise ValueError(f"the expected number of repetitions must be > 1, got {mean}")
-    # E[K] decreases from infinity to 1 as gamma goes from 0 to 1: bisect in log gamma.
-    lo, hi = -700.0, math.log(1 - 1e-12)
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if truncated_negative_binomial_mean(eta, math.exp(mid)) > mean:
-            lo = mid
-        else:
-            hi = mid
-    return math.exp(hi)
-
-
-def sample_truncated_negative_binomial(eta, gamma, rng):
-    """One draw of ``K ~ D_{eta, gamma}``, exactly (no truncation of the support)."""
-    if eta == 0:
-        return int(rng.logseries(1 - gamma))
-    if eta > 0:
-        # A negative binomial (failures before eta successes) conditioned on K >= 1.
-        while True:
-            k = int(rng.negative_binomial(eta, gamma))
-            if k >= 1:
-                return k
-    # -1 < eta < 0: inverse CDF with the ratio P[k+1]/P[k] = (1-gamma)(k+eta)/(k+1).
-    u = rng.random()
-    p = (1 - gamma) * eta / (gamma**-eta - 1)
-    k, cdf = 1, p
-    while cdf < u and p > 0:
-        p *= (1 - gamma) * (k + eta) / (k + 1)
-        k += 1
-        cdf += p
-    return k
-
-
-# --------------------------------------------------------------------------
-# RDP curves
-# --------------------------------------------------------------------------
-def events_rdp(events, orders=RDP_ORDERS):
-    """RDP curve (on ``orders``) of the composition of ``events``.
-
-    rho-zCDP events give ``alpha rho``; RDP events their curve; pure epsilon-DP
-    events also at most ``epsilon`` (Mironov 2017, Prop. 3). An (epsilon, delta)
-    event with ``delta > 0`` has no RDP bound and raises ``ValueError``.
-    """
-    a = np.asarray(orders, dtype=float)
-    total = np.zeros_like(a)
-    for e in events:
-        if e.count <= 0:
-            continue
-        if e.rdp is not None:
-            if not np.array_equal(a, RDP_ORDERS):
-                raise ValueError("RDP events are stored on RDP_ORDERS only")
-            curve = np.asarray(e.rdp, dtype=float)
-        elif e.rho is not None:
-            curve = a * e.rho
-            if e.delta == 0 and not math.isnan(e.epsilon):
-                curve = np.minimum(curve, e.epsilon)
-        elif e.delta == 0 and not math.isnan(e.epsilon):
-            curve = np.minimum(a * e.epsilon**2 / 2, e.epsilon)
-        else:
-            raise ValueError(
-                f"event {e.name!r} is only (epsilon={e.epsilon}, delta={e.delta})-DP; the "
-                "private search needs estimators whose fits are described in Renyi DP "
-                "(Gaussian, zCDP, RDP or pure-DP events)"
-            )
-        total = total + e.count * curve
-    return total
-
-
-def selection_rdp(run_rdp, eta, gamma, orders=RDP_ORDERS):
-    """RDP curve of best-of-K repetitions of a run with RDP curve ``run_rdp``.
-
-    Papernot & Steinke (2022), Thm 2, with ``lambda_hat`` minimised over
-    ``orders`` and the limit ``lambda_hat = 1``, where the ``eps_hat`` term vanishes.
-    """
-    a = np.asarray(orders, dtype=float)
-    r = np.asarray(run_rdp, dtype=float)
-    log_inv_gamma = math.log(1 / gamma)
-    hat_terms = (1 + eta) * ((1 - 1 / a) * r + log_inv_gamma / a)
-    hat = min(float(np.min(hat_terms)), (1 + eta) * log_inv_gamma)
-    log_mean = math.log(truncated_negative_binomial_mean(eta, gamma))
-    return r + hat + log_mean / (a - 1)
 
 
 # --------------------------------------------------------------------------
