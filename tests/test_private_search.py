@@ -21,7 +21,7 @@ from skdp_sparse.privacy.accounting import (
     compose,
     rdp_epsilon,
 )
-from skdp_sparse.privacy.auditing import epsilon_lower_bound
+from skdp_sparse.privacy.auditing import clopper_pearson, epsilon_lower_bound
 from skdp_sparse.privacy.discrete import SENSITIVITY_SLACK, gaussian_rho, plan_gaussian
 from skdp_sparse.privacy.ledger import PrivacyLedger, privacy_ledger, report_fit
 from skdp_sparse.privacy.mechanisms import GaussianMechanism
@@ -413,6 +413,74 @@ def test_audit_catches_exact_validation_scores():
     # With exact scores the best label wins whenever it is tried: about
     # 1 - E[2^-K] = 0.91 against E[2^-K] = 0.09 for K geometric with mean 10.
     assert res.epsilon_lb > epsilon
+
+
+# --------------------------------------------------------------------------
+# Audits: what the released estimator lets an adversary recompute
+# --------------------------------------------------------------------------
+def _op_search(**kwargs):
+    from skdp_sparse.linear_model import DPOutputPerturbationClassifier
+
+    params = dict(epsilon=1.0, delta=1e-5, expected_repetitions=3)
+    params.update(kwargs)
+    return PrivateHyperparameterSearch(
+        DPOutputPerturbationClassifier(delta=1e-5, classes=[0, 1]), {"alpha": [0.1, 1.0]},
+        **params)
+
+
+def _op_data(n=40, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.random((n, 3)), np.arange(n) % 2
+
+
+def _same_model(a, b):
+    return np.array_equal(a.coef_, b.coef_) and np.array_equal(a.intercept_, b.intercept_)
+
+
+@pytest.mark.parametrize("refit", [True, False])
+def test_released_estimator_carries_no_seed(refit):
+    """A released model whose seed is kept can be refitted bit for bit by anyone who
+    knows the data: an exact membership test, whatever the noise."""
+    X, y = _op_data()
+    search = _op_search(refit=refit, shuffle=False, random_state=0).fit(X, y)
+    best = search.best_estimator_
+    assert best.random_state is None
+    rows = slice(None) if refit else slice(0, 32)  # shuffle=False: the first 80% train
+    again = clone(best).set_params(random_state=None).fit(X[rows], y[rows])
+    assert not _same_model(again, best)
+    assert not _same_model(clone(best).fit(X[rows], y[rows]), best)
+
+
+def _clopper_pearson_epsilon(hits_s, hits_s_prime, n_runs, delta, confidence=0.95):
+    """Lower bound on epsilon from one event fixed before the runs, in both orders."""
+    alpha = (1 - confidence) / 2
+    bounds = []
+    for k_p, k_q in ((hits_s, hits_s_prime), (hits_s_prime, hits_s)):
+        p_lo, _ = clopper_pearson(k_p, n_runs, alpha)
+        _, q_hi = clopper_pearson(k_q, n_runs, alpha)
+        p_lo, q_hi = float(p_lo), float(q_hi)
+        bounds.append(math.log((p_lo - delta) / q_hi) if p_lo > delta else 0.0)
+    return max(bounds)
+
+
+def test_audit_refit_and_compare_is_private():
+    """The adversary knows every row but one, refits ``clone(best_estimator_)`` on the
+    dataset it suspects (D) and checks whether the release is reproduced bit for bit."""
+    epsilon, delta, n_runs = 1.0, 1e-5, 60
+    X, y = _op_data()
+    X_prime = X.copy()
+    X_prime[0] = 1 - X_prime[0]  # replace one row
+    rng = np.random.default_rng(0)
+    hits = []
+    for data in (X, X_prime):
+        count = 0
+        for _ in range(n_runs):
+            search = _op_search(epsilon=epsilon, delta=delta,
+                                random_state=int(rng.integers(2**63 - 1))).fit(data, y)
+            release = search.best_estimator_
+            count += _same_model(clone(release).fit(X, y), release)
+        hits.append(count)
+    assert _clopper_pearson_epsilon(*hits, n_runs, delta) <= epsilon
 
 
 # --------------------------------------------------------------------------

@@ -102,6 +102,20 @@ def _fit_events(estimator):
     return tuple(events)
 
 
+def _fit_generator(fit_seeds):
+    """A fresh generator for one fit, spawned from the search's seed sequence."""
+    (child,) = fit_seeds.spawn(1)
+    return np.random.default_rng(child)
+
+
+def _released(estimator):
+    """The estimator as released: without the generator its noise came from (whose
+    state, even advanced, can be rewound to regenerate that noise)."""
+    if "random_state" in estimator.get_params(deep=False):
+        estimator.set_params(random_state=None)
+    return estimator
+
+
 class _SpendMismatch(Exception):
     """A real fit recorded other events than its dummy fit."""
 
@@ -210,7 +224,15 @@ default=None
         A ledger the search reports its total to (besides the active ledgers).
     random_state : None, int or Generator, default=None
         Randomness of the split, of ``K``, of the candidate draws, of the score
-        noise and the seeds of the fits. ``None`` (OS entropy) for a release.
+        noise, and the entropy of the seed sequence from which every fit's
+        generator is spawned. ``None`` (OS entropy) for a release: an int or a
+        Generator reproduces the whole search, noise included, so it must stay
+        secret like any seed.
+
+        The released estimators (``best_estimator_``, refitted or not) have
+        ``random_state=None``: the generators their noise came from are dropped,
+        so refitting a clone of ``best_estimator_`` on a candidate dataset draws
+        fresh noise and does not reproduce the release.
 
     Attributes
     ----------
@@ -218,6 +240,7 @@ default=None
     best_index_ : int
         Index of ``best_params_`` in ``candidate_params_``.
     best_estimator_ : estimator
+        The released model, with ``random_state=None`` (see ``random_state``).
     best_score_ : float
         Noisy validation score of the winning run.
     candidate_params_ : list of dict
@@ -359,10 +382,10 @@ default=None
         return sigma
 
     # -- fitting ---------------------------------------------------------
-    def _configured(self, params, epsilon, delta, seed):
+    def _configured(self, params, epsilon, delta, random_state):
         est = clone(self.estimator).set_params(**params, epsilon=epsilon, delta=delta)
         if "random_state" in est.get_params(deep=False):
-            est.set_params(random_state=seed)
+            est.set_params(random_state=random_state)
         return est
 
     def _probe(self, cache, index, params, fit_epsilon, fit_delta, X, y, n_rows):
@@ -498,12 +521,17 @@ default=None
         y_val = None if y is None else _safe_indexing(y, val_idx)
 
         k = sample_truncated_negative_binomial(eta, gamma, rng)
+        # The fits draw their noise from children of a seed sequence that exists only
+        # in this call: a seed kept anywhere in the output would let anyone who knows
+        # the data refit the released model bit for bit.
+        fit_seeds = np.random.SeedSequence(rng.integers(0, 2**63, size=4).tolist())
         realised = []  # events of every fit, for the conservative record if a check fails
         try:
             with _reporting_suspended():
                 best_score, best_index, best_estimator = self._run(
                     k, candidates, fit_epsilon, fit_delta, X_tr, y_tr, X_val, y_val, X, y,
-                    n_train, n, cache, scorer, low, high, score_mechanism, rng, realised,
+                    n_train, n, cache, scorer, low, high, score_mechanism, rng, fit_seeds,
+                    realised,
                 )
         except _SpendMismatch:
             self._fail(realised, k, score_mechanism, delta)
@@ -531,13 +559,13 @@ default=None
         return self
 
     def _run(self, k, candidates, fit_epsilon, fit_delta, X_tr, y_tr, X_val, y_val, X, y,
-             n_train, n, cache, scorer, low, high, score_mechanism, rng, realised):
+             n_train, n, cache, scorer, low, high, score_mechanism, rng, fit_seeds, realised):
         """The K runs (and the refit): the only code that touches the private data."""
         best = None
         for _ in range(k):
             index = int(rng.integers(len(candidates)))
             est = self._configured(candidates[index], fit_epsilon, fit_delta,
-                                   int(rng.integers(2**63 - 1)))
+                                   _fit_generator(fit_seeds))
             est.fit(X_tr) if y_tr is None else est.fit(X_tr, y_tr)
             events = _fit_events(est)
             realised.extend(events)
@@ -553,7 +581,7 @@ default=None
         best_score, best_index, best_estimator = best
         if self.refit:
             est = self._configured(candidates[best_index], fit_epsilon, fit_delta,
-                                   int(rng.integers(2**63 - 1)))
+                                   _fit_generator(fit_seeds))
             est.fit(X) if y is None else est.fit(X, y)
             events = _fit_events(est)
             realised.extend(events)
@@ -562,7 +590,7 @@ default=None
             if not _same_events(events, expected):
                 raise _SpendMismatch
             best_estimator = est
-        return best_score, best_index, best_estimator
+        return best_score, best_index, _released(best_estimator)
 
     def _fail(self, realised, k, score_mechanism, delta):
         """A fit recorded other events than its public dummy fit: its spend depends on
