@@ -4,14 +4,16 @@ import functools
 import importlib
 import inspect
 import math
+import warnings
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.exceptions import DataConversionWarning
 
 from skdp_sparse.base import DPEstimatorMixin
-from skdp_sparse.exceptions import BudgetExceededError
+from skdp_sparse.exceptions import BudgetExceededError, PrivacyLeakWarning
 from skdp_sparse.model_selection import PrivateHyperparameterSearch
 from skdp_sparse.model_selection._search import _same_events
 from skdp_sparse.privacy.accounting import (
@@ -32,6 +34,7 @@ from skdp_sparse.privacy.selection import (
     truncated_negative_binomial_gamma,
     truncated_negative_binomial_mean,
 )
+from skdp_sparse.utils._labels import encode_labels
 
 
 @functools.cache
@@ -47,10 +50,11 @@ class ConstantLabelClassifier(DPEstimatorMixin, ClassifierMixin, BaseEstimator):
 
     real_fits = 0
 
-    def __init__(self, *, label=0, epsilon=1.0, delta=1e-6, random_state=None):
+    def __init__(self, *, label=0, epsilon=1.0, delta=1e-6, classes=(0, 1), random_state=None):
         self.label = label
         self.epsilon = epsilon
         self.delta = delta
+        self.classes = classes
         self.random_state = random_state
 
     def fit(self, X, y):
@@ -59,7 +63,7 @@ class ConstantLabelClassifier(DPEstimatorMixin, ClassifierMixin, BaseEstimator):
         X, y = np.asarray(X), np.asarray(y)
         if np.any(X == 7):
             type(self).real_fits += 1
-        self.classes_ = np.array([0, 1])
+        self.classes_ = np.array([0, 1]) if self.classes is None else np.unique(self.classes)
         mu = _mu(self.epsilon, self.delta)
         accountant = PrivacyAccountant([PrivacyEvent.gaussian(mu)])
         rng = np.random.default_rng(self.random_state)
@@ -81,6 +85,42 @@ class LeakyEventsClassifier(ConstantLabelClassifier):
         super().fit(X, y)
         extra = PrivacyEvent.gaussian(0.01, count=int(np.sum(np.asarray(y) == 1)) + 1)
         self.privacy_events_ = self.privacy_events_ + (extra,)
+        return self
+
+
+class FailsOnRealDataClassifier(ConstantLabelClassifier):
+    """Raises on the real data (the marker 7) when fitted on ``fail_rows`` rows (every
+    size if None), as a fit may that meets a case its checks did not foresee."""
+
+    def __init__(self, *, label=0, epsilon=1.0, delta=1e-6, classes=(0, 1), fail_rows=None,
+                 random_state=None):
+        super().__init__(label=label, epsilon=epsilon, delta=delta, classes=classes,
+                         random_state=random_state)
+        self.fail_rows = fail_rows
+
+    def fit(self, X, y):
+        dense = X.toarray() if sp.issparse(X) else np.asarray(X)
+        if np.any(dense == 7) and self.fail_rows in (None, dense.shape[0]):
+            raise FloatingPointError("a failure no public check foresaw")
+        return super().fit(X, y)
+
+
+class LabelSetClassifier(ConstantLabelClassifier):
+    """Handles labels as the library's classifiers do: the label set is ``classes`` or,
+    if None, read from ``y`` (one class only raises), and a multiclass fit solves one
+    one-vs-rest problem per class, one Gaussian mechanism each."""
+
+    def __init__(self, *, label=0, epsilon=1.0, delta=1e-6, classes=None, random_state=None):
+        super().__init__(label=label, epsilon=epsilon, delta=delta, classes=classes,
+                         random_state=random_state)
+
+    def fit(self, X, y):
+        classes, _ = encode_labels(np.asarray(y), self.classes, type(self).__name__)
+        super().fit(X, y)
+        self.classes_ = classes
+        problems = 1 if classes.size == 2 else classes.size
+        mu = _mu(self.epsilon, self.delta) / math.sqrt(problems)
+        self.privacy_events_ = (PrivacyEvent.gaussian(mu, count=problems),)
         return self
 
 
@@ -343,6 +383,92 @@ def test_invalid_settings(kwargs, match):
         PrivateHyperparameterSearch(**params).fit(X, y)
 
 
+class _NoClassesClassifier(DPEstimatorMixin, ClassifierMixin, BaseEstimator):
+    def __init__(self, *, epsilon=1.0, delta=1e-6):
+        self.epsilon = epsilon
+        self.delta = delta
+
+
+def _regressor():
+    from skdp_sparse.linear_model import DPOutputPerturbationRegressor
+
+    return DPOutputPerturbationRegressor(delta=1e-6)
+
+
+_REGRESSION = {"estimator": _regressor(), "param_grid": {"alpha": [0.1, 1.0]}}
+
+
+def _set(a, index, value):
+    out = np.array(a, dtype=float, copy=True)
+    out[index] = value
+    return out
+
+
+_X, _Y = _data()
+BAD_INPUTS = {
+    "no features": (dict(X=np.empty((200, 0)), y=_Y), "0 feature"),
+    "1-d X": (dict(X=_X[:, 0], y=_Y), "2D array"),
+    "3-d X": (dict(X=_X[:, :, None], y=_Y), "dim 3"),
+    "NaN in X": (dict(X=_set(_X, (1, 1), np.nan), y=_Y), "NaN"),
+    "inf in X": (dict(X=_set(_X, (1, 1), np.inf), y=_Y), "infinity"),
+    "text in X": (dict(X=np.where(_X > 0, "a", "b"), y=_Y), "numeric"),
+    "too few rows": (dict(X=_X[:4], y=_Y[:4]), "too few"),
+    "y is None": (dict(X=_X, y=None), "requires y to be passed"),
+    "y too short": (dict(X=_X, y=_Y[:-1]), "inconsistent numbers of samples"),
+    "label outside classes": (dict(X=_X, y=np.where(_Y == 1, 5, 0)), "outside the public"),
+    "continuous labels": (dict(X=_X, y=_Y + 0.5), "continuous"),
+    "classes conflict": (dict(X=_X, y=_Y, classes=[0, 2]), "differ"),
+    "classes of a regressor": (dict(X=_X, y=_Y * 0.5, classes=[0, 1], **_REGRESSION),
+                               "classifier"),
+    "NaN in y": (dict(X=_X, y=_set(_Y * 0.5, 3, np.nan), **_REGRESSION), "NaN"),
+    "no classes parameter": (dict(X=_X, y=_Y, estimator=_NoClassesClassifier()),
+                             "no 'classes' parameter"),
+    "grid sets classes": (dict(X=_X, y=_Y, param_grid={"classes": [[0, 1]]}), "may not set"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_invalid_data_fails_before_any_budget(case):
+    """Data and label checks all raise before a budget is reserved or a fit runs on the
+    data: an exception raised later could depend on the private data."""
+    kwargs, match = BAD_INPUTS[case]
+    kwargs = dict(kwargs)
+    X, y = kwargs.pop("X"), kwargs.pop("y")
+    params = {"estimator": ConstantLabelClassifier(), "param_grid": GRID, **kwargs}
+    before = ConstantLabelClassifier.real_fits
+    with privacy_ledger(max_epsilon=10.0, max_delta=1e-3) as ledger:
+        with pytest.raises(ValueError, match=match):
+            PrivateHyperparameterSearch(**params, random_state=0).fit(X, y)
+    assert ConstantLabelClassifier.real_fits == before
+    assert len(ledger) == 0 and ledger.pending() == []
+
+
+class _WarnsOnFitClassifier(ConstantLabelClassifier):
+    """Warns on every fit, as scikit-learn's own checks do (pointing at its caller)."""
+
+    def fit(self, X, y):
+        warnings.warn("a public remark about the fit", UserWarning, stacklevel=2)
+        return super().fit(X, y)
+
+
+def test_warnings_point_at_the_callers_line():
+    X, y = _data()
+    with pytest.warns(Warning) as record:
+        PrivateHyperparameterSearch(_WarnsOnFitClassifier(classes=None), GRID,
+                                    random_state=0).fit(X, y[:, None])
+    assert {w.category for w in record} == {PrivacyLeakWarning, DataConversionWarning,
+                                            UserWarning}
+    assert [w.filename for w in record] == [__file__] * 3  # once each, at this line
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo", "lil"])
+def test_sparse_formats(fmt):
+    X, y = _data()
+    search = PrivateHyperparameterSearch(ConstantLabelClassifier(), GRID, random_state=0)
+    search.fit(sp.csr_matrix(X).asformat(fmt), y)
+    assert search.best_estimator_.n_rows_ == X.shape[0]
+
+
 def test_approximate_only_estimator_is_refused():
     X, y = _data()
     with pytest.raises(ValueError, match="Renyi"):
@@ -484,6 +610,125 @@ def test_audit_refit_and_compare_is_private():
 
 
 # --------------------------------------------------------------------------
+# Nothing raises once the private data are touched
+# --------------------------------------------------------------------------
+def _rare_label_data(multiclass, n=20, seed=1):
+    """D holds one row of the rare label, its neighbour D' two: a random training
+    part misses the rare label more often under D."""
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, 3))
+    y = (np.arange(n) % 2) * 2 if multiclass else np.zeros(n, dtype=int)
+    y[0] = 1
+    y_prime = y.copy()
+    y_prime[1] = 1
+    return X, y, y_prime
+
+
+@pytest.mark.parametrize("multiclass", [False, True], ids=["binary", "multiclass"])
+def test_audit_exceptions_do_not_leak(multiclass):
+    """Whether the search raises is itself a release; it must not depend on the data.
+    (With the label set read from each training part, a part missing the rare label
+    fails: one class only, or other privacy events than the dummy fit's.)"""
+    epsilon, delta, n_runs = 0.5, 1e-5, 240
+    X, y, y_prime = _rare_label_data(multiclass)
+    rng = np.random.default_rng(0)
+    raised = []
+    for labels in (y, y_prime):
+        count = 0
+        for _ in range(n_runs):
+            search = PrivateHyperparameterSearch(
+                LabelSetClassifier(delta=delta), GRID, epsilon=epsilon, delta=delta,
+                expected_repetitions=2, refit=False,
+                random_state=int(rng.integers(2**63 - 1)))
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", PrivacyLeakWarning)
+                    search.fit(X, labels)
+            except Exception:
+                count += 1
+        raised.append(count)
+    assert _clopper_pearson_epsilon(*raised, n_runs, delta) <= epsilon
+
+
+@pytest.mark.parametrize("multiclass", [False, True], ids=["binary", "multiclass"])
+def test_training_part_missing_a_class_does_not_raise(multiclass):
+    from skdp_sparse.linear_model import DPSparseLogisticRegression
+
+    X, y, _ = _rare_label_data(multiclass)
+    y = np.roll(y, -1)  # the rare label in the last row: a validation row (shuffle=False)
+    search = PrivateHyperparameterSearch(
+        DPSparseLogisticRegression(delta=1e-5, max_iter=5), {"alpha": [1e-3, 1e-1]},
+        delta=1e-5, shuffle=False, random_state=0)
+    with pytest.warns(PrivacyLeakWarning, match="label set") as record:
+        search.fit(X, y)
+    # The label set is read once, by the search, and shared by every fit.
+    assert [w.filename for w in record] == [__file__]
+    expected = [0, 1, 2] if multiclass else [0, 1]
+    assert list(search.classes_) == expected
+    assert search.best_estimator_.classes == expected
+    # A public label set is passed to every fit, and nothing warns.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyLeakWarning)
+        clone(search).set_params(classes=expected, refit=False).fit(X, y)
+
+
+def test_public_classes_are_passed_to_the_fits():
+    X, y = _data()
+    search = PrivateHyperparameterSearch(ConstantLabelClassifier(classes=None), GRID,
+                                         classes=[0, 1, 2], random_state=0).fit(X, y)
+    assert list(search.classes_) == [0, 1, 2]
+    assert search.best_estimator_.classes == [0, 1, 2]
+    # The estimator's own public label set serves when the search has none.
+    search = PrivateHyperparameterSearch(ConstantLabelClassifier(classes=[0, 1, 3]), GRID,
+                                         random_state=0).fit(X, y)
+    assert list(search.classes_) == [0, 1, 3]
+
+
+@pytest.mark.parametrize("refit", [True, False])
+def test_failed_fit_scores_low_and_releases_the_public_model(refit):
+    X, y = _data()
+    search = PrivateHyperparameterSearch(FailsOnRealDataClassifier(), GRID,
+                                         refit=refit, random_state=0, epsilon=20.0).fit(X, y)
+    best = search.best_estimator_
+    # The candidate's public model: fitted on dummy data of the training part's size,
+    # with the marker absent and the label mean of the dummy labels.
+    assert best.n_rows_ == 160
+    assert best.random_state is None
+    assert abs(best.mean_ - 0.5) < 0.05
+    assert abs(search.best_score_ - 0.0) < 0.05  # low plus the score noise
+    assert 0.97 * 20.0 <= search.epsilon_spent_ <= 20.0  # failed runs are accounted too
+
+
+def test_failed_refit_falls_back_to_the_winning_run():
+    X, y = _data()
+    est = FailsOnRealDataClassifier(fail_rows=X.shape[0])
+    search = PrivateHyperparameterSearch(est, GRID, shuffle=False, random_state=0,
+                                         epsilon=20.0).fit(X, y)
+    best = search.best_estimator_
+    assert best.n_rows_ == 160 and best.random_state is None
+    # The winning run's model, fitted on the real training part and scored on the rest.
+    assert abs(best.mean_ - np.mean(y[:160])) < 0.05
+    assert abs(search.best_score_ - np.mean(y[160:] == best.label)) < 0.05
+
+
+def test_scoring_that_raises_scores_low_row_by_row():
+    X, y = _data()
+    X[-1, 0] = 7.0  # a validation row (shuffle=False) the scorer fails on
+
+    def fragile(est, X, y):
+        if np.any(np.asarray(X) == 7):
+            raise ArithmeticError("a row no public check foresaw")
+        return np.ones(X.shape[0])
+
+    search = PrivateHyperparameterSearch(ConstantLabelClassifier(), GRID,
+                                         scoring=fragile, score_bounds=(0.0, 1.0),
+                                         shuffle=False, random_state=0, epsilon=50.0)
+    search.fit(X, y)
+    # Only the failing row scores low: the mean moves by (high - low) / n_val at most.
+    assert abs(search.best_score_ - 39 / 40) < 0.01
+
+
+# --------------------------------------------------------------------------
 # The library's estimators
 # --------------------------------------------------------------------------
 def _library_estimators():
@@ -523,6 +768,7 @@ def test_library_estimators(cls):
     kwargs = {}
     if is_classifier(cls()):
         y = (X @ w > 0).astype(int)
+        kwargs["classes"] = [0, 1]
     elif is_regressor(cls()):
         y = np.clip(X @ w / 4, -1, 1)
     else:

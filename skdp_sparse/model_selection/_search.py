@@ -15,21 +15,23 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
+from sklearn.exceptions import DataConversionWarning
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import _safe_indexing, get_tags
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import check_is_fitted, indexable
+from sklearn.utils.validation import check_array, check_is_fitted, indexable
 
 from .._validation import check_privacy_params
 from ..base import DPEstimatorMixin
 from ..privacy._random import check_generator
 from ..privacy.accounting import RDP_ORDERS, PrivacyAccountant, PrivacyEvent, rdp_epsilon
 from ..privacy.discrete import SENSITIVITY_SLACK
-from ..privacy.ledger import _reporting_suspended, check_budget, report_fit
+from ..privacy.ledger import _reporting_suspended, check_budget
 from ..privacy.mechanisms import GaussianMechanism
 from ..privacy.selection import (
     events_rdp,
@@ -37,6 +39,8 @@ from ..privacy.selection import (
     selection_rdp,
     truncated_negative_binomial_gamma,
 )
+from ..utils._labels import check_classes, encode_labels
+from ..utils._warnings import warn
 
 __all__ = ["PrivateHyperparameterSearch"]
 
@@ -54,30 +58,42 @@ def _n_rows(X):
     return X.shape[0] if hasattr(X, "shape") else len(X)
 
 
-def _dummy_like(X, y, n_rows, classifier):
-    """Public stand-in data: same width, type and label set, no private values."""
-    n_features = X.shape[1]
-    rows = np.arange(n_rows)
-    cols = rows % n_features
-    if sp.issparse(X):
-        Xd = sp.csr_matrix((np.full(n_rows, 0.5), (rows, cols)), shape=(n_rows, n_features))
-        Xd = Xd.asformat(X.format)
-    else:
-        Xd = np.zeros((n_rows, n_features))
-        Xd[rows, cols] = 0.5
-        if hasattr(X, "columns"):
-            import pandas as pd
+class _Public:
+    """What the search may use before touching the private data: the grid, the per-fit
+    delta, the shape and type of the data, the public label set, the part sizes, and
+    the dummy fits (cached)."""
 
-            Xd = pd.DataFrame(Xd, columns=X.columns)
-    if y is None:
-        return Xd, None
-    y_arr = np.asarray(y)
-    if classifier:
-        # The label set is public, as for every private classifier (classes_).
-        yd = np.resize(np.unique(y_arr), n_rows)
-    else:
-        yd = np.zeros((n_rows,) + y_arr.shape[1:], dtype=float)
-    return Xd, yd
+    def __init__(self, candidates, fit_delta, X, y, classes, n, n_train):
+        self.candidates = candidates
+        self.fit_delta = fit_delta
+        self.n = n
+        self.n_train = n_train
+        self.classes = classes
+        self.cache = {}
+        self._X, self._y = X, y
+
+    def dummy(self, n_rows):
+        """Stand-in data of ``n_rows`` rows: same width, type and label set, no
+        private values."""
+        X, y = self._X, self._y
+        n_features = X.shape[1]
+        rows = np.arange(n_rows)
+        cols = rows % n_features
+        if sp.issparse(X):
+            Xd = sp.csr_matrix((np.full(n_rows, 0.5), (rows, cols)),
+                               shape=(n_rows, n_features)).asformat(X.format)
+        else:
+            Xd = np.zeros((n_rows, n_features))
+            Xd[rows, cols] = 0.5
+            if hasattr(X, "columns"):
+                import pandas as pd
+
+                Xd = pd.DataFrame(Xd, columns=X.columns)
+        if y is None:
+            return Xd, None
+        if self.classes is not None:
+            return Xd, np.resize(self.classes, n_rows)
+        return Xd, np.zeros((n_rows,) + np.shape(y)[1:], dtype=float)
 
 
 def _event_key(event):
@@ -114,6 +130,28 @@ def _released(estimator):
     if "random_state" in estimator.get_params(deep=False):
         estimator.set_params(random_state=None)
     return estimator
+
+
+class _WarningsAtCallersLine:
+    """Warnings of the public dummy fits, once each and attributed to the caller's line:
+    the dummy fits run many times, from inside the library. (A class, not a
+    generator: the frames of ``contextlib`` would stop the walk to the caller.)"""
+
+    def __enter__(self):
+        self._catcher = warnings.catch_warnings(record=True)
+        self._caught = self._catcher.__enter__()
+        warnings.simplefilter("always")
+        return self
+
+    def __exit__(self, *exc_info):
+        self._catcher.__exit__(*exc_info)
+        seen = set()
+        for record in self._caught:
+            key = (record.category, str(record.message))
+            if key not in seen:
+                seen.add(key)
+                warn(str(record.message), record.category)
+        return False
 
 
 class _SpendMismatch(Exception):
@@ -164,13 +202,28 @@ class PrivateHyperparameterSearch(DPEstimatorMixin, MetaEstimatorMixin, BaseEsti
     (a fit whose spend depends on the data breaks this and raises
     ``RuntimeError``, after its conservative spend is reported to the ledgers).
     The estimator therefore has to be a private estimator of this library whose
-    events have RDP bounds (Gaussian, zCDP, RDP or pure-DP events).
+    events have RDP bounds (Gaussian, zCDP, RDP or pure-DP events). The proof is
+    on the page :ref:`proof_private_search`.
+
+    Failures. Whether a computation on the private data raises is itself a
+    release, so everything public is checked before any budget is reserved: the
+    parameters, the data, the labels against the public label set (``classes``),
+    and every candidate, by its fit on dummy data. Afterwards nothing that depends
+    on the data raises. A fit that raises anyway counts as a model of the lowest
+    score: its run scores ``low`` plus the same score noise, and if it wins, the
+    candidate's model fitted on the public dummy data is released, which holds
+    no private information. A per-example scoring that raises on the validation
+    part is retried row by row, a failing row scoring ``low``. A refit that
+    raises leaves the winning run's model. The spend is the same in every case.
+    Warnings raised during the private part are not shown (a warning on private
+    data would be a release as well); the dummy fits show the public ones.
 
     What is not covered: the number of runs ``K`` and the runtime (which grows
     with ``K``) are not released; inner fits do not report to privacy ledgers
     (that would reveal ``K``); the search reports one record of its total. The
     split is not stratified (stratifying would read the labels). The label set
-    of a classifier is treated as public, as everywhere in the library.
+    of a classifier is public: pass it as ``classes``; read from ``y`` it is not
+    covered (:class:`~skdp_sparse.exceptions.PrivacyLeakWarning`).
 
     Parameters
     ----------
@@ -178,7 +231,7 @@ class PrivateHyperparameterSearch(DPEstimatorMixin, MetaEstimatorMixin, BaseEsti
         A private estimator with ``epsilon`` and ``delta`` parameters.
     param_grid : dict or list of dicts
         As for :class:`~sklearn.model_selection.ParameterGrid`; may not set
-        ``epsilon``, ``delta`` or ``random_state``.
+        ``epsilon``, ``delta``, ``random_state``, ``ledger`` or ``classes``.
     epsilon : float, default=1.0
         Total privacy budget of the search (and of the refit, if any).
     delta : float, default=1e-6
@@ -220,6 +273,15 @@ default=None
         ``1 + 2^-16`` times the float path's, for the rounding; the total spend is
         the same. It costs about 0.15 ms per run, about 0.1% of a search on a9a
         (``benchmarks/bench_fp_safe.py``). False: ``rng.normal`` added in doubles.
+    classes : array-like of labels, default=None
+        The public label set of a classifier, passed to every fit (and used for the
+        labels of the dummy data), so that all fits share it whatever labels their
+        part of the data holds; a label of ``y`` outside it raises ``ValueError``
+        before any budget is reserved. None: the estimator's own ``classes``, and
+        if that is None too, the set is read once from ``y``, which the guarantee
+        does not cover (one row with a rare label changes it), with a
+        :class:`~skdp_sparse.exceptions.PrivacyLeakWarning`. The classifier must
+        have a ``classes`` parameter.
     ledger : PrivacyLedger, default=None
         A ledger the search reports its total to (besides the active ledgers).
     random_state : None, int or Generator, default=None
@@ -243,6 +305,8 @@ default=None
         The released model, with ``random_state=None`` (see ``random_state``).
     best_score_ : float
         Noisy validation score of the winning run.
+    classes_ : ndarray
+        The public label set (classifiers).
     candidate_params_ : list of dict
         The grid.
     fit_epsilon_, fit_delta_ : float
@@ -268,7 +332,7 @@ default=None
     def __init__(self, estimator, param_grid, *, epsilon=1.0, delta=1e-6, scoring=None,
                  score_bounds=None, validation_fraction=0.2, shuffle=True,
                  expected_repetitions=None, eta=0.0, refit=True, floating_point_safe=True,
-                 ledger=None, random_state=None):
+                 classes=None, ledger=None, random_state=None):
         self.estimator = estimator
         self.param_grid = param_grid
         self.epsilon = epsilon
@@ -281,6 +345,7 @@ default=None
         self.eta = eta
         self.refit = refit
         self.floating_point_safe = floating_point_safe
+        self.classes = classes
         self.ledger = ledger
         self.random_state = random_state
 
@@ -300,12 +365,22 @@ default=None
         if not candidates:
             raise ValueError("param_grid is empty")
         for cand in candidates:
-            bad = {"epsilon", "delta", "random_state", "ledger"} & set(cand)
+            bad = {"epsilon", "delta", "random_state", "ledger", "classes"} & set(cand)
             if bad:
                 raise ValueError(
                     f"param_grid may not set {sorted(bad)}: the search sets the per-fit "
-                    "budget and the seeds itself"
+                    "budget, the seeds and the label set itself"
                 )
+        if is_classifier(self.estimator):
+            if "classes" not in base_params:
+                raise ValueError(
+                    f"{type(self.estimator).__name__} has no 'classes' parameter; the "
+                    "private search passes the public label set to every fit, so that "
+                    "none reads it from its part of the data"
+                )
+        elif self.classes is not None:
+            raise ValueError("classes is the label set of a classifier; "
+                             f"{type(self.estimator).__name__} is not one")
         if not (isinstance(self.validation_fraction, numbers.Real)
                 and 0 < self.validation_fraction < 1):
             raise ValueError(
@@ -326,6 +401,55 @@ default=None
         base_delta = base_params["delta"]
         fit_delta = 0.0 if isinstance(base_delta, numbers.Real) and base_delta == 0 else delta
         return epsilon, delta, candidates, float(mean), scorer, bounds, fit_delta
+
+    def _check_data(self, X, y):
+        """``(X, y, classes)`` checked; ``classes`` is the public label set of a
+        classifier (None otherwise).
+
+        ``X`` and ``y`` are passed on to the fits as given (a DataFrame keeps its
+        column names), once a checked copy has shown that they are usable.
+        """
+        name = type(self).__name__
+        tags = get_tags(self.estimator)
+        if y is None and tags.target_tags.required:
+            raise ValueError(f"{name} requires y to be passed, but the target y is None.")
+        if y is None:
+            (X,) = indexable(X)
+        else:
+            X, y = indexable(X, y)
+        # Two rows per part at least; the part sizes are checked below.
+        checked = check_array(X, accept_sparse=True, dtype="numeric", ensure_all_finite=True,
+                              ensure_min_samples=4, ensure_min_features=1,
+                              input_name="X")
+        if not hasattr(X, "shape"):
+            X = checked
+        classes = None
+        if y is None:
+            return X, y, classes
+        y_checked = np.asarray(y)
+        if y_checked.ndim == 2 and y_checked.shape[1] == 1 and not tags.target_tags.multi_output:
+            warn("A column-vector y was passed when a 1d array was expected; it is "
+                 "flattened to shape (n_samples,).", DataConversionWarning)
+            y = y_checked = y_checked.ravel()
+        if is_classifier(self.estimator):
+            classes, _ = encode_labels(y_checked, self._public_classes(), name)
+        else:
+            check_array(y_checked, ensure_2d=False, dtype="numeric", ensure_all_finite=True,
+                        ensure_min_samples=4, input_name="y")
+        return X, y, classes
+
+    def _public_classes(self):
+        """The search's ``classes``, else the estimator's, else None; they must agree."""
+        own = check_classes(self.estimator.get_params(deep=False)["classes"])
+        given = check_classes(self.classes)
+        if given is None:
+            return own
+        if own is not None and not np.array_equal(own, given):
+            raise ValueError(
+                f"classes={given.tolist()!r} of the search and classes={own.tolist()!r} of "
+                f"{type(self.estimator).__name__} differ"
+            )
+        return given
 
     def _scorer(self):
         scoring = self.scoring
@@ -382,37 +506,43 @@ default=None
         return sigma
 
     # -- fitting ---------------------------------------------------------
-    def _configured(self, params, epsilon, delta, random_state):
-        est = clone(self.estimator).set_params(**params, epsilon=epsilon, delta=delta)
+    def _configured(self, public, index, epsilon, random_state):
+        """A fit of candidate ``index``: the per-fit budget, the public label set and
+        the given randomness."""
+        est = clone(self.estimator).set_params(**public.candidates[index], epsilon=epsilon,
+                                               delta=public.fit_delta)
+        if public.classes is not None:
+            est.set_params(classes=public.classes.tolist())
         if "random_state" in est.get_params(deep=False):
             est.set_params(random_state=random_state)
         return est
 
-    def _probe(self, cache, index, params, fit_epsilon, fit_delta, X, y, n_rows):
-        """Events of a fit of candidate ``index`` on ``n_rows`` rows, from dummy data."""
+    def _probe(self, public, index, fit_epsilon, n_rows):
+        """``(events, RDP curve, model)`` of candidate ``index`` fitted on ``n_rows``
+        rows of public dummy data."""
         key = (index, fit_epsilon, n_rows)
-        if key not in cache:
-            Xd, yd = _dummy_like(X, y, n_rows, is_classifier(self.estimator))
-            est = self._configured(params, fit_epsilon, fit_delta, 0)
+        if key not in public.cache:
+            Xd, yd = public.dummy(n_rows)
+            est = self._configured(public, index, fit_epsilon, 0)
             with _reporting_suspended():
                 est.fit(Xd) if yd is None else est.fit(Xd, yd)
             events = _fit_events(est)
-            cache[key] = (events, events_rdp(events))
-        return cache[key]
+            public.cache[key] = (events, events_rdp(events), est)
+        return public.cache[key]
 
-    def _curves(self, cache, candidates, fit_epsilon, fit_delta, X, y, n_train, n_rows):
+    def _curves(self, public, fit_epsilon):
         """Worst-case RDP curves over the candidates: a search run's fit, and a refit
         (zero without refit)."""
-        run = np.max([self._probe(cache, i, c, fit_epsilon, fit_delta, X, y, n_train)[1]
-                      for i, c in enumerate(candidates)], axis=0)
+        indices = range(len(public.candidates))
+        run = np.max([self._probe(public, i, fit_epsilon, public.n_train)[1] for i in indices],
+                     axis=0)
         refit = np.zeros_like(run)
         if self.refit:
-            refit = np.max([self._probe(cache, i, c, fit_epsilon, fit_delta, X, y, n_rows)[1]
-                            for i, c in enumerate(candidates)], axis=0)
+            refit = np.max([self._probe(public, i, fit_epsilon, public.n)[1] for i in indices],
+                           axis=0)
         return run, refit
 
-    def _calibrate(self, cache, candidates, epsilon, delta, fit_delta, X, y, n_train, n_rows,
-                   eta, gamma, rtol=0.01, max_evals=30):
+    def _calibrate(self, public, epsilon, delta, eta, gamma, rtol=0.01, max_evals=30):
         """Largest per-fit epsilon whose total is <= epsilon (within ``rtol`` below).
 
         Every candidate value is checked exactly, with the events of dummy fits.
@@ -441,7 +571,7 @@ default=None
         lo = hi = None  # (fit_eps, total, run, selection curve + refit): feasible, infeasible
         x, s, previous = epsilon / 2, 2.0, None
         for _ in range(max_evals):
-            run, refit = self._curves(cache, candidates, x, fit_delta, X, y, n_train, n_rows)
+            run, refit = self._curves(public, x)
             t = total(run, refit)
             point = (x, t, run, selection_rdp(run, eta, gamma) + refit)
             if t <= epsilon:
@@ -477,31 +607,33 @@ default=None
         return lo
 
     def fit(self, X, y=None):
-        """Select hyperparameters privately and fit the selected model."""
+        """Select hyperparameters privately and fit the selected model.
+
+        Every check of the parameters, the data and the label set happens first,
+        and every candidate is fitted on public dummy data (which checks its
+        parameters), all before any budget is reserved. Once the private data are
+        used, nothing that depends on them raises: a fit that fails anyway counts as
+        a model of the lowest score (see the class docstring).
+        """
         (epsilon, delta, candidates, mean_k, scorer, (low, high),
          fit_delta) = self._check_setup()
-        if y is None:
-            (X,) = indexable(X)
-        else:
-            X, y = indexable(X, y)
-        if not hasattr(X, "shape"):
-            X = np.asarray(X)
-        if X.ndim != 2:
-            raise ValueError(f"X must be 2-dimensional, got shape {X.shape}")
+        X, y, classes = self._check_data(X, y)
         n = _n_rows(X)
         n_val = int(math.ceil(self.validation_fraction * n))
         n_train = n - n_val
-        if n_val < 1 or n_train < 1:
+        if n_val < 2 or n_train < 2:
             raise ValueError(f"{n} rows are too few to split with validation_fraction="
-                             f"{self.validation_fraction}")
+                             f"{self.validation_fraction}: each part needs 2 rows or more")
         eta = float(self.eta)
         gamma = truncated_negative_binomial_gamma(eta, mean_k)
 
-        # Public work only: calibration on dummy data.
-        cache = {}
-        fit_epsilon, total_eps, run_curve, total_curve = self._calibrate(
-            cache, candidates, epsilon, delta, fit_delta, X, y, n_train, n, eta, gamma
-        )
+        # Public work only: calibration and checks on dummy data.
+        public = _Public(candidates, fit_delta, X, y, classes, n, n_train)
+        with _WarningsAtCallersLine():
+            fit_epsilon, total_eps, run_curve, total_curve = self._calibrate(
+                public, epsilon, delta, eta, gamma
+            )
+            self._check_scorer(public, scorer, fit_epsilon, n_val)
         sensitivity = (high - low) / n_val
         rho_score = float(np.min(run_curve / RDP_ORDERS))
         if not rho_score > 0:
@@ -527,11 +659,13 @@ default=None
         fit_seeds = np.random.SeedSequence(rng.integers(0, 2**63, size=4).tolist())
         realised = []  # events of every fit, for the conservative record if a check fails
         try:
-            with _reporting_suspended():
+            # A warning raised on the private data would be a release of its own; the
+            # dummy fits above have shown the public ones.
+            with _reporting_suspended(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
                 best_score, best_index, best_estimator = self._run(
-                    k, candidates, fit_epsilon, fit_delta, X_tr, y_tr, X_val, y_val, X, y,
-                    n_train, n, cache, scorer, low, high, score_mechanism, rng, fit_seeds,
-                    realised,
+                    public, k, fit_epsilon, X_tr, y_tr, X_val, y_val, X, y, scorer, low,
+                    high, score_mechanism, rng, fit_seeds, realised,
                 )
         except _SpendMismatch:
             self._fail(realised, k, score_mechanism, delta)
@@ -555,41 +689,79 @@ default=None
         accountant.record(PrivacyEvent.from_rdp(total_curve, name="private hyperparameter "
                                                 "search (Papernot & Steinke 2022)"))
         self._record_spend(accountant, delta)
-        report_fit(self, accountant, delta)
         return self
 
-    def _run(self, k, candidates, fit_epsilon, fit_delta, X_tr, y_tr, X_val, y_val, X, y,
-             n_train, n, cache, scorer, low, high, score_mechanism, rng, fit_seeds, realised):
+    def _check_scorer(self, public, scorer, fit_epsilon, n_val):
+        """Score every candidate's public model on dummy validation data, so that a
+        scoring that cannot work fails here, in public."""
+        Xd, yd = public.dummy(n_val)
+        for index in range(len(public.candidates)):
+            model = self._probe(public, index, fit_epsilon, public.n_train)[2]
+            self._per_example_scores(scorer, model, Xd, yd)
+
+    def _mean_score(self, scorer, estimator, X_val, y_val, low, high):
+        """Mean of the clipped per-example scores; never raises. If scoring the whole
+        part fails, rows are scored one by one and a row that fails scores ``low``, so
+        one row still moves the mean by ``(high - low) / n_val`` at most."""
+        try:
+            scores = self._per_example_scores(scorer, estimator, X_val, y_val)
+        except Exception:
+            scores = np.empty(_n_rows(X_val))
+            for i in range(scores.size):
+                try:
+                    row_y = None if y_val is None else _safe_indexing(y_val, [i])
+                    (scores[i],) = self._per_example_scores(
+                        scorer, estimator, _safe_indexing(X_val, [i]), row_y)
+                except Exception:
+                    scores[i] = low
+        return float(np.mean(np.clip(np.nan_to_num(scores, nan=low), low, high)))
+
+    def _fit_or_fail(self, public, index, fit_epsilon, X, y, fit_seeds, realised):
+        """A private fit of candidate ``index``; None if it raised.
+
+        The exception is dropped, because whether a fit on the private data raises
+        may depend on them; its planned events are recorded, so the conservative
+        record of a failed check still counts it.
+        """
+        expected = self._probe(public, index, fit_epsilon, _n_rows(X))[0]
+        est = self._configured(public, index, fit_epsilon, _fit_generator(fit_seeds))
+        try:
+            est.fit(X) if y is None else est.fit(X, y)
+        except Exception:
+            realised.extend(expected)
+            return None
+        events = tuple(getattr(est, "privacy_events_", None) or ())
+        realised.extend(events or expected)
+        if not _same_events(events, expected):
+            raise _SpendMismatch
+        return est
+
+    def _run(self, public, k, fit_epsilon, X_tr, y_tr, X_val, y_val, X, y, scorer, low, high,
+             score_mechanism, rng, fit_seeds, realised):
         """The K runs (and the refit): the only code that touches the private data."""
         best = None
         for _ in range(k):
-            index = int(rng.integers(len(candidates)))
-            est = self._configured(candidates[index], fit_epsilon, fit_delta,
-                                   _fit_generator(fit_seeds))
-            est.fit(X_tr) if y_tr is None else est.fit(X_tr, y_tr)
-            events = _fit_events(est)
-            realised.extend(events)
-            expected = self._probe(cache, index, candidates[index], fit_epsilon, fit_delta,
-                                   X, y, n_train)[0]
-            if not _same_events(events, expected):
-                raise _SpendMismatch
-            scores = self._per_example_scores(scorer, est, X_val, y_val)
-            scores = np.clip(np.nan_to_num(scores, nan=low), low, high)
-            noisy = float(score_mechanism.randomise(np.mean(scores), rng))
+            index = int(rng.integers(len(public.candidates)))
+            est = self._fit_or_fail(public, index, fit_epsilon, X_tr, y_tr, fit_seeds,
+                                    realised)
+            if est is None:
+                # A failed fit is the worst model: the lowest score, and for release
+                # the candidate's model fitted on public data, which holds nothing
+                # private. Its run is accounted like any other.
+                est = self._probe(public, index, fit_epsilon, public.n_train)[2]
+                mean = low
+            else:
+                mean = self._mean_score(scorer, est, X_val, y_val, low, high)
+            noisy = float(score_mechanism.randomise(mean, rng))
             if best is None or noisy > best[0]:
                 best = (noisy, index, est)
         best_score, best_index, best_estimator = best
         if self.refit:
-            est = self._configured(candidates[best_index], fit_epsilon, fit_delta,
-                                   _fit_generator(fit_seeds))
-            est.fit(X) if y is None else est.fit(X, y)
-            events = _fit_events(est)
-            realised.extend(events)
-            expected = self._probe(cache, best_index, candidates[best_index], fit_epsilon,
-                                   fit_delta, X, y, n)[0]
-            if not _same_events(events, expected):
-                raise _SpendMismatch
-            best_estimator = est
+            est = self._fit_or_fail(public, best_index, fit_epsilon, X, y, fit_seeds,
+                                    realised)
+            # A failed refit leaves the winning run's model, already private.
+            if est is not None:
+                best_estimator = est
         return best_score, best_index, _released(best_estimator)
 
     def _fail(self, realised, k, score_mechanism, delta):
@@ -600,7 +772,6 @@ default=None
         accountant.record(dataclasses.replace(score_mechanism.event(count=k),
                                               name="validation scores"))
         self._record_spend(accountant, delta)
-        report_fit(self, accountant, delta)
         raise RuntimeError(
             f"a fit of {type(self.estimator).__name__} recorded different privacy events on "
             "the data than on public dummy data of the same shape: its privacy spend "
