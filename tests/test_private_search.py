@@ -11,6 +11,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.exceptions import DataConversionWarning
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skdp_sparse.base import DPEstimatorMixin
 from skdp_sparse.exceptions import BudgetExceededError, PrivacyLeakWarning
@@ -792,3 +793,36 @@ def test_library_estimators(cls):
     assert search.best_estimator_.epsilon == search.fit_epsilon_
     if y is not None:
         assert search.predict(X).shape == (400,)
+
+
+# --------------------------------------------------------------------------
+# scikit-learn's estimator checks
+# --------------------------------------------------------------------------
+def _checked_searches():
+    from skdp_sparse.linear_model import DPGreedyCDRegressor, DPSparseLogisticRegression
+
+    # Generous budgets let the checks' small datasets be learnt; an int random_state
+    # makes each check reproducible. Privacy is exercised by the tests above.
+    common = dict(epsilon=50.0, delta=1e-5, expected_repetitions=2, random_state=0)
+    return [
+        PrivateHyperparameterSearch(DPSparseLogisticRegression(delta=1e-5),
+                                    {"alpha": [1e-4, 1e-3]}, **common),
+        PrivateHyperparameterSearch(DPGreedyCDRegressor(delta=1e-5),
+                                    {"alpha": [1e-4, 1e-3]}, **common),
+    ]
+
+
+def _expected_failed_checks(search):
+    """Checks a private meta-estimator cannot pass, each with its reason.
+
+    None: every check passes. With an int ``random_state`` the whole search (split,
+    K, candidates, the fits' spawned generators, the score noise) is reproducible,
+    so the determinism checks hold; the data checks (empty data, one sample, y None,
+    NaN and infinity) raise clear errors before any budget is reserved.
+    """
+    return {}
+
+
+@parametrize_with_checks(_checked_searches(), expected_failed_checks=_expected_failed_checks)
+def test_sklearn_compatible(estimator, check):
+    check(estimator)

@@ -825,5 +825,4 @@ default=None
         tags.regressor_tags = sub.regressor_tags
         tags.target_tags.required = sub.target_tags.required
         tags.input_tags.sparse = sub.input_tags.sparse
-        tags.non_deterministic = True
         return tags
