@@ -1,6 +1,6 @@
 """skdp_sparse: differentially private scikit-learn estimators for sparse data."""
 
-from .exceptions import BudgetExceededError, PrivacyLeakWarning
+from .exceptions import BudgetExceededError, PrivacyLeakWarning, SpendDeviationError
 from .linear_model import (
     DPGreedyCDRegressor,
     DPOutputPerturbation,
@@ -26,5 +26,6 @@ __all__ = [
     "privacy_ledger",
     "PrivacyLeakWarning",
     "BudgetExceededError",
+    "SpendDeviationError",
     "__version__",
 ]

@@ -82,20 +82,6 @@ class DPEstimatorMixin:
         self.privacy_events_ = events
         return self
 
-    def _record_spend(self, accountant, delta):
-        """Set the spend attributes and report to the ledgers, for an estimator that
-        runs its own sequence (with :func:`~skdp_sparse.privacy.ledger.check_budget`
-        before its private computation)."""
-        from .privacy.ledger import report_fit
-
-        if math.isinf(getattr(self, "epsilon", 1.0)):
-            self.epsilon_spent_, self.delta_spent_ = math.inf, delta
-        else:
-            self.epsilon_spent_, self.delta_spent_ = accountant.spent(delta)
-        self.privacy_events_ = tuple(accountant.events)
-        report_fit(self, accountant, delta)
-        return self
-
     @staticmethod
     def _spend(events, plan):
         if math.isinf(plan.epsilon):

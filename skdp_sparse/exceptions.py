@@ -9,3 +9,15 @@ class PrivacyLeakWarning(UserWarning):
 
 class BudgetExceededError(RuntimeError):
     """A fit would spend more privacy budget than a ledger allows."""
+
+
+class SpendDeviationError(RuntimeError):
+    """A computation spent other privacy than it planned from public values.
+
+    ``privacy_events`` holds what it ran, which the fit records in its ledgers in
+    place of the plan.
+    """
+
+    def __init__(self, message, privacy_events=()):
+        super().__init__(message)
+        self.privacy_events = tuple(privacy_events)

@@ -4,34 +4,38 @@ import functools
 import importlib
 import inspect
 import math
+import warnings
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.exceptions import DataConversionWarning
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skdp_sparse.base import DPEstimatorMixin
-from skdp_sparse.exceptions import BudgetExceededError
+from skdp_sparse.exceptions import BudgetExceededError, PrivacyLeakWarning
 from skdp_sparse.model_selection import PrivateHyperparameterSearch
-from skdp_sparse.model_selection._search import (
-    _same_events,
+from skdp_sparse.model_selection._search import _same_events
+from skdp_sparse.privacy.accounting import (
+    RDP_ORDERS,
+    PrivacyEvent,
+    compose,
+    rdp_epsilon,
+)
+from skdp_sparse.privacy.auditing import clopper_pearson, epsilon_lower_bound
+from skdp_sparse.privacy.discrete import SENSITIVITY_SLACK, gaussian_rho, plan_gaussian
+from skdp_sparse.privacy.ledger import PrivacyLedger, privacy_ledger
+from skdp_sparse.privacy.mechanisms import GaussianMechanism
+from skdp_sparse.privacy.selection import (
     events_rdp,
     sample_truncated_negative_binomial,
     selection_rdp,
     truncated_negative_binomial_gamma,
     truncated_negative_binomial_mean,
 )
-from skdp_sparse.privacy.accounting import (
-    RDP_ORDERS,
-    PrivacyAccountant,
-    PrivacyEvent,
-    compose,
-    rdp_epsilon,
-)
-from skdp_sparse.privacy.auditing import epsilon_lower_bound
-from skdp_sparse.privacy.discrete import SENSITIVITY_SLACK, gaussian_rho, plan_gaussian
-from skdp_sparse.privacy.ledger import PrivacyLedger, privacy_ledger, report_fit
-from skdp_sparse.privacy.mechanisms import GaussianMechanism
+from skdp_sparse.utils._labels import encode_labels
 
 
 @functools.cache
@@ -47,28 +51,38 @@ class ConstantLabelClassifier(DPEstimatorMixin, ClassifierMixin, BaseEstimator):
 
     real_fits = 0
 
-    def __init__(self, *, label=0, epsilon=1.0, delta=1e-6, random_state=None):
+    def __init__(self, *, label=0, epsilon=1.0, delta=1e-6, classes=(0, 1), random_state=None):
         self.label = label
         self.epsilon = epsilon
         self.delta = delta
+        self.classes = classes
         self.random_state = random_state
 
     def fit(self, X, y):
+        return self._fit(X, y)
+
+    def _validate_fit_data(self, X, y):
         if sp.issparse(X):
             X = X.toarray()
         X, y = np.asarray(X), np.asarray(y)
+        self.n_features_in_ = X.shape[1]
+        return (X, y), {"n_rows": X.shape[0]}
+
+    def _plan(self, public):
+        mu = _mu(self.epsilon, self.delta)
+        return SimpleNamespace(epsilon=self.epsilon, delta=self.delta,
+                               events=(PrivacyEvent.gaussian(mu),), mu=mu)
+
+    def _solve(self, data, plan, rng):
+        X, y = data
         if np.any(X == 7):
             type(self).real_fits += 1
-        self.classes_ = np.array([0, 1])
-        mu = _mu(self.epsilon, self.delta)
-        accountant = PrivacyAccountant([PrivacyEvent.gaussian(mu)])
-        rng = np.random.default_rng(self.random_state)
-        self.mean_ = float(np.mean(y)) + rng.normal(0.0, 1 / (len(y) * mu))
-        self.n_features_in_ = X.shape[1]
-        self.n_rows_ = X.shape[0]
-        self._record_spend(accountant, self.delta)
-        report_fit(self, accountant, self.delta)
-        return self
+        value = float(np.mean(y)) + rng.normal(0.0, 1 / (len(y) * plan.mu))
+        return SimpleNamespace(value=value, events=plan.events)
+
+    def _fitted_attributes(self, public, plan, result):
+        classes = np.array([0, 1]) if self.classes is None else np.unique(self.classes)
+        return {"classes_": classes, "mean_": result.value, "n_rows_": public["n_rows"]}
 
     def predict(self, X):
         return np.full(X.shape[0], self.label)
@@ -81,6 +95,42 @@ class LeakyEventsClassifier(ConstantLabelClassifier):
         super().fit(X, y)
         extra = PrivacyEvent.gaussian(0.01, count=int(np.sum(np.asarray(y) == 1)) + 1)
         self.privacy_events_ = self.privacy_events_ + (extra,)
+        return self
+
+
+class FailsOnRealDataClassifier(ConstantLabelClassifier):
+    """Raises on the real data (the marker 7) when fitted on ``fail_rows`` rows (every
+    size if None), as a fit may that meets a case its checks did not foresee."""
+
+    def __init__(self, *, label=0, epsilon=1.0, delta=1e-6, classes=(0, 1), fail_rows=None,
+                 random_state=None):
+        super().__init__(label=label, epsilon=epsilon, delta=delta, classes=classes,
+                         random_state=random_state)
+        self.fail_rows = fail_rows
+
+    def fit(self, X, y):
+        dense = X.toarray() if sp.issparse(X) else np.asarray(X)
+        if np.any(dense == 7) and self.fail_rows in (None, dense.shape[0]):
+            raise FloatingPointError("a failure no public check foresaw")
+        return super().fit(X, y)
+
+
+class LabelSetClassifier(ConstantLabelClassifier):
+    """Handles labels as the library's classifiers do: the label set is ``classes`` or,
+    if None, read from ``y`` (one class only raises), and a multiclass fit solves one
+    one-vs-rest problem per class, one Gaussian mechanism each."""
+
+    def __init__(self, *, label=0, epsilon=1.0, delta=1e-6, classes=None, random_state=None):
+        super().__init__(label=label, epsilon=epsilon, delta=delta, classes=classes,
+                         random_state=random_state)
+
+    def fit(self, X, y):
+        classes, _ = encode_labels(np.asarray(y), self.classes, type(self).__name__)
+        super().fit(X, y)
+        self.classes_ = classes
+        problems = 1 if classes.size == 2 else classes.size
+        mu = _mu(self.epsilon, self.delta) / math.sqrt(problems)
+        self.privacy_events_ = (PrivacyEvent.gaussian(mu, count=problems),)
         return self
 
 
@@ -343,6 +393,92 @@ def test_invalid_settings(kwargs, match):
         PrivateHyperparameterSearch(**params).fit(X, y)
 
 
+class _NoClassesClassifier(DPEstimatorMixin, ClassifierMixin, BaseEstimator):
+    def __init__(self, *, epsilon=1.0, delta=1e-6):
+        self.epsilon = epsilon
+        self.delta = delta
+
+
+def _regressor():
+    from skdp_sparse.linear_model import DPOutputPerturbationRegressor
+
+    return DPOutputPerturbationRegressor(delta=1e-6)
+
+
+_REGRESSION = {"estimator": _regressor(), "param_grid": {"alpha": [0.1, 1.0]}}
+
+
+def _set(a, index, value):
+    out = np.array(a, dtype=float, copy=True)
+    out[index] = value
+    return out
+
+
+_X, _Y = _data()
+BAD_INPUTS = {
+    "no features": (dict(X=np.empty((200, 0)), y=_Y), "0 feature"),
+    "1-d X": (dict(X=_X[:, 0], y=_Y), "2D array"),
+    "3-d X": (dict(X=_X[:, :, None], y=_Y), "dim 3"),
+    "NaN in X": (dict(X=_set(_X, (1, 1), np.nan), y=_Y), "NaN"),
+    "inf in X": (dict(X=_set(_X, (1, 1), np.inf), y=_Y), "infinity"),
+    "text in X": (dict(X=np.where(_X > 0, "a", "b"), y=_Y), "numeric"),
+    "too few rows": (dict(X=_X[:4], y=_Y[:4]), "too few"),
+    "y is None": (dict(X=_X, y=None), "requires y to be passed"),
+    "y too short": (dict(X=_X, y=_Y[:-1]), "inconsistent numbers of samples"),
+    "label outside classes": (dict(X=_X, y=np.where(_Y == 1, 5, 0)), "outside the public"),
+    "continuous labels": (dict(X=_X, y=_Y + 0.5), "continuous"),
+    "classes conflict": (dict(X=_X, y=_Y, classes=[0, 2]), "differ"),
+    "classes of a regressor": (dict(X=_X, y=_Y * 0.5, classes=[0, 1], **_REGRESSION),
+                               "classifier"),
+    "NaN in y": (dict(X=_X, y=_set(_Y * 0.5, 3, np.nan), **_REGRESSION), "NaN"),
+    "no classes parameter": (dict(X=_X, y=_Y, estimator=_NoClassesClassifier()),
+                             "no 'classes' parameter"),
+    "grid sets classes": (dict(X=_X, y=_Y, param_grid={"classes": [[0, 1]]}), "may not set"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_invalid_data_fails_before_any_budget(case):
+    """Data and label checks all raise before a budget is reserved or a fit runs on the
+    data: an exception raised later could depend on the private data."""
+    kwargs, match = BAD_INPUTS[case]
+    kwargs = dict(kwargs)
+    X, y = kwargs.pop("X"), kwargs.pop("y")
+    params = {"estimator": ConstantLabelClassifier(), "param_grid": GRID, **kwargs}
+    before = ConstantLabelClassifier.real_fits
+    with privacy_ledger(max_epsilon=10.0, max_delta=1e-3) as ledger:
+        with pytest.raises(ValueError, match=match):
+            PrivateHyperparameterSearch(**params, random_state=0).fit(X, y)
+    assert ConstantLabelClassifier.real_fits == before
+    assert len(ledger) == 0 and ledger.pending() == []
+
+
+class _WarnsOnFitClassifier(ConstantLabelClassifier):
+    """Warns on every fit, as scikit-learn's own checks do (pointing at its caller)."""
+
+    def fit(self, X, y):
+        warnings.warn("a public remark about the fit", UserWarning, stacklevel=2)
+        return super().fit(X, y)
+
+
+def test_warnings_point_at_the_callers_line():
+    X, y = _data()
+    with pytest.warns(Warning) as record:
+        PrivateHyperparameterSearch(_WarnsOnFitClassifier(classes=None), GRID,
+                                    random_state=0).fit(X, y[:, None])
+    assert {w.category for w in record} == {PrivacyLeakWarning, DataConversionWarning,
+                                            UserWarning}
+    assert [w.filename for w in record] == [__file__] * 3  # once each, at this line
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo", "lil"])
+def test_sparse_formats(fmt):
+    X, y = _data()
+    search = PrivateHyperparameterSearch(ConstantLabelClassifier(), GRID, random_state=0)
+    search.fit(sp.csr_matrix(X).asformat(fmt), y)
+    assert search.best_estimator_.n_rows_ == X.shape[0]
+
+
 def test_approximate_only_estimator_is_refused():
     X, y = _data()
     with pytest.raises(ValueError, match="Renyi"):
@@ -416,6 +552,193 @@ def test_audit_catches_exact_validation_scores():
 
 
 # --------------------------------------------------------------------------
+# Audits: what the released estimator lets an adversary recompute
+# --------------------------------------------------------------------------
+def _op_search(**kwargs):
+    from skdp_sparse.linear_model import DPOutputPerturbationClassifier
+
+    params = dict(epsilon=1.0, delta=1e-5, expected_repetitions=3)
+    params.update(kwargs)
+    return PrivateHyperparameterSearch(
+        DPOutputPerturbationClassifier(delta=1e-5, classes=[0, 1]), {"alpha": [0.1, 1.0]},
+        **params)
+
+
+def _op_data(n=40, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.random((n, 3)), np.arange(n) % 2
+
+
+def _same_model(a, b):
+    return np.array_equal(a.coef_, b.coef_) and np.array_equal(a.intercept_, b.intercept_)
+
+
+@pytest.mark.parametrize("refit", [True, False])
+def test_released_estimator_carries_no_seed(refit):
+    """A released model whose seed is kept can be refitted bit for bit by anyone who
+    knows the data: an exact membership test, whatever the noise."""
+    X, y = _op_data()
+    search = _op_search(refit=refit, shuffle=False, random_state=0).fit(X, y)
+    best = search.best_estimator_
+    assert best.random_state is None
+    rows = slice(None) if refit else slice(0, 32)  # shuffle=False: the first 80% train
+    again = clone(best).set_params(random_state=None).fit(X[rows], y[rows])
+    assert not _same_model(again, best)
+    assert not _same_model(clone(best).fit(X[rows], y[rows]), best)
+
+
+def _clopper_pearson_epsilon(hits_s, hits_s_prime, n_runs, delta, confidence=0.95):
+    """Lower bound on epsilon from one event fixed before the runs, in both orders."""
+    alpha = (1 - confidence) / 2
+    bounds = []
+    for k_p, k_q in ((hits_s, hits_s_prime), (hits_s_prime, hits_s)):
+        p_lo, _ = clopper_pearson(k_p, n_runs, alpha)
+        _, q_hi = clopper_pearson(k_q, n_runs, alpha)
+        p_lo, q_hi = float(p_lo), float(q_hi)
+        bounds.append(math.log((p_lo - delta) / q_hi) if p_lo > delta else 0.0)
+    return max(bounds)
+
+
+def test_audit_refit_and_compare_is_private():
+    """The adversary knows every row but one, refits ``clone(best_estimator_)`` on the
+    dataset it suspects (D) and checks whether the release is reproduced bit for bit."""
+    epsilon, delta, n_runs = 1.0, 1e-5, 60
+    X, y = _op_data()
+    X_prime = X.copy()
+    X_prime[0] = 1 - X_prime[0]  # replace one row
+    rng = np.random.default_rng(0)
+    hits = []
+    for data in (X, X_prime):
+        count = 0
+        for _ in range(n_runs):
+            search = _op_search(epsilon=epsilon, delta=delta,
+                                random_state=int(rng.integers(2**63 - 1))).fit(data, y)
+            release = search.best_estimator_
+            count += _same_model(clone(release).fit(X, y), release)
+        hits.append(count)
+    assert _clopper_pearson_epsilon(*hits, n_runs, delta) <= epsilon
+
+
+# --------------------------------------------------------------------------
+# Nothing raises once the private data are touched
+# --------------------------------------------------------------------------
+def _rare_label_data(multiclass, n=20, seed=1):
+    """D holds one row of the rare label, its neighbour D' two: a random training
+    part misses the rare label more often under D."""
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, 3))
+    y = (np.arange(n) % 2) * 2 if multiclass else np.zeros(n, dtype=int)
+    y[0] = 1
+    y_prime = y.copy()
+    y_prime[1] = 1
+    return X, y, y_prime
+
+
+@pytest.mark.parametrize("multiclass", [False, True], ids=["binary", "multiclass"])
+def test_audit_exceptions_do_not_leak(multiclass):
+    """Whether the search raises is itself a release; it must not depend on the data.
+    (With the label set read from each training part, a part missing the rare label
+    fails: one class only, or other privacy events than the dummy fit's.)"""
+    epsilon, delta, n_runs = 0.5, 1e-5, 240
+    X, y, y_prime = _rare_label_data(multiclass)
+    rng = np.random.default_rng(0)
+    raised = []
+    for labels in (y, y_prime):
+        count = 0
+        for _ in range(n_runs):
+            search = PrivateHyperparameterSearch(
+                LabelSetClassifier(delta=delta), GRID, epsilon=epsilon, delta=delta,
+                expected_repetitions=2, refit=False,
+                random_state=int(rng.integers(2**63 - 1)))
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", PrivacyLeakWarning)
+                    search.fit(X, labels)
+            except Exception:
+                count += 1
+        raised.append(count)
+    assert _clopper_pearson_epsilon(*raised, n_runs, delta) <= epsilon
+
+
+@pytest.mark.parametrize("multiclass", [False, True], ids=["binary", "multiclass"])
+def test_training_part_missing_a_class_does_not_raise(multiclass):
+    from skdp_sparse.linear_model import DPSparseLogisticRegression
+
+    X, y, _ = _rare_label_data(multiclass)
+    y = np.roll(y, -1)  # the rare label in the last row: a validation row (shuffle=False)
+    search = PrivateHyperparameterSearch(
+        DPSparseLogisticRegression(delta=1e-5, max_iter=5), {"alpha": [1e-3, 1e-1]},
+        delta=1e-5, shuffle=False, random_state=0)
+    with pytest.warns(PrivacyLeakWarning, match="label set") as record:
+        search.fit(X, y)
+    # The label set is read once, by the search, and shared by every fit.
+    assert [w.filename for w in record] == [__file__]
+    expected = [0, 1, 2] if multiclass else [0, 1]
+    assert list(search.classes_) == expected
+    assert search.best_estimator_.classes == expected
+    # A public label set is passed to every fit, and nothing warns.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyLeakWarning)
+        clone(search).set_params(classes=expected, refit=False).fit(X, y)
+
+
+def test_public_classes_are_passed_to_the_fits():
+    X, y = _data()
+    search = PrivateHyperparameterSearch(ConstantLabelClassifier(classes=None), GRID,
+                                         classes=[0, 1, 2], random_state=0).fit(X, y)
+    assert list(search.classes_) == [0, 1, 2]
+    assert search.best_estimator_.classes == [0, 1, 2]
+    # The estimator's own public label set serves when the search has none.
+    search = PrivateHyperparameterSearch(ConstantLabelClassifier(classes=[0, 1, 3]), GRID,
+                                         random_state=0).fit(X, y)
+    assert list(search.classes_) == [0, 1, 3]
+
+
+@pytest.mark.parametrize("refit", [True, False])
+def test_failed_fit_scores_low_and_releases_the_public_model(refit):
+    X, y = _data()
+    search = PrivateHyperparameterSearch(FailsOnRealDataClassifier(), GRID,
+                                         refit=refit, random_state=0, epsilon=20.0).fit(X, y)
+    best = search.best_estimator_
+    # The candidate's public model: fitted on dummy data of the training part's size,
+    # with the marker absent and the label mean of the dummy labels.
+    assert best.n_rows_ == 160
+    assert best.random_state is None
+    assert abs(best.mean_ - 0.5) < 0.05
+    assert abs(search.best_score_ - 0.0) < 0.05  # low plus the score noise
+    assert 0.97 * 20.0 <= search.epsilon_spent_ <= 20.0  # failed runs are accounted too
+
+
+def test_failed_refit_falls_back_to_the_winning_run():
+    X, y = _data()
+    est = FailsOnRealDataClassifier(fail_rows=X.shape[0])
+    search = PrivateHyperparameterSearch(est, GRID, shuffle=False, random_state=0,
+                                         epsilon=20.0).fit(X, y)
+    best = search.best_estimator_
+    assert best.n_rows_ == 160 and best.random_state is None
+    # The winning run's model, fitted on the real training part and scored on the rest.
+    assert abs(best.mean_ - np.mean(y[:160])) < 0.05
+    assert abs(search.best_score_ - np.mean(y[160:] == best.label)) < 0.05
+
+
+def test_scoring_that_raises_scores_low_row_by_row():
+    X, y = _data()
+    X[-1, 0] = 7.0  # a validation row (shuffle=False) the scorer fails on
+
+    def fragile(est, X, y):
+        if np.any(np.asarray(X) == 7):
+            raise ArithmeticError("a row no public check foresaw")
+        return np.ones(X.shape[0])
+
+    search = PrivateHyperparameterSearch(ConstantLabelClassifier(), GRID,
+                                         scoring=fragile, score_bounds=(0.0, 1.0),
+                                         shuffle=False, random_state=0, epsilon=50.0)
+    search.fit(X, y)
+    # Only the failing row scores low: the mean moves by (high - low) / n_val at most.
+    assert abs(search.best_score_ - 39 / 40) < 0.01
+
+
+# --------------------------------------------------------------------------
 # The library's estimators
 # --------------------------------------------------------------------------
 def _library_estimators():
@@ -455,6 +778,7 @@ def test_library_estimators(cls):
     kwargs = {}
     if is_classifier(cls()):
         y = (X @ w > 0).astype(int)
+        kwargs["classes"] = [0, 1]
     elif is_regressor(cls()):
         y = np.clip(X @ w / 4, -1, 1)
     else:
@@ -478,3 +802,38 @@ def test_library_estimators(cls):
     assert search.best_estimator_.epsilon == search.fit_epsilon_
     if y is not None:
         assert search.predict(X).shape == (400,)
+
+
+# --------------------------------------------------------------------------
+# scikit-learn's estimator checks
+# --------------------------------------------------------------------------
+def _checked_searches():
+    from skdp_sparse.linear_model import DPGreedyCDRegressor, DPSparseLogisticRegression
+
+    # Generous budgets let the checks' small datasets be learnt; an int random_state
+    # makes each check reproducible. Privacy is exercised by the tests above.
+    common = dict(epsilon=50.0, delta=1e-5, expected_repetitions=2, random_state=0)
+    return [
+        PrivateHyperparameterSearch(DPSparseLogisticRegression(delta=1e-5),
+                                    {"alpha": [1e-4, 1e-3]}, **common),
+        PrivateHyperparameterSearch(DPGreedyCDRegressor(delta=1e-5),
+                                    {"alpha": [1e-4, 1e-3]}, **common),
+    ]
+
+
+def _expected_failed_checks(search):
+    """Checks a private meta-estimator cannot pass, each with its reason.
+
+    None: every check passes. With an int ``random_state`` the whole search (split,
+    K, candidates, the fits' spawned generators, the score noise) is reproducible,
+    so the determinism checks hold; the data checks (empty data, one sample, y None,
+    NaN and infinity) raise clear errors before any budget is reserved.
+    """
+    return {}
+
+
+# The checks' datasets have varied label sets, with no public one to give.
+@pytest.mark.filterwarnings("ignore::skdp_sparse.exceptions.PrivacyLeakWarning")
+@parametrize_with_checks(_checked_searches(), expected_failed_checks=_expected_failed_checks)
+def test_sklearn_compatible(estimator, check):
+    check(estimator)

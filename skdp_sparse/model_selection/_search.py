@@ -1,49 +1,13 @@
 """Differentially private hyperparameter selection by random repetition.
 
-The search follows Papernot & Steinke (2022), "Hyperparameter Tuning with Renyi
-Differential Privacy" (ICLR 2022), which sharpens Liu & Talwar (2019), "Private
-Selection from Private Candidates" (STOC 2019).
-
-One *run* ``Q`` of the search draws a candidate uniformly from the grid, fits it
-privately on a training part of the data, and scores the model on the held-out
-part with Gaussian noise (by default the exact discrete Gaussian of
-:class:`~skdp_sparse.privacy.mechanisms.GaussianMechanism` on a lattice, so the
-released score's low-order bits carry nothing about the data). The search draws
-the number of runs ``K`` from a truncated negative binomial distribution, runs
-``Q`` that many times with fresh randomness, and releases only the best run (its
-candidate, model and noisy score). Releasing all runs, or ``K`` itself, would not
-be covered.
-
-Privacy of one run (replace-one neighbours, n public). The split into training
-and validation rows is drawn once, independently of the data. A replaced row is
-either a training row, and then the run is a post-processing of one private fit,
-or a validation row, and then only the mean of the clipped per-example scores
-moves, by at most ``(high - low) / n_val``. Hence the run is
-``(lambda, max(r_fit(lambda), r_score(lambda)))``-RDP for every order, with
-``r_fit`` the pointwise maximum over candidates of the fits' RDP curves (the
-candidate is a uniform draw; Renyi divergence is jointly quasi-convex). The
-score noise is chosen so that ``r_score <= r_fit`` at every order, which makes
-the scoring free: a Gaussian mechanism whose zCDP ``rho`` (for the discrete
-Gaussian, with the lattice rounding included) is at most
-``min_lambda r_fit(lambda) / lambda`` has ``r_score(lambda) <= lambda rho``
-(Bun & Steinke 2016; Canonne, Kamath & Steinke 2020 for the discrete Gaussian).
-The RDP curve of a fit is read from the mechanism events it records; to know it
-before touching the data, each candidate is first fitted on a public dummy
-dataset of the same shape (its events depend only on public values: the
-library's estimators calibrate noise from n, d, the public bounds and the
-budget). Every real fit is checked to record exactly those events.
-
-Theorem (Papernot & Steinke 2022, Thm 2). If ``Q`` is ``(lambda, eps)``- and
-``(lambda_hat, eps_hat)``-RDP with ``lambda > 1``, ``lambda_hat >= 1``, and ``K``
-follows the truncated negative binomial ``D_{eta, gamma}`` (``eta > -1``,
-``0 < gamma < 1``), the search is ``(lambda, eps')``-RDP with::
-
-    eps' = eps + (1 + eta) (1 - 1/lambda_hat) eps_hat
-               + (1 + eta) log(1/gamma) / lambda_hat + log(E[K]) / (lambda - 1).
-
-``lambda_hat`` is optimised over the order grid for every ``lambda``; the curve is
-converted to ``(epsilon, delta)`` with Canonne, Kamath & Steinke (2020), Prop. 12,
-and composed with an optional refit of the best candidate on all the data.
+:class:`PrivateHyperparameterSearch` follows Papernot & Steinke (2022),
+"Hyperparameter Tuning with Renyi Differential Privacy" (ICLR 2022). Its whole
+output (the selected parameters, the selected model and its noisy validation
+score, refitted or not) is ``(epsilon, delta)``-DP for replace-one neighbouring
+datasets with ``n`` public; the number of runs and the running time are not
+covered. The accounting is in :mod:`skdp_sparse.privacy.selection`; the proof
+(the RDP curve of one run, Papernot & Steinke's theorem, the score noise, the
+refit) is on the documentation page ``doc/proofs/private_search.rst``.
 """
 
 from __future__ import annotations
@@ -51,32 +15,34 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
+from sklearn.exceptions import DataConversionWarning
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import _safe_indexing, get_tags
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import check_is_fitted, indexable
+from sklearn.utils.validation import check_array, check_is_fitted, indexable
 
 from ..base import DPEstimatorMixin
-from ..privacy.accounting import RDP_ORDERS, PrivacyAccountant, PrivacyEvent, rdp_epsilon
+from ..exceptions import SpendDeviationError
+from ..privacy.accounting import RDP_ORDERS, PrivacyEvent, rdp_epsilon
 from ..privacy.discrete import SENSITIVITY_SLACK
-from ..privacy.ledger import check_budget, report_fit
-from ..privacy.ledger import suspended_reporting as _reporting_suspended
+from ..privacy.ledger import suspended_reporting
 from ..privacy.mechanisms import GaussianMechanism
-from ..utils.random import check_generator
+from ..privacy.selection import (
+    events_rdp,
+    sample_truncated_negative_binomial,
+    selection_rdp,
+    truncated_negative_binomial_gamma,
+)
+from ..utils._labels import check_classes, encode_labels
+from ..utils._warnings import warn
 from ..utils.validation import check_privacy_params
 
-__all__ = [
-    "PrivateHyperparameterSearch",
-    "events_rdp",
-    "selection_rdp",
-    "truncated_negative_binomial_mean",
-    "truncated_negative_binomial_gamma",
-    "sample_truncated_negative_binomial",
-]
+__all__ = ["PrivateHyperparameterSearch"]
 
 _BUILTIN_SCORES = {
     "accuracy": (0.0, 1.0),
@@ -86,136 +52,48 @@ _BUILTIN_SCORES = {
 
 
 # --------------------------------------------------------------------------
-# The truncated negative binomial distribution D_{eta, gamma}
-# --------------------------------------------------------------------------
-def truncated_negative_binomial_mean(eta, gamma):
-    """``E[K]`` for ``K ~ D_{eta, gamma}`` (Papernot & Steinke 2022, Sec. 3).
-
-    ``P[K = k] = (1-gamma)^k / (gamma^-eta - 1) prod_{l<k} (l + eta)/(l + 1)`` for
-    ``eta != 0`` and the logarithmic ``(1-gamma)^k / (k log(1/gamma))`` for ``eta = 0``.
-    """
-    if eta == 0:
-        return (1 / gamma - 1) / math.log(1 / gamma)
-    return eta * (1 - gamma) / (gamma * (1 - gamma**eta))
-
-
-def truncated_negative_binomial_gamma(eta, mean):
-    """The ``gamma`` for which ``D_{eta, gamma}`` has expectation ``mean`` (> 1)."""
-    if not mean > 1:
-        raise ValueError(f"the expected number of repetitions must be > 1, got {mean}")
-    # E[K] decreases from infinity to 1 as gamma goes from 0 to 1: bisect in log gamma.
-    lo, hi = -700.0, math.log(1 - 1e-12)
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if truncated_negative_binomial_mean(eta, math.exp(mid)) > mean:
-            lo = mid
-        else:
-            hi = mid
-    return math.exp(hi)
-
-
-def sample_truncated_negative_binomial(eta, gamma, rng):
-    """One draw of ``K ~ D_{eta, gamma}``, exactly (no truncation of the support)."""
-    if eta == 0:
-        return int(rng.logseries(1 - gamma))
-    if eta > 0:
-        # A negative binomial (failures before eta successes) conditioned on K >= 1.
-        while True:
-            k = int(rng.negative_binomial(eta, gamma))
-            if k >= 1:
-                return k
-    # -1 < eta < 0: inverse CDF with the ratio P[k+1]/P[k] = (1-gamma)(k+eta)/(k+1).
-    u = rng.random()
-    p = (1 - gamma) * eta / (gamma**-eta - 1)
-    k, cdf = 1, p
-    while cdf < u and p > 0:
-        p *= (1 - gamma) * (k + eta) / (k + 1)
-        k += 1
-        cdf += p
-    return k
-
-
-# --------------------------------------------------------------------------
-# RDP curves
-# --------------------------------------------------------------------------
-def events_rdp(events, orders=RDP_ORDERS):
-    """RDP curve (on ``orders``) of the composition of ``events``.
-
-    rho-zCDP events give ``alpha rho``; RDP events their curve; pure epsilon-DP
-    events also at most ``epsilon`` (Mironov 2017, Prop. 3). An (epsilon, delta)
-    event with ``delta > 0`` has no RDP bound and raises ``ValueError``.
-    """
-    a = np.asarray(orders, dtype=float)
-    total = np.zeros_like(a)
-    for e in events:
-        if e.count <= 0:
-            continue
-        if e.rdp is not None:
-            if not np.array_equal(a, RDP_ORDERS):
-                raise ValueError("RDP events are stored on RDP_ORDERS only")
-            curve = np.asarray(e.rdp, dtype=float)
-        elif e.rho is not None:
-            curve = a * e.rho
-            if e.delta == 0 and not math.isnan(e.epsilon):
-                curve = np.minimum(curve, e.epsilon)
-        elif e.delta == 0 and not math.isnan(e.epsilon):
-            curve = np.minimum(a * e.epsilon**2 / 2, e.epsilon)
-        else:
-            raise ValueError(
-                f"event {e.name!r} is only (epsilon={e.epsilon}, delta={e.delta})-DP; the "
-                "private search needs estimators whose fits are described in Renyi DP "
-                "(Gaussian, zCDP, RDP or pure-DP events)"
-            )
-        total = total + e.count * curve
-    return total
-
-
-def selection_rdp(run_rdp, eta, gamma, orders=RDP_ORDERS):
-    """RDP curve of best-of-K repetitions of a run with RDP curve ``run_rdp``.
-
-    Papernot & Steinke (2022), Thm 2, with ``lambda_hat`` minimised over
-    ``orders`` and the limit ``lambda_hat = 1``, where the ``eps_hat`` term vanishes.
-    """
-    a = np.asarray(orders, dtype=float)
-    r = np.asarray(run_rdp, dtype=float)
-    log_inv_gamma = math.log(1 / gamma)
-    hat_terms = (1 + eta) * ((1 - 1 / a) * r + log_inv_gamma / a)
-    hat = min(float(np.min(hat_terms)), (1 + eta) * log_inv_gamma)
-    log_mean = math.log(truncated_negative_binomial_mean(eta, gamma))
-    return r + hat + log_mean / (a - 1)
-
-
-# --------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------
 def _n_rows(X):
     return X.shape[0] if hasattr(X, "shape") else len(X)
 
 
-def _dummy_like(X, y, n_rows, classifier):
-    """Public stand-in data: same width, type and label set, no private values."""
-    n_features = X.shape[1]
-    rows = np.arange(n_rows)
-    cols = rows % n_features
-    if sp.issparse(X):
-        Xd = sp.csr_matrix((np.full(n_rows, 0.5), (rows, cols)), shape=(n_rows, n_features))
-        Xd = Xd.asformat(X.format)
-    else:
-        Xd = np.zeros((n_rows, n_features))
-        Xd[rows, cols] = 0.5
-        if hasattr(X, "columns"):
-            import pandas as pd
+class _Public:
+    """What the search may use before touching the private data: the grid, the per-fit
+    delta, the shape and type of the data, the public label set, the part sizes, and
+    the dummy fits (cached)."""
 
-            Xd = pd.DataFrame(Xd, columns=X.columns)
-    if y is None:
-        return Xd, None
-    y_arr = np.asarray(y)
-    if classifier:
-        # The label set is public, as for every private classifier (classes_).
-        yd = np.resize(np.unique(y_arr), n_rows)
-    else:
-        yd = np.zeros((n_rows,) + y_arr.shape[1:], dtype=float)
-    return Xd, yd
+    def __init__(self, candidates, fit_delta, X, y, classes, n, n_train):
+        self.candidates = candidates
+        self.fit_delta = fit_delta
+        self.n = n
+        self.n_train = n_train
+        self.classes = classes
+        self.cache = {}
+        self._X, self._y = X, y
+
+    def dummy(self, n_rows):
+        """Stand-in data of ``n_rows`` rows: same width, type and label set, no
+        private values."""
+        X, y = self._X, self._y
+        n_features = X.shape[1]
+        rows = np.arange(n_rows)
+        cols = rows % n_features
+        if sp.issparse(X):
+            Xd = sp.csr_matrix((np.full(n_rows, 0.5), (rows, cols)),
+                               shape=(n_rows, n_features)).asformat(X.format)
+        else:
+            Xd = np.zeros((n_rows, n_features))
+            Xd[rows, cols] = 0.5
+            if hasattr(X, "columns"):
+                import pandas as pd
+
+                Xd = pd.DataFrame(Xd, columns=X.columns)
+        if y is None:
+            return Xd, None
+        if self.classes is not None:
+            return Xd, np.resize(self.classes, n_rows)
+        return Xd, np.zeros((n_rows,) + np.shape(y)[1:], dtype=float)
 
 
 def _event_key(event):
@@ -238,6 +116,71 @@ def _fit_events(estimator):
             "needs an estimator of skdp_sparse (DPEstimatorMixin)"
         )
     return tuple(events)
+
+
+def _fit_generator(fit_seeds):
+    """A fresh generator for one fit, spawned from the search's seed sequence."""
+    (child,) = fit_seeds.spawn(1)
+    return np.random.default_rng(child)
+
+
+def _released(estimator):
+    """The estimator as released: without the generator its noise came from (whose
+    state, even advanced, can be rewound to regenerate that noise)."""
+    if "random_state" in estimator.get_params(deep=False):
+        estimator.set_params(random_state=None)
+    return estimator
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _SearchPlan:
+    """The search fixed from public values: the per-fit budget, the score noise and
+    the distribution of the number of runs."""
+
+    epsilon: float
+    delta: float
+    events: tuple
+    public: object
+    scorer: object
+    low: float
+    high: float
+    fit_epsilon: float
+    fit_delta: float
+    eta: float
+    gamma: float
+    mean_k: float
+    score_noise: float
+    score_mechanism: object
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _SearchResult:
+    best_score: float
+    best_index: int
+    best_estimator: object
+    events: tuple
+
+
+class _WarningsAtCallersLine:
+    """Warnings of the public dummy fits, once each and attributed to the caller's line:
+    the dummy fits run many times, from inside the library. (A class, not a
+    generator: the frames of ``contextlib`` would stop the walk to the caller.)"""
+
+    def __enter__(self):
+        self._catcher = warnings.catch_warnings(record=True)
+        self._caught = self._catcher.__enter__()
+        warnings.simplefilter("always")
+        return self
+
+    def __exit__(self, *exc_info):
+        self._catcher.__exit__(*exc_info)
+        seen = set()
+        for record in self._caught:
+            key = (record.category, str(record.message))
+            if key not in seen:
+                seen.add(key)
+                warn(str(record.message), record.category)
+        return False
 
 
 class _SpendMismatch(Exception):
@@ -286,15 +229,31 @@ class PrivateHyperparameterSearch(DPEstimatorMixin, MetaEstimatorMixin, BaseEsti
     private computation by fitting each candidate on a public dummy dataset of
     the same shape and label set; each real fit must record the same events
     (a fit whose spend depends on the data breaks this and raises
-    ``RuntimeError``, after its conservative spend is reported to the ledgers).
+    :class:`~skdp_sparse.exceptions.SpendDeviationError`, a ``RuntimeError``, after
+    its conservative spend is reported to the ledgers).
     The estimator therefore has to be a private estimator of this library whose
-    events have RDP bounds (Gaussian, zCDP, RDP or pure-DP events).
+    events have RDP bounds (Gaussian, zCDP, RDP or pure-DP events). The proof is
+    on the page :ref:`proof_private_search`.
+
+    Failures. Whether a computation on the private data raises is itself a
+    release, so everything public is checked before any budget is reserved: the
+    parameters, the data, the labels against the public label set (``classes``),
+    and every candidate, by its fit on dummy data. Afterwards nothing that depends
+    on the data raises. A fit that raises anyway counts as a model of the lowest
+    score: its run scores ``low`` plus the same score noise, and if it wins, the
+    candidate's model fitted on the public dummy data is released, which holds
+    no private information. A per-example scoring that raises on the validation
+    part is retried row by row, a failing row scoring ``low``. A refit that
+    raises leaves the winning run's model. The spend is the same in every case.
+    Warnings raised during the private part are not shown (a warning on private
+    data would be a release as well); the dummy fits show the public ones.
 
     What is not covered: the number of runs ``K`` and the runtime (which grows
     with ``K``) are not released; inner fits do not report to privacy ledgers
     (that would reveal ``K``); the search reports one record of its total. The
     split is not stratified (stratifying would read the labels). The label set
-    of a classifier is treated as public, as everywhere in the library.
+    of a classifier is public: pass it as ``classes``; read from ``y`` it is not
+    covered (:class:`~skdp_sparse.exceptions.PrivacyLeakWarning`).
 
     Parameters
     ----------
@@ -302,7 +261,7 @@ class PrivateHyperparameterSearch(DPEstimatorMixin, MetaEstimatorMixin, BaseEsti
         A private estimator with ``epsilon`` and ``delta`` parameters.
     param_grid : dict or list of dicts
         As for :class:`~sklearn.model_selection.ParameterGrid`; may not set
-        ``epsilon``, ``delta`` or ``random_state``.
+        ``epsilon``, ``delta``, ``random_state``, ``ledger`` or ``classes``.
     epsilon : float, default=1.0
         Total privacy budget of the search (and of the refit, if any).
     delta : float, default=1e-6
@@ -344,11 +303,28 @@ default=None
         ``1 + 2^-16`` times the float path's, for the rounding; the total spend is
         the same. It costs about 0.15 ms per run, about 0.1% of a search on a9a
         (``benchmarks/bench_fp_safe.py``). False: ``rng.normal`` added in doubles.
+    classes : array-like of labels, default=None
+        The public label set of a classifier, passed to every fit (and used for the
+        labels of the dummy data), so that all fits share it whatever labels their
+        part of the data holds; a label of ``y`` outside it raises ``ValueError``
+        before any budget is reserved. None: the estimator's own ``classes``, and
+        if that is None too, the set is read once from ``y``, which the guarantee
+        does not cover (one row with a rare label changes it), with a
+        :class:`~skdp_sparse.exceptions.PrivacyLeakWarning`. The classifier must
+        have a ``classes`` parameter.
     ledger : PrivacyLedger, default=None
         A ledger the search reports its total to (besides the active ledgers).
     random_state : None, int or Generator, default=None
         Randomness of the split, of ``K``, of the candidate draws, of the score
-        noise and the seeds of the fits. ``None`` (OS entropy) for a release.
+        noise, and the entropy of the seed sequence from which every fit's
+        generator is spawned. ``None`` (OS entropy) for a release: an int or a
+        Generator reproduces the whole search, noise included, so it must stay
+        secret like any seed.
+
+        The released estimators (``best_estimator_``, refitted or not) have
+        ``random_state=None``: the generators their noise came from are dropped,
+        so refitting a clone of ``best_estimator_`` on a candidate dataset draws
+        fresh noise and does not reproduce the release.
 
     Attributes
     ----------
@@ -356,8 +332,11 @@ default=None
     best_index_ : int
         Index of ``best_params_`` in ``candidate_params_``.
     best_estimator_ : estimator
+        The released model, with ``random_state=None`` (see ``random_state``).
     best_score_ : float
         Noisy validation score of the winning run.
+    classes_ : ndarray
+        The public label set (classifiers).
     candidate_params_ : list of dict
         The grid.
     fit_epsilon_, fit_delta_ : float
@@ -383,7 +362,7 @@ default=None
     def __init__(self, estimator, param_grid, *, epsilon=1.0, delta=1e-6, scoring=None,
                  score_bounds=None, validation_fraction=0.2, shuffle=True,
                  expected_repetitions=None, eta=0.0, refit=True, floating_point_safe=True,
-                 ledger=None, random_state=None):
+                 classes=None, ledger=None, random_state=None):
         self.estimator = estimator
         self.param_grid = param_grid
         self.epsilon = epsilon
@@ -396,6 +375,7 @@ default=None
         self.eta = eta
         self.refit = refit
         self.floating_point_safe = floating_point_safe
+        self.classes = classes
         self.ledger = ledger
         self.random_state = random_state
 
@@ -415,12 +395,22 @@ default=None
         if not candidates:
             raise ValueError("param_grid is empty")
         for cand in candidates:
-            bad = {"epsilon", "delta", "random_state", "ledger"} & set(cand)
+            bad = {"epsilon", "delta", "random_state", "ledger", "classes"} & set(cand)
             if bad:
                 raise ValueError(
                     f"param_grid may not set {sorted(bad)}: the search sets the per-fit "
-                    "budget and the seeds itself"
+                    "budget, the seeds and the label set itself"
                 )
+        if is_classifier(self.estimator):
+            if "classes" not in base_params:
+                raise ValueError(
+                    f"{type(self.estimator).__name__} has no 'classes' parameter; the "
+                    "private search passes the public label set to every fit, so that "
+                    "none reads it from its part of the data"
+                )
+        elif self.classes is not None:
+            raise ValueError("classes is the label set of a classifier; "
+                             f"{type(self.estimator).__name__} is not one")
         if not (isinstance(self.validation_fraction, numbers.Real)
                 and 0 < self.validation_fraction < 1):
             raise ValueError(
@@ -441,6 +431,55 @@ default=None
         base_delta = base_params["delta"]
         fit_delta = 0.0 if isinstance(base_delta, numbers.Real) and base_delta == 0 else delta
         return epsilon, delta, candidates, float(mean), scorer, bounds, fit_delta
+
+    def _check_data(self, X, y):
+        """``(X, y, classes)`` checked; ``classes`` is the public label set of a
+        classifier (None otherwise).
+
+        ``X`` and ``y`` are passed on to the fits as given (a DataFrame keeps its
+        column names), once a checked copy has shown that they are usable.
+        """
+        name = type(self).__name__
+        tags = get_tags(self.estimator)
+        if y is None and tags.target_tags.required:
+            raise ValueError(f"{name} requires y to be passed, but the target y is None.")
+        if y is None:
+            (X,) = indexable(X)
+        else:
+            X, y = indexable(X, y)
+        # Two rows per part at least; the part sizes are checked below.
+        checked = check_array(X, accept_sparse=True, dtype="numeric", ensure_all_finite=True,
+                              ensure_min_samples=4, ensure_min_features=1,
+                              input_name="X")
+        if not hasattr(X, "shape"):
+            X = checked
+        classes = None
+        if y is None:
+            return X, y, classes
+        y_checked = np.asarray(y)
+        if y_checked.ndim == 2 and y_checked.shape[1] == 1 and not tags.target_tags.multi_output:
+            warn("A column-vector y was passed when a 1d array was expected; it is "
+                 "flattened to shape (n_samples,).", DataConversionWarning)
+            y = y_checked = y_checked.ravel()
+        if is_classifier(self.estimator):
+            classes, _ = encode_labels(y_checked, self._public_classes(), name)
+        else:
+            check_array(y_checked, ensure_2d=False, dtype="numeric", ensure_all_finite=True,
+                        ensure_min_samples=4, input_name="y")
+        return X, y, classes
+
+    def _public_classes(self):
+        """The search's ``classes``, else the estimator's, else None; they must agree."""
+        own = check_classes(self.estimator.get_params(deep=False)["classes"])
+        given = check_classes(self.classes)
+        if given is None:
+            return own
+        if own is not None and not np.array_equal(own, given):
+            raise ValueError(
+                f"classes={given.tolist()!r} of the search and classes={own.tolist()!r} of "
+                f"{type(self.estimator).__name__} differ"
+            )
+        return given
 
     def _scorer(self):
         scoring = self.scoring
@@ -497,37 +536,43 @@ default=None
         return sigma
 
     # -- fitting ---------------------------------------------------------
-    def _configured(self, params, epsilon, delta, seed):
-        est = clone(self.estimator).set_params(**params, epsilon=epsilon, delta=delta)
+    def _configured(self, public, index, epsilon, random_state):
+        """A fit of candidate ``index``: the per-fit budget, the public label set and
+        the given randomness."""
+        est = clone(self.estimator).set_params(**public.candidates[index], epsilon=epsilon,
+                                               delta=public.fit_delta)
+        if public.classes is not None:
+            est.set_params(classes=public.classes.tolist())
         if "random_state" in est.get_params(deep=False):
-            est.set_params(random_state=seed)
+            est.set_params(random_state=random_state)
         return est
 
-    def _probe(self, cache, index, params, fit_epsilon, fit_delta, X, y, n_rows):
-        """Events of a fit of candidate ``index`` on ``n_rows`` rows, from dummy data."""
+    def _probe(self, public, index, fit_epsilon, n_rows):
+        """``(events, RDP curve, model)`` of candidate ``index`` fitted on ``n_rows``
+        rows of public dummy data."""
         key = (index, fit_epsilon, n_rows)
-        if key not in cache:
-            Xd, yd = _dummy_like(X, y, n_rows, is_classifier(self.estimator))
-            est = self._configured(params, fit_epsilon, fit_delta, 0)
-            with _reporting_suspended():
+        if key not in public.cache:
+            Xd, yd = public.dummy(n_rows)
+            est = self._configured(public, index, fit_epsilon, 0)
+            with suspended_reporting():
                 est.fit(Xd) if yd is None else est.fit(Xd, yd)
             events = _fit_events(est)
-            cache[key] = (events, events_rdp(events))
-        return cache[key]
+            public.cache[key] = (events, events_rdp(events), est)
+        return public.cache[key]
 
-    def _curves(self, cache, candidates, fit_epsilon, fit_delta, X, y, n_train, n_rows):
+    def _curves(self, public, fit_epsilon):
         """Worst-case RDP curves over the candidates: a search run's fit, and a refit
         (zero without refit)."""
-        run = np.max([self._probe(cache, i, c, fit_epsilon, fit_delta, X, y, n_train)[1]
-                      for i, c in enumerate(candidates)], axis=0)
+        indices = range(len(public.candidates))
+        run = np.max([self._probe(public, i, fit_epsilon, public.n_train)[1] for i in indices],
+                     axis=0)
         refit = np.zeros_like(run)
         if self.refit:
-            refit = np.max([self._probe(cache, i, c, fit_epsilon, fit_delta, X, y, n_rows)[1]
-                            for i, c in enumerate(candidates)], axis=0)
+            refit = np.max([self._probe(public, i, fit_epsilon, public.n)[1] for i in indices],
+                           axis=0)
         return run, refit
 
-    def _calibrate(self, cache, candidates, epsilon, delta, fit_delta, X, y, n_train, n_rows,
-                   eta, gamma, rtol=0.01, max_evals=30):
+    def _calibrate(self, public, epsilon, delta, eta, gamma, rtol=0.01, max_evals=30):
         """Largest per-fit epsilon whose total is <= epsilon (within ``rtol`` below).
 
         Every candidate value is checked exactly, with the events of dummy fits.
@@ -556,7 +601,7 @@ default=None
         lo = hi = None  # (fit_eps, total, run, selection curve + refit): feasible, infeasible
         x, s, previous = epsilon / 2, 2.0, None
         for _ in range(max_evals):
-            run, refit = self._curves(cache, candidates, x, fit_delta, X, y, n_train, n_rows)
+            run, refit = self._curves(public, x)
             t = total(run, refit)
             point = (x, t, run, selection_rdp(run, eta, gamma) + refit)
             if t <= epsilon:
@@ -592,131 +637,187 @@ default=None
         return lo
 
     def fit(self, X, y=None):
-        """Select hyperparameters privately and fit the selected model."""
-        (epsilon, delta, candidates, mean_k, scorer, (low, high),
-         fit_delta) = self._check_setup()
-        if y is None:
-            (X,) = indexable(X)
-        else:
-            X, y = indexable(X, y)
-        if not hasattr(X, "shape"):
-            X = np.asarray(X)
-        if X.ndim != 2:
-            raise ValueError(f"X must be 2-dimensional, got shape {X.shape}")
+        """Select hyperparameters privately and fit the selected model.
+
+        Every check of the parameters, the data and the label set happens first,
+        and every candidate is fitted on public dummy data (which checks its
+        parameters), all before any budget is reserved. Once the private data are
+        used, nothing that depends on them raises: a fit that fails anyway counts as
+        a model of the lowest score (see the class docstring).
+        """
+        return self._fit(X, y)
+
+    # -- the fit sequence's steps ---------------------------------------------
+    def _validate_fit_data(self, X, y):
+        setup = self._check_setup()
+        X, y, classes = self._check_data(X, y)
         n = _n_rows(X)
         n_val = int(math.ceil(self.validation_fraction * n))
         n_train = n - n_val
-        if n_val < 1 or n_train < 1:
+        if n_val < 2 or n_train < 2:
             raise ValueError(f"{n} rows are too few to split with validation_fraction="
-                             f"{self.validation_fraction}")
+                             f"{self.validation_fraction}: each part needs 2 rows or more")
+        return (X, y), {"setup": setup, "X": X, "y": y, "classes": classes, "n": n,
+                        "n_train": n_train, "n_val": n_val}
+
+    def _plan(self, facts):
+        (epsilon, delta, candidates, mean_k, scorer, (low, high),
+         fit_delta) = facts["setup"]
         eta = float(self.eta)
         gamma = truncated_negative_binomial_gamma(eta, mean_k)
-
-        # Public work only: calibration on dummy data.
-        cache = {}
-        fit_epsilon, total_eps, run_curve, total_curve = self._calibrate(
-            cache, candidates, epsilon, delta, fit_delta, X, y, n_train, n, eta, gamma
-        )
-        sensitivity = (high - low) / n_val
+        # Public work only: calibration and checks on dummy data.
+        public = _Public(candidates, fit_delta, facts["X"], facts["y"], facts["classes"],
+                         facts["n"], facts["n_train"])
+        with _WarningsAtCallersLine():
+            fit_epsilon, _, run_curve, total_curve = self._calibrate(
+                public, epsilon, delta, eta, gamma
+            )
+            self._check_scorer(public, scorer, fit_epsilon, facts["n_val"])
+        sensitivity = (high - low) / facts["n_val"]
         rho_score = float(np.min(run_curve / RDP_ORDERS))
         if not rho_score > 0:
             raise ValueError("the estimator's fits record no privacy loss at some order; "
                              "they cannot set the score noise")
         sigma = self._score_noise(rho_score, sensitivity)
-        score_mechanism = GaussianMechanism(sensitivity, sigma=sigma,
-                                            floating_point_safe=bool(self.floating_point_safe))
+        event = PrivacyEvent.from_rdp(total_curve, name="private hyperparameter search "
+                                                        "(Papernot & Steinke 2022)")
+        return _SearchPlan(
+            epsilon=epsilon, delta=delta, events=(event,), public=public, scorer=scorer,
+            low=low, high=high, fit_epsilon=fit_epsilon, fit_delta=fit_delta, eta=eta,
+            gamma=gamma, mean_k=mean_k, score_noise=sigma,
+            score_mechanism=GaussianMechanism(
+                sensitivity, sigma=sigma, floating_point_safe=bool(self.floating_point_safe)),
+        )
 
-        check_budget(self, epsilon, delta)  # before any private computation
-
-        rng = check_generator(self.random_state)
+    def _solve(self, data, plan, rng):
+        X, y = data
+        public, n, n_train = plan.public, plan.public.n, plan.public.n_train
         order = rng.permutation(n) if self.shuffle else np.arange(n)
         train_idx, val_idx = np.sort(order[:n_train]), np.sort(order[n_train:])
         X_tr, X_val = _safe_indexing(X, train_idx), _safe_indexing(X, val_idx)
         y_tr = None if y is None else _safe_indexing(y, train_idx)
         y_val = None if y is None else _safe_indexing(y, val_idx)
 
-        k = sample_truncated_negative_binomial(eta, gamma, rng)
+        k = sample_truncated_negative_binomial(plan.eta, plan.gamma, rng)
+        # The fits draw their noise from children of a seed sequence that exists only
+        # in this call: a seed kept anywhere in the output would let anyone who knows
+        # the data refit the released model bit for bit.
+        fit_seeds = np.random.SeedSequence(rng.integers(0, 2**63, size=4).tolist())
         realised = []  # events of every fit, for the conservative record if a check fails
         try:
-            with _reporting_suspended():
+            # A warning raised on the private data would be a release of its own; the
+            # dummy fits above have shown the public ones.
+            with suspended_reporting(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
                 best_score, best_index, best_estimator = self._run(
-                    k, candidates, fit_epsilon, fit_delta, X_tr, y_tr, X_val, y_val, X, y,
-                    n_train, n, cache, scorer, low, high, score_mechanism, rng, realised,
+                    public, k, plan.fit_epsilon, X_tr, y_tr, X_val, y_val, X, y,
+                    plan.scorer, plan.low, plan.high, plan.score_mechanism, rng, fit_seeds,
+                    realised,
                 )
         except _SpendMismatch:
-            self._fail(realised, k, score_mechanism, delta)
+            realised.append(dataclasses.replace(plan.score_mechanism.event(count=k),
+                                                name="validation scores"))
+            raise SpendDeviationError(
+                f"a fit of {type(self.estimator).__name__} recorded different privacy "
+                "events on the data than on public dummy data of the same shape: its "
+                "privacy spend depends on the data, which the private search cannot "
+                "account for. The composition of all fits that ran has been reported to "
+                "the privacy ledgers.", realised,
+            ) from None
+        return _SearchResult(best_score, best_index, best_estimator, plan.events)
 
-        self.candidate_params_ = candidates
-        self.best_index_ = best_index
-        self.best_params_ = dict(candidates[best_index])
-        self.best_score_ = best_score
-        self.best_estimator_ = best_estimator
-        self.fit_epsilon_ = fit_epsilon
-        self.fit_delta_ = fit_delta
-        self.score_noise_ = sigma
-        self.gamma_ = gamma
-        self.eta_ = eta
-        self.expected_repetitions_ = mean_k
-        if hasattr(best_estimator, "n_features_in_"):
-            self.n_features_in_ = best_estimator.n_features_in_
-        if hasattr(best_estimator, "feature_names_in_"):
-            self.feature_names_in_ = best_estimator.feature_names_in_
-        accountant = PrivacyAccountant()
-        accountant.record(PrivacyEvent.from_rdp(total_curve, name="private hyperparameter "
-                                                "search (Papernot & Steinke 2022)"))
-        self._record_spend(accountant, delta)
-        report_fit(self, accountant, delta)
-        return self
+    def _fitted_attributes(self, facts, plan, result):
+        candidates = plan.public.candidates
+        attributes = {
+            "candidate_params_": candidates,
+            "best_index_": result.best_index,
+            "best_params_": dict(candidates[result.best_index]),
+            "best_score_": result.best_score,
+            "best_estimator_": result.best_estimator,
+            "fit_epsilon_": plan.fit_epsilon,
+            "fit_delta_": plan.fit_delta,
+            "score_noise_": plan.score_noise,
+            "gamma_": plan.gamma,
+            "eta_": plan.eta,
+            "expected_repetitions_": plan.mean_k,
+        }
+        for name in ("n_features_in_", "feature_names_in_"):
+            if hasattr(result.best_estimator, name):
+                attributes[name] = getattr(result.best_estimator, name)
+        return attributes
 
-    def _run(self, k, candidates, fit_epsilon, fit_delta, X_tr, y_tr, X_val, y_val, X, y,
-             n_train, n, cache, scorer, low, high, score_mechanism, rng, realised):
+    def _check_scorer(self, public, scorer, fit_epsilon, n_val):
+        """Score every candidate's public model on dummy validation data, so that a
+        scoring that cannot work fails here, in public."""
+        Xd, yd = public.dummy(n_val)
+        for index in range(len(public.candidates)):
+            model = self._probe(public, index, fit_epsilon, public.n_train)[2]
+            self._per_example_scores(scorer, model, Xd, yd)
+
+    def _mean_score(self, scorer, estimator, X_val, y_val, low, high):
+        """Mean of the clipped per-example scores; never raises. If scoring the whole
+        part fails, rows are scored one by one and a row that fails scores ``low``, so
+        one row still moves the mean by ``(high - low) / n_val`` at most."""
+        try:
+            scores = self._per_example_scores(scorer, estimator, X_val, y_val)
+        except Exception:
+            scores = np.empty(_n_rows(X_val))
+            for i in range(scores.size):
+                try:
+                    row_y = None if y_val is None else _safe_indexing(y_val, [i])
+                    (scores[i],) = self._per_example_scores(
+                        scorer, estimator, _safe_indexing(X_val, [i]), row_y)
+                except Exception:
+                    scores[i] = low
+        return float(np.mean(np.clip(np.nan_to_num(scores, nan=low), low, high)))
+
+    def _fit_or_fail(self, public, index, fit_epsilon, X, y, fit_seeds, realised):
+        """A private fit of candidate ``index``; None if it raised.
+
+        The exception is dropped, because whether a fit on the private data raises
+        may depend on them; its planned events are recorded, so the conservative
+        record of a failed check still counts it.
+        """
+        expected = self._probe(public, index, fit_epsilon, _n_rows(X))[0]
+        est = self._configured(public, index, fit_epsilon, _fit_generator(fit_seeds))
+        try:
+            est.fit(X) if y is None else est.fit(X, y)
+        except Exception:
+            realised.extend(expected)
+            return None
+        events = tuple(getattr(est, "privacy_events_", None) or ())
+        realised.extend(events or expected)
+        if not _same_events(events, expected):
+            raise _SpendMismatch
+        return est
+
+    def _run(self, public, k, fit_epsilon, X_tr, y_tr, X_val, y_val, X, y, scorer, low, high,
+             score_mechanism, rng, fit_seeds, realised):
         """The K runs (and the refit): the only code that touches the private data."""
         best = None
         for _ in range(k):
-            index = int(rng.integers(len(candidates)))
-            est = self._configured(candidates[index], fit_epsilon, fit_delta,
-                                   int(rng.integers(2**63 - 1)))
-            est.fit(X_tr) if y_tr is None else est.fit(X_tr, y_tr)
-            events = _fit_events(est)
-            realised.extend(events)
-            expected = self._probe(cache, index, candidates[index], fit_epsilon, fit_delta,
-                                   X, y, n_train)[0]
-            if not _same_events(events, expected):
-                raise _SpendMismatch
-            scores = self._per_example_scores(scorer, est, X_val, y_val)
-            scores = np.clip(np.nan_to_num(scores, nan=low), low, high)
-            noisy = float(score_mechanism.randomise(np.mean(scores), rng))
+            index = int(rng.integers(len(public.candidates)))
+            est = self._fit_or_fail(public, index, fit_epsilon, X_tr, y_tr, fit_seeds,
+                                    realised)
+            if est is None:
+                # A failed fit is the worst model: the lowest score, and for release
+                # the candidate's model fitted on public data, which holds nothing
+                # private. Its run is accounted like any other.
+                est = self._probe(public, index, fit_epsilon, public.n_train)[2]
+                mean = low
+            else:
+                mean = self._mean_score(scorer, est, X_val, y_val, low, high)
+            noisy = float(score_mechanism.randomise(mean, rng))
             if best is None or noisy > best[0]:
                 best = (noisy, index, est)
         best_score, best_index, best_estimator = best
         if self.refit:
-            est = self._configured(candidates[best_index], fit_epsilon, fit_delta,
-                                   int(rng.integers(2**63 - 1)))
-            est.fit(X) if y is None else est.fit(X, y)
-            events = _fit_events(est)
-            realised.extend(events)
-            expected = self._probe(cache, best_index, candidates[best_index], fit_epsilon,
-                                   fit_delta, X, y, n)[0]
-            if not _same_events(events, expected):
-                raise _SpendMismatch
-            best_estimator = est
-        return best_score, best_index, best_estimator
-
-    def _fail(self, realised, k, score_mechanism, delta):
-        """A fit recorded other events than its public dummy fit: its spend depends on
-        the data, so best-of-K does not apply. Report the composition of everything
-        that ran, then stop."""
-        accountant = PrivacyAccountant(realised)
-        accountant.record(dataclasses.replace(score_mechanism.event(count=k),
-                                              name="validation scores"))
-        self._record_spend(accountant, delta)
-        report_fit(self, accountant, delta)
-        raise RuntimeError(
-            f"a fit of {type(self.estimator).__name__} recorded different privacy events on "
-            "the data than on public dummy data of the same shape: its privacy spend "
-            "depends on the data, which the private search cannot account for. The "
-            "composition of all fits that ran has been reported to the privacy ledgers."
-        )
+            est = self._fit_or_fail(public, best_index, fit_epsilon, X, y, fit_seeds,
+                                    realised)
+            # A failed refit leaves the winning run's model, already private.
+            if est is not None:
+                best_estimator = est
+        return best_score, best_index, _released(best_estimator)
 
     # -- delegation ---------------------------------------------------------
     def _best_has(name):
@@ -764,5 +865,4 @@ default=None
         tags.regressor_tags = sub.regressor_tags
         tags.target_tags.required = sub.target_tags.required
         tags.input_tags.sparse = sub.input_tags.sparse
-        tags.non_deterministic = True
         return tags

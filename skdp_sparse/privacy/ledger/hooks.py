@@ -137,19 +137,20 @@ class FitBudget:
             raise errors[0]
         return records
 
-    def abort(self):
-        """The fit raised: release if no randomness was drawn, else record the plan."""
+    def abort(self, error=None):
+        """The fit raised ``error``: release if no randomness was drawn, else record the
+        plan (or the events the error reports it ran, ``error.privacy_events``)."""
         if self._done:
             return
         if not self.randomness_used():
             self.release()
             return
+        events = getattr(error, "privacy_events", None) or self.events
         if math.isinf(self.epsilon):
             spent = (math.inf, self.delta)
         else:
-            spent = compose(self.events, self.delta) if self.events else (self.epsilon,
-                                                                          self.delta)
-        self.record(self.events, *spent)
+            spent = compose(events, self.delta) if events else (self.epsilon, self.delta)
+        self.record(events, *spent)
 
 
 @contextlib.contextmanager
@@ -160,8 +161,8 @@ def fit_budget(estimator, epsilon, delta, events=()):
     budget.reserve()
     try:
         yield budget
-    except BaseException:
-        budget.abort()
+    except BaseException as error:
+        budget.abort(error)
         raise
 
 
