@@ -47,7 +47,7 @@ class MeanPlan:
 def n_measurements(n, d, s, epsilon, delta):
     """Number m of measurements of Algorithm 2, or 0 when it falls back to plain noise.
 
-    ``m = ceil(n eps sqrt(s ln(d/s) / ln(1/delta)))`` (paper 003, Alg. 2; the
+    ``m = ceil(n eps sqrt(s ln(d/s) / ln(1/delta)))`` (Ghazi et al., Alg. 2; the
     nested root of Thm 3.4 is a typo). The compressed-sensing branch is taken
     when ``d >= m ln^2 m`` (and ``1 <= m < d``); with ``epsilon = inf`` there is
     no noise to compress away and the exact mean is returned.
@@ -61,7 +61,7 @@ def n_measurements(n, d, s, epsilon, delta):
 
 
 def table1_rates(n, d, s, epsilon, delta):
-    """Upper-bound rates of Table 1 (paper 003), L = 1, without the trivial ``1 ∧``.
+    """Upper-bound rates of Table 1 of Ghazi et al., L = 1, without the trivial ``1 ∧``.
 
     Returns ``{"projection": ..., "l1_recovery": ..., "gaussian"/"laplace": ...}``.
     """

@@ -22,7 +22,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.exceptions import DataConversionWarning
 from sklearn.model_selection import ParameterGrid
-from sklearn.utils import _safe_indexing, get_tags
+from sklearn.utils import get_tags
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_array, check_is_fitted, indexable
 
@@ -54,6 +54,15 @@ _BUILTIN_SCORES = {
 # --------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------
+def _take_rows(X, rows):
+    """The rows ``rows`` of an array, sparse matrix, DataFrame, Series or list."""
+    if hasattr(X, "iloc"):
+        return X.iloc[rows]
+    if hasattr(X, "shape"):
+        return X[rows]
+    return [X[i] for i in rows]
+
+
 def _n_rows(X):
     return X.shape[0] if hasattr(X, "shape") else len(X)
 
@@ -694,9 +703,9 @@ default=None
         public, n, n_train = plan.public, plan.public.n, plan.public.n_train
         order = rng.permutation(n) if self.shuffle else np.arange(n)
         train_idx, val_idx = np.sort(order[:n_train]), np.sort(order[n_train:])
-        X_tr, X_val = _safe_indexing(X, train_idx), _safe_indexing(X, val_idx)
-        y_tr = None if y is None else _safe_indexing(y, train_idx)
-        y_val = None if y is None else _safe_indexing(y, val_idx)
+        X_tr, X_val = _take_rows(X, train_idx), _take_rows(X, val_idx)
+        y_tr = None if y is None else _take_rows(y, train_idx)
+        y_val = None if y is None else _take_rows(y, val_idx)
 
         k = sample_truncated_negative_binomial(plan.eta, plan.gamma, rng)
         # The fits draw their noise from children of a seed sequence that exists only
@@ -764,9 +773,9 @@ default=None
             scores = np.empty(_n_rows(X_val))
             for i in range(scores.size):
                 try:
-                    row_y = None if y_val is None else _safe_indexing(y_val, [i])
+                    row_y = None if y_val is None else _take_rows(y_val, [i])
                     (scores[i],) = self._per_example_scores(
-                        scorer, estimator, _safe_indexing(X_val, [i]), row_y)
+                        scorer, estimator, _take_rows(X_val, [i]), row_y)
                 except Exception:
                     scores[i] = low
         return float(np.mean(np.clip(np.nan_to_num(scores, nan=low), low, high)))

@@ -153,11 +153,12 @@ def coordinate_descent(
         every ``n_coords`` updates). Ignored under noise, where a data-dependent
         stopping time would leak.
     verbose : int
-        If > 0, print the update count and largest noiseless score about ten
-        times per run (every ``objective_every`` updates if that is set).
+        If > 0, print the update count about ten times per run (every
+        ``objective_every`` updates if that is set); a run without noise also
+        prints its largest score (and the objective with ``objective_every``).
+        A noisy run prints nothing computed from the data.
     objective_every : int
-        If > 0 and ``verbose``, also print the objective every that many
-        updates.
+        If > 0 and ``verbose``, report every that many updates.
     gumbel_sampler : {"auto", "heap", "pass"}
         How greedy selection with Gumbel noise (and ``selection_scale > 0``)
         draws its coordinate. ``"pass"`` adds ``selection_scale * (-log E_j)``
@@ -276,16 +277,19 @@ def coordinate_descent(
         )
         t += done
         if verbose:
-            if greedy:
-                gk = g
-            else:
-                gk = np.empty(n_coords)
-                K.full_gradient(dense, data, p, d, clip, gk)
-            top = K.max_score(w, gk, p, penalty.code, float(penalty.a),
-                              float(penalty.b), score_w)
-            msg = f"update {t}/{n_updates}: max score {top:.6e}"
-            if objective_every > 0:
-                msg += f", objective {objective():.10e}"
+            msg = f"update {t}/{n_updates}"
+            if noiseless:
+                # Only a run without noise may show statistics of the data.
+                if greedy:
+                    gk = g
+                else:
+                    gk = np.empty(n_coords)
+                    K.full_gradient(dense, data, p, d, clip, gk)
+                top = K.max_score(w, gk, p, penalty.code, float(penalty.a),
+                                  float(penalty.b), score_w)
+                msg += f": max score {top:.6e}"
+                if objective_every > 0:
+                    msg += f", objective {objective():.10e}"
             print(msg)
         if stopped:
             break

@@ -27,6 +27,13 @@ so the certificate is about the exact gradient, not its rounded value.
 Privacy never depends on how the point was found, only on the certificate: any
 deterministic procedure whose output is within ``tol / alpha`` of ``w*`` is fine,
 including data-dependent step sizes.
+
+When the fast solvers cannot certify the point within their budget and public
+bounds on the objective at 0 and on the smoothness are given, the solver does not
+fail (a failure would depend on the data): it runs accelerated projected gradient
+from 0 for a number of iterations fixed by those public bounds, after which the
+point is within ``tol / alpha`` of ``w*`` by the convergence theorem of the method
+(:func:`guaranteed_iterations`), certificate or not.
 """
 
 from __future__ import annotations
@@ -46,7 +53,8 @@ from .linf_projections import DOMAINS, linf_project_l1_ball
 from .losses import HuberLoss, LogisticLoss, SquaredLoss
 from .projections import project_l2_ball
 
-__all__ = ["ERMResult", "ERMConvergenceError", "solve_l2_erm", "euclidean_project"]
+__all__ = ["ERMResult", "ERMConvergenceError", "solve_l2_erm", "euclidean_project",
+           "guaranteed_iterations"]
 
 _U = np.finfo(np.float64).eps / 2  # unit roundoff
 
@@ -251,8 +259,51 @@ def _accelerated_projected_gradient(prob, w0, domain, radius, tol, max_iter):
     return yv, max_iter, _certificate(prob, yv, g, r, domain, radius), val
 
 
+def guaranteed_iterations(alpha, smoothness, objective_bound, distance):
+    """Iterations of accelerated projected gradient from 0 that reach ``distance``.
+
+    For an ``alpha``-strongly convex, ``L``-smooth objective ``G`` over a convex set
+    holding 0, the constant-momentum method (step ``1/L``, momentum
+    ``(1 - q)/(1 + q)``, ``q = sqrt(alpha / L)``) has ``G(x_T) - G* <= (1 - q)^T
+    (G(0) - G* + alpha ||x*||^2 / 2) <= 2 (1 - q)^T G(0)`` (Nesterov 2004, Thm 2.2.3;
+    Beck 2017, Thm 10.42 for the projected form; ``alpha ||x*||^2 / 2 <= G(0) - G*``
+    by strong convexity and ``G* >= 0``), and ``||x_T - x*||^2 <= 2 (G(x_T) - G*) /
+    alpha``. So ``T >= log(4 G(0) / (alpha distance^2)) / -log(1 - q)`` iterations
+    bring ``x_T`` within ``distance`` of ``x*``. Public in its arguments when they are
+    public bounds (``L`` may be any upper bound on the smoothness).
+    """
+    q = math.sqrt(alpha / smoothness)
+    ratio = 4.0 * objective_bound / (alpha * distance**2)
+    if ratio <= 1.0:
+        return 1
+    if q >= 1.0:
+        return 1
+    return int(math.ceil(math.log(ratio) / -math.log1p(-q)))
+
+
+def _accelerated_gradient_fixed(prob, domain, radius, smoothness, tol, n_iter):
+    """The constant-momentum method of :func:`guaranteed_iterations` from 0, for
+    ``n_iter`` iterations at most; stops earlier if its point is certified."""
+    beta = max(smoothness, prob.beta)
+    q = math.sqrt(prob.alpha / beta)
+    mom = (1.0 - q) / (1.0 + q)
+    x = np.zeros(prob.d)
+    yv = x.copy()
+    for it in range(1, n_iter + 1):
+        val, g, _, r = prob.value_grad(yv)
+        x_new = euclidean_project(yv - g / beta, domain, radius)
+        if 2.0 * beta * float(np.linalg.norm(yv - x_new)) <= tol:
+            rho = _certificate(prob, yv, g, r, domain, radius)
+            if rho <= tol:
+                return yv, it, rho, val
+        yv = x_new + mom * (x_new - x)
+        x = x_new
+    val, g, _, r = prob.value_grad(x)
+    return x, n_iter, _certificate(prob, x, g, r, domain, radius), val
+
+
 def solve_l2_erm(X, y, loss, alpha, *, tol, domain="none", radius=None, max_iter=1000,
-                 coef_init=None):
+                 coef_init=None, objective_bound=None, smoothness_bound=None):
     """Minimise ``(1/n) sum l(y_i, x_i . w) + (alpha/2) ||w||^2`` over the domain.
 
     Parameters
@@ -273,6 +324,11 @@ def solve_l2_erm(X, y, loss, alpha, *, tol, domain="none", radius=None, max_iter
         Iteration budget of each solver stage.
     coef_init : ndarray of shape (d,), optional
         Warm start.
+    objective_bound, smoothness_bound : float, optional
+        Public upper bounds on ``G(0)`` and on the smoothness of ``G``. Given both,
+        the solver never fails: past its budget it runs the fixed, public number of
+        iterations of :func:`guaranteed_iterations`, whose point is within
+        ``tol / alpha`` of ``w*`` by the method's convergence theorem.
 
     Returns
     -------
@@ -281,8 +337,8 @@ def solve_l2_erm(X, y, loss, alpha, *, tol, domain="none", radius=None, max_iter
     Raises
     ------
     ERMConvergenceError
-        If the certificate is not reached; then no noise calibrated for ``tol`` may
-        be added to the result.
+        If the certificate is not reached and no public bounds were given; then no
+        noise calibrated for ``tol`` may be added to the result.
     """
     if not (alpha > 0) or not math.isfinite(alpha):
         raise ValueError(f"alpha must be a positive finite number, got {alpha!r}")
@@ -297,10 +353,12 @@ def solve_l2_erm(X, y, loss, alpha, *, tol, domain="none", radius=None, max_iter
     else:
         X = np.asarray(X, dtype=np.float64)
     with _blas_limit(X):
-        return _solve(X, y, loss, alpha, tol, domain, radius, max_iter, coef_init)
+        return _solve(X, y, loss, alpha, tol, domain, radius, max_iter, coef_init,
+                      objective_bound, smoothness_bound)
 
 
-def _solve(X, y, loss, alpha, tol, domain, radius, max_iter, coef_init):
+def _solve(X, y, loss, alpha, tol, domain, radius, max_iter, coef_init, objective_bound,
+           smoothness_bound):
     prob = _Problem(X, y, loss, alpha)
     w0 = np.zeros(prob.d) if coef_init is None else np.asarray(coef_init, dtype=np.float64)
 
@@ -324,6 +382,12 @@ def _solve(X, y, loss, alpha, tol, domain, radius, max_iter, coef_init):
             prob, w, domain, radius, tol, 20 * max_iter
         )
         n_iter += it2
+    if not rho <= tol and objective_bound is not None and smoothness_bound is not None:
+        n_fixed = guaranteed_iterations(alpha, smoothness_bound, objective_bound, tol / alpha)
+        w, it3, rho, val = _accelerated_gradient_fixed(prob, domain, radius,
+                                                       smoothness_bound, tol, n_fixed)
+        return ERMResult(coef=w, n_iter=int(n_iter + it3), residual=float(rho),
+                         objective=float(val))
     if not rho <= tol:
         raise ERMConvergenceError(
             f"could not certify ||grad|| <= tol={tol:.3g} (reached {rho:.3g}) within "

@@ -85,7 +85,7 @@ class _CoordinateDescent(Solver):
     def _n_updates(self, n_samples, n_coords, epsilon, delta, max_iter):
         raise NotImplementedError
 
-    def _events(self, scale, n_updates, n_problems, pure, curvature):
+    def _events(self, scale, n_updates, n_problems, pure, curvature, delta):
         raise NotImplementedError
 
     def _bound_constants(self, problem, n_features):
@@ -116,10 +116,10 @@ class _CoordinateDescent(Solver):
             problem.gradient_clip is None or not private)
         if private:
             scale = calibrate_scale(
-                lambda s: self._events(s, n_updates, n_targets, pure, curvature),
+                lambda s: self._events(s, n_updates, n_targets, pure, curvature, delta),
                 epsilon, delta,
             )
-            events = tuple(self._events(scale, n_updates, n_targets, pure, curvature))
+            events = tuple(self._events(scale, n_updates, n_targets, pure, curvature, delta))
         else:
             scale, events = 0.0, ()
         return CoordinateDescentPlan(
@@ -235,7 +235,7 @@ class GreedyCoordinateDescent(_CoordinateDescent):
             return 200 * n_coords
         return default_greedy_iterations(n_samples, epsilon, delta)
 
-    def _events(self, scale, n_updates, n_problems, pure, curvature):
+    def _events(self, scale, n_updates, n_problems, pure, curvature, delta):
         k = n_updates * n_problems
         if pure:
             eps0 = 1.0 / scale
@@ -246,7 +246,7 @@ class GreedyCoordinateDescent(_CoordinateDescent):
             events = [PrivacyEvent.exponential(_selection_epsilon(mu), count=k,
                                                name="selection"),
                       PrivacyEvent.gaussian(mu, count=k, name="update")]
-        return events + _curvature_events(events, pure, curvature)
+        return events + _curvature_events(events, pure, curvature, delta)
 
     def _noise(self, plan, smoothness, sensitivity):
         delta_u = float(np.max(sensitivity / np.sqrt(smoothness)))
@@ -277,10 +277,10 @@ class RandomCoordinateDescent(_CoordinateDescent):
         # A few passes; more passes split the budget over more noisy updates.
         return 5 * n_coords
 
-    def _events(self, scale, n_updates, n_problems, pure, curvature):
+    def _events(self, scale, n_updates, n_problems, pure, curvature, delta):
         events = [PrivacyEvent.gaussian(1.0 / scale, count=n_updates * n_problems,
                                         name="cd update")]
-        return events + _curvature_events(events, pure, curvature)
+        return events + _curvature_events(events, pure, curvature, delta)
 
     def _noise(self, plan, smoothness, sensitivity):
         return "none", 0.0, "gaussian", sensitivity * plan.scale
@@ -292,14 +292,19 @@ def _selection_epsilon(mu):
     return math.sqrt(8 * _SELECTION_SHARE / (1 - _SELECTION_SHARE) * mu**2 / 2)
 
 
-def _curvature_events(events, pure, curvature):
-    """The curvature estimate's event, sized to ``CURVATURE_SHARE`` of the total
-    (in rho, or in epsilon for Laplace noise); empty without an estimate."""
+def _curvature_events(events, pure, curvature, delta):
+    """The curvature estimate's event, sized to ``CURVATURE_SHARE`` of the total in
+    the measure the accountant composes it in: rho (zCDP) whenever ``delta > 0``,
+    epsilon for pure DP (``delta = 0``, basic composition); empty without an
+    estimate. The release is Laplace alongside Laplace steps, Gaussian otherwise."""
     if not curvature:
         return []
     ratio = CURVATURE_SHARE / (1 - CURVATURE_SHARE)
-    if pure:
+    if pure and delta == 0:
         eps_c = ratio * sum(e.epsilon * e.count for e in events)
         return [PrivacyEvent.pure(eps_c, name="curvature (laplace)")]
     rho_c = ratio * sum(e.rho * e.count for e in events)
+    if pure:
+        # A pure eps-DP release is eps^2/2-zCDP: the same share of rho.
+        return [PrivacyEvent.pure(math.sqrt(2 * rho_c), name="curvature (laplace)")]
     return [PrivacyEvent.gaussian(math.sqrt(2 * rho_c), name="curvature")]

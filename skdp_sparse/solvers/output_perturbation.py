@@ -167,6 +167,17 @@ def _gaussian_sigma(sensitivity, count, epsilon, delta, safe):
     return sigma
 
 
+def _objective_at_zero(loss, target_bound):
+    """Public bound on the objective at 0, ``(1/n) sum_i l(y_i, 0)``, with targets
+    clipped to ``target_bound`` (labels +-1 for the logistic loss)."""
+    if isinstance(loss, LogisticLoss):
+        return math.log(2.0)
+    t = float(target_bound)
+    if isinstance(loss, HuberLoss) and t > loss.param:
+        return loss.param * (t - 0.5 * loss.param)
+    return 0.5 * t * t
+
+
 def _resolve_floating_point_safe(value):
     """``"auto"`` is safe for both mechanisms: the release is one vector, so even the
     discrete Gaussian's slower sampler and zCDP calibration cost little next to the
@@ -187,6 +198,7 @@ class OutputPerturbationPlan(Plan):
     radius: float | None
     max_iter: int
     l1_clip: float
+    objective_bound: float
 
 
 class OutputPerturbation(Solver):
@@ -269,6 +281,7 @@ class OutputPerturbation(Solver):
             floating_point_safe=safe, granularity=granularity,
             intercept_bound=intercept_bound, domain=domain, radius=radius,
             max_iter=int(options["max_iter"]), l1_clip=l1_clip,
+            objective_bound=_objective_at_zero(loss, target_bound),
         )
 
     @staticmethod
@@ -307,9 +320,13 @@ class OutputPerturbation(Solver):
         thetas = np.empty((K, Xc.shape[1]))
         n_iter = np.empty(K, dtype=int)
         for k in range(K):
+            # The public bounds make the solver fall back on a fixed, public number of
+            # iterations instead of failing (a failure would depend on the data).
             res = solve_l2_erm(Xc, Y[:, k], problem.loss, plan.alpha,
                                tol=plan.bounds["tol_abs"], domain=plan.domain,
-                               radius=plan.radius, max_iter=plan.max_iter)
+                               radius=plan.radius, max_iter=plan.max_iter,
+                               objective_bound=plan.objective_bound,
+                               smoothness_bound=plan.bounds["smoothness"] + plan.alpha)
             thetas[k] = res.coef
             n_iter[k] = res.n_iter
         noisy = plan.mechanism.randomise(thetas, rng)

@@ -10,11 +10,11 @@ import tempfile
 import threading
 import time
 import uuid
-import warnings
 import weakref
 from dataclasses import dataclass
 
 from ...exceptions import BudgetExceededError
+from ...utils._warnings import warn
 from ..accounting import PrivacyEvent, compose
 from ._store import (
     FORMAT_VERSION,
@@ -202,13 +202,10 @@ class PrivacyLedger:
             obj._path = path
             obj._id = ledger_id
             if not os.path.exists(path):
-                warnings.warn(
+                warn(
                     f"the store of privacy ledger {ledger_id} ({path}) no longer exists; "
                     "it starts empty again. Give PrivacyLedger a path to keep a ledger "
-                    "beyond the process that created it.",
-                    RuntimeWarning,
-                    stacklevel=3,
-                )
+                    "beyond the process that created it.", RuntimeWarning)
                 obj._write_header_if_empty(ledger_id)
             _LIVE[key] = obj
             return obj
@@ -270,7 +267,7 @@ class PrivacyLedger:
         return self
 
     def __reduce__(self):
-        return (_restore_ledger, self._key)
+        return (restore_ledger, self._key)
 
     def __eq__(self, other):
         return isinstance(other, PrivacyLedger) and self._key == other._key
@@ -301,8 +298,7 @@ class PrivacyLedger:
                 self._ingest(json.loads(line))
             except (ValueError, KeyError, TypeError):
                 self._bad_lines += 1
-                warnings.warn(f"skipped a damaged line of privacy ledger {self._path}",
-                              RuntimeWarning, stacklevel=4)
+                warn(f"skipped a damaged line of privacy ledger {self._path}", RuntimeWarning)
         self._offset += end + 1
 
     def _ingest(self, item):
@@ -542,7 +538,7 @@ def _planned(epsilon, delta):
     return eps, dlt
 
 
-def _restore_ledger(ledger_id, path, max_epsilon, max_delta):
+def restore_ledger(ledger_id, path, max_epsilon, max_delta):
     return PrivacyLedger._attach(ledger_id, path, max_epsilon, max_delta)
 
 

@@ -11,9 +11,9 @@ import os
 import tempfile
 import threading
 import uuid
-import warnings
 
-from ._ledger import PrivacyLedger, _restore_ledger
+from ...utils._warnings import warn
+from ._ledger import PrivacyLedger, restore_ledger
 
 __all__ = ["activate", "deactivate", "privacy_ledger", "active_ledgers"]
 
@@ -108,9 +108,8 @@ def _publish_locked():
     d = _own_registry_dir(create=bool(_STACK))
     if d is None:
         if _STACK:
-            warnings.warn("cannot publish the active privacy ledger to worker processes; "
-                          "pass it as the estimators' ledger= parameter", RuntimeWarning,
-                          stacklevel=4)
+            warn("cannot publish the active privacy ledger to worker processes; "
+                          "pass it as the estimators' ledger= parameter", RuntimeWarning)
         return
     path = os.path.join(d, f"active-{os.getpid()}.json")
     if not _STACK:
@@ -156,7 +155,7 @@ def _inherited_ledgers():
     out = []
     for handle in data.get("ledgers", []):
         with contextlib.suppress(OSError, ValueError, TypeError):
-            out.append(_restore_ledger(*handle))
+            out.append(restore_ledger(*handle))
     return out
 
 

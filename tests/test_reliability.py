@@ -1,0 +1,291 @@
+"""What a fit may and may not do with its input, its budget and its output.
+
+Each test pins a defect found in review: bounds applied to the wrong features,
+the caller's matrix changed in place, stored zeros counted as features, verbose
+output derived from the data, a stale model after a failed refit, an unexact
+spend at extreme budgets, a curvature share taken in the wrong measure.
+"""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
+
+import skdp_sparse.optim.erm as erm_module
+import skdp_sparse.solvers.coordinate_descent as cd_module
+from skdp_sparse import (
+    DPGreedyCDRegressor,
+    DPOutputPerturbationClassifier,
+    DPSparseLogisticRegression,
+    DPSparseMeanEstimator,
+    privacy_ledger,
+)
+from skdp_sparse.optim.erm import guaranteed_iterations, solve_l2_erm
+from skdp_sparse.optim.losses import LogisticLoss
+from skdp_sparse.privacy.accounting import compose
+from skdp_sparse.solvers.output_perturbation import output_perturbation_bounds
+from skdp_sparse.utils.validation import MAX_EPSILON
+
+SOLVERS = ["greedy_cd", "cd", "sgd", "sparse_sgd", "phased_sgd", "bias_reduced_sgd"]
+
+
+def _data(n=80, p=6, seed=0):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, p, density=0.5, format="csr", random_state=seed)
+    X.data = rng.uniform(-2, 2, X.nnz)
+    y = (X @ rng.normal(size=p) > 0).astype(int)
+    return X, y
+
+
+def _logistic(solver, **kw):
+    kw.setdefault("max_iter", 3 if solver in ("cd", "greedy_cd") else 4)
+    if solver == "phased_sgd":
+        kw.pop("max_iter")
+    return DPSparseLogisticRegression(epsilon=2.0, delta=1e-5, solver=solver, classes=[0, 1],
+                                      random_state=0, **kw)
+
+
+# ------------------------------------------------------------------ bounds
+@pytest.mark.parametrize("solver", ["greedy_cd", "cd"])
+def test_per_feature_bounds_apply_to_features_in_every_format(solver):
+    # n > p: indexing the bounds by row (the CSC indices) would run past them.
+    X, y = _data(n=80, p=6)
+    bound = np.array([0.1, 0.2, 0.5, 1.0, 1.5, 2.0])
+    fits = [_logistic(solver, feature_bound=bound, curvature="bound").fit(Z, y).coef_
+            for Z in (X.tocsr(), X.tocsc(), X.toarray())]
+    np.testing.assert_allclose(fits[1], fits[0], rtol=1e-12)
+    np.testing.assert_allclose(fits[2], fits[0], rtol=1e-12)
+
+
+# ------------------------------------------------------------ input intact
+def _messy(X):
+    """The same matrix with unsorted indices, a duplicate split and a stored zero."""
+    coo = sp.coo_matrix(X)
+    rows = np.r_[coo.row, coo.row[:1], 0]
+    cols = np.r_[coo.col, coo.col[:1], X.shape[1] - 1]
+    vals = np.r_[coo.data, coo.data[:1] * 0.5, 0.0]
+    vals[0] *= 0.5
+    order = np.argsort(-cols, kind="stable")  # descending columns: unsorted rows
+    rows, cols, vals = rows[order], cols[order], vals[order]
+    order = np.argsort(rows, kind="stable")
+    indptr = np.r_[0, np.cumsum(np.bincount(rows, minlength=X.shape[0]))]
+    messy = sp.csr_matrix((vals[order], cols[order], indptr), shape=X.shape)
+    assert not messy.has_sorted_indices and not messy.has_canonical_format
+    return messy
+
+
+def _snapshot(X):
+    return [a.copy() for a in (X.data, X.indices, X.indptr)]
+
+
+def _read_only(X):
+    for a in (X.data, X.indices, X.indptr):
+        a.flags.writeable = False
+    return X
+
+
+ESTIMATORS = [
+    *[(f"logistic-{s}", lambda s=s: _logistic(s)) for s in SOLVERS],
+    ("logistic-output_perturbation",
+     lambda: _logistic("output_perturbation", penalty="l2")),
+    ("regressor", lambda: DPGreedyCDRegressor(epsilon=2.0, delta=1e-5, max_iter=3,
+                                              random_state=0)),
+    ("output_perturbation", lambda: DPOutputPerturbationClassifier(classes=[0, 1],
+                                                                   random_state=0)),
+    ("mean", lambda: DPSparseMeanEstimator(epsilon=2.0, delta=1e-5, sparsity=4,
+                                           random_state=0)),
+]
+
+
+@pytest.mark.parametrize("name, make", ESTIMATORS, ids=[e[0] for e in ESTIMATORS])
+def test_caller_matrix_is_never_changed(name, make):
+    X, y = _data()
+    target = y.astype(float) if name == "regressor" else y
+    for fmt in ("csr", "csc"):
+        messy = _messy(X).asformat(fmt) if fmt == "csc" else _messy(X)
+        if fmt == "csc":
+            messy.has_sorted_indices = False  # keep scipy's flag honest about the copy
+        before = _snapshot(messy)
+        est = make()
+        est.fit(_read_only(messy), None if name == "mean" else target)
+        if hasattr(est, "predict"):
+            est.predict(messy)
+        for a, b in zip(before, _snapshot(messy), strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_read_only_memmap_input(tmp_path):
+    X, y = _data()
+    path = tmp_path / "X.npy"
+    np.save(path, X.toarray())
+    Xm = np.load(path, mmap_mode="r")
+    clf = _logistic("greedy_cd").fit(Xm, y)
+    clf.predict(Xm)
+    ref = _logistic("greedy_cd").fit(X.toarray(), y)
+    np.testing.assert_allclose(clf.coef_, ref.coef_)
+
+
+def test_stored_zeros_are_not_features():
+    # sparse_sgd selects features by how many rows hold them: an explicit zero
+    # must not count, or the same data gives other coefficients.
+    X, y = _data(n=200, p=30)
+    # The last row stores a zero in every column it does not hold.
+    last = X[-1]
+    missing = np.setdiff1d(np.arange(30), last.indices)
+    row = sp.csr_matrix((np.r_[last.data, np.zeros(missing.size)],
+                         np.r_[last.indices, missing], [0, 30]), shape=(1, 30))
+    zeros = sp.vstack([X[:-1], row], format="csr")
+    assert zeros.nnz > X.nnz
+    est = _logistic("sparse_sgd", batch_size=50)
+    np.testing.assert_array_equal(clone(est).fit(zeros, y).coef_, clone(est).fit(X, y).coef_)
+
+
+# ------------------------------------------------------------------ verbose
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_verbose_output_is_public(solver, capsys):
+    """Two datasets of one shape give the same verbose output with the same seed:
+    nothing printed depends on the data."""
+    outputs = []
+    for seed in (0, 1):
+        X, y = _data(seed=seed)
+        _logistic(solver, verbose=2).fit(X, y)
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0].strip()
+    assert outputs[0] == outputs[1]
+
+
+# ------------------------------------------------------- a failed refit
+def test_failed_refit_leaves_no_stale_model():
+    X, y = _data()
+    clf = _logistic("greedy_cd").fit(X, y)
+    with pytest.raises(ValueError, match="outside the public label set"):
+        clf.fit(X, np.r_[y[:-1], 5])
+    assert not hasattr(clf, "classes_") and not hasattr(clf, "coef_")
+    with pytest.raises(NotFittedError):
+        clf.predict(X)
+
+
+@pytest.mark.parametrize("after_noise", [False, True])
+def test_failure_inside_the_solver_releases_or_keeps_the_budget(after_noise, monkeypatch):
+    X, y = _data()
+    real = cd_module.coordinate_descent
+
+    def failing(*args, rng=None, **kwargs):
+        if after_noise:
+            real(*args, rng=rng, **kwargs)
+        raise FloatingPointError("solver failure")
+
+    monkeypatch.setattr(cd_module, "coordinate_descent", failing)
+    with privacy_ledger(max_epsilon=5.0, max_delta=1e-3) as ledger:
+        with pytest.raises(FloatingPointError):
+            _logistic("greedy_cd", curvature="bound").fit(X, y)
+    assert ledger.pending() == []
+    assert len(ledger) == int(after_noise)
+    if after_noise:
+        assert ledger.spent(delta=1e-5)[0] == pytest.approx(2.0, rel=1e-6)
+
+
+# --------------------------------------------------------- extreme budgets
+@pytest.mark.parametrize("solver", SOLVERS + ["output_perturbation"])
+def test_largest_epsilon_is_handled_exactly(solver):
+    X, y = _data()
+    kw = {"penalty": "l2"} if solver == "output_perturbation" else {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        clf = _logistic(solver, **kw).set_params(epsilon=MAX_EPSILON).fit(X, y)
+    assert np.all(np.isfinite(clf.coef_))
+    assert clf.epsilon_spent_ <= MAX_EPSILON * (1 + 1e-9)
+    assert compose(clf.privacy_events_, 1e-5)[0] == pytest.approx(clf.epsilon_spent_)
+
+
+@pytest.mark.parametrize("epsilon", [MAX_EPSILON * 1.01, 1e9, 1e300, -1.0, 0.0, np.nan])
+def test_epsilon_above_the_maximum_is_refused(epsilon):
+    X, y = _data()
+    with pytest.raises(ValueError, match="epsilon"):
+        _logistic("sgd").set_params(epsilon=epsilon).fit(X, y)
+
+
+def test_infinite_epsilon_fits_without_noise():
+    X, y = _data()
+    clf = _logistic("sgd").set_params(epsilon=np.inf).fit(X, y)
+    assert clf.epsilon_spent_ == math.inf
+
+
+# ------------------------------------------- curvature share with Laplace
+def test_laplace_curvature_share_is_taken_in_zcdp_when_delta_is_positive():
+    """With delta > 0 the Laplace steps compose in zCDP (or advanced composition), so
+    the estimate's share is a share of rho: the steps keep about 95% of the budget,
+    not the 65% a share of the summed epsilons leaves them."""
+    X, y = _data(n=400, p=8)
+    eps, delta = 2.0, 1e-6
+    clf = DPSparseLogisticRegression(epsilon=eps, delta=delta, solver="greedy_cd",
+                                     selection="laplace", max_iter=20, norm_bound=4.0,
+                                     classes=[0, 1], random_state=0).fit(X, y)
+    steps, curvature = clf.privacy_events_[:-1], clf.privacy_events_[-1]
+    assert curvature.name.startswith("curvature")
+    rho_steps = sum(e.rho * e.count for e in steps)
+    assert curvature.rho == pytest.approx(cd_module.CURVATURE_SHARE
+                                          / (1 - cd_module.CURVATURE_SHARE) * rho_steps)
+    assert compose(steps, delta)[0] >= 0.9 * eps
+    assert clf.epsilon_spent_ == pytest.approx(eps, rel=1e-6)
+
+
+# -------------------------------------------------------------- prediction
+def test_probabilities_of_huge_scores_do_not_overflow():
+    X, y = _data()
+    clf = _logistic("sgd").fit(X, y)
+    clf.coef_ = clf.coef_ * 1e6
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        proba = clf.predict_proba(X)
+    assert np.all(np.isfinite(proba)) and np.allclose(proba.sum(axis=1), 1)
+
+
+def test_curvature_warning_points_at_the_caller():
+    X, y = _data(n=300, p=10)
+    X = X.multiply(10).tocsr()  # rows far above norm_bound=1
+    with pytest.warns(UserWarning, match="norm_bound") as record:
+        _logistic("greedy_cd").fit(X, y)
+    assert {w.filename for w in record} == {__file__}
+
+
+# ------------------------------------------------- output perturbation's solver
+def test_output_perturbation_never_fails_on_a_small_budget():
+    """A budget too small to certify the solution used to raise, which depends on
+    the data; the solver now runs the public number of iterations of the
+    accelerated method, whose point is as close to the optimum as certified."""
+    X, y = _data(n=300, p=20)
+    kw = dict(epsilon=np.inf, classes=[0, 1], alpha=1e-3, random_state=0)
+    exact = DPOutputPerturbationClassifier(tol=1e-9, **kw).fit(X, y)
+    small = DPOutputPerturbationClassifier(max_iter=1, **kw).fit(X, y)
+    theta = np.r_[small.coef_.ravel(), small.intercept_]
+    ref = np.r_[exact.coef_.ravel(), exact.intercept_]
+    bounds = output_perturbation_bounds("logistic", n=300, d=20, alpha=1e-3, norm_bound=1.0,
+                                        intercept_bound=1.0, tol=1e-3)
+    assert np.linalg.norm(theta - ref) <= 1.01 * bounds["tol_abs"] / 1e-3
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("domain", ["none", "l2"])
+def test_guaranteed_iterations_reach_the_distance(seed, domain):
+    """On random strongly convex problems the fixed-iteration method lands within the
+    distance its public iteration count promises, with nothing certified early."""
+    rng = np.random.default_rng(seed)
+    n, d, alpha = 50, 8, 0.05
+    X = rng.normal(size=(n, d))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    loss = LogisticLoss()
+    smoothness = loss.smoothness + alpha
+    distance = 1e-4
+    T = guaranteed_iterations(alpha, smoothness, math.log(2.0), distance)
+    prob = erm_module._Problem(X, y, loss, alpha)
+    w, it, _, _ = erm_module._accelerated_gradient_fixed(prob, domain, 0.5, smoothness,
+                                                         tol=0.0, n_iter=T)
+    ref = solve_l2_erm(X, y, loss, alpha, tol=1e-12, domain=domain, radius=0.5).coef
+    assert it == T
+    assert np.linalg.norm(w - ref) <= distance
