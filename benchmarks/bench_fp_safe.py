@@ -49,11 +49,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _common import load_dataset, markdown_table, normalize_rows  # noqa: E402
 
-from skdp_sparse.linear_model import _output_perturbation as op  # noqa: E402
+from skdp_sparse.linear_model import DPOutputPerturbationClassifier  # noqa: E402
 from skdp_sparse.model_selection import PrivateHyperparameterSearch  # noqa: E402
 from skdp_sparse.model_selection import _search as search_module  # noqa: E402
 from skdp_sparse.privacy import discrete  # noqa: E402
 from skdp_sparse.privacy.mechanisms import GaussianMechanism, LaplaceMechanism  # noqa: E402
+from skdp_sparse.solvers import output_perturbation as op  # noqa: E402
 
 PUBLIC_SPARSITY = {"a9a": 14, "reuters": None}
 
@@ -98,7 +99,7 @@ def estimator_rows(datasets, repeats):
                 continue
 
             def make(safe, seed, delta=delta, name=name):
-                return lambda: op.DPOutputPerturbationClassifier(
+                return lambda: DPOutputPerturbationClassifier(
                     epsilon=1.0, delta=delta, sparsity=PUBLIC_SPARSITY[name],
                     floating_point_safe=safe, random_state=seed)
 
@@ -148,7 +149,7 @@ def search_rows(repeats):
     ds = load_dataset("a9a")
     X, y = normalize_rows(ds.X_train), ds.y_train
     n = X.shape[0]
-    base = op.DPOutputPerturbationClassifier(delta=1.0 / n**2, sparsity=PUBLIC_SPARSITY["a9a"])
+    base = DPOutputPerturbationClassifier(delta=1.0 / n**2, sparsity=PUBLIC_SPARSITY["a9a"])
     grid = {"alpha": [1e-4, 1e-3, 1e-2]}
     stats = {False: [], True: []}
     original = search_module.GaussianMechanism

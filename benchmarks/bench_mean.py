@@ -43,11 +43,8 @@ import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from skdp_sparse.mean import (  # noqa: E402
-    DPSparseMeanEstimator,
-    _clipped_mean,
-    _release,
-)
+from skdp_sparse import DPSparseMeanEstimator  # noqa: E402
+from skdp_sparse.mean._release import clipped_mean, release  # noqa: E402
 from skdp_sparse.optim.projections import project_l1_ball
 
 EPSILON = 1.0
@@ -110,7 +107,7 @@ def accuracy_rows(name, X, s, seeds):
     for label, method, delta in METHODS:
         est = DPSparseMeanEstimator(epsilon=EPSILON, delta=delta, norm_bound=1.0,
                                     sparsity=s, method=method)
-        exact = _clipped_mean(X, est._plan(n, d))
+        exact = clipped_mean(X, est._plan({"n_samples": n, "n_features": d}))
         errs, times = [], []
         for seed in seeds:
             est.set_params(random_state=seed)
@@ -161,14 +158,14 @@ def timing(n, d, s, repeats, order="random"):
     ref = float(np.median(mean_t) + np.median(sort_t))
     # where a fit's time goes: the clipped mean and the release the fit runs on it,
     # next to the three steps of the unsampled release (all d noise values drawn)
-    plan = est._plan(n, d)
+    plan = est._plan({"n_samples": n, "n_features": d})
     rng = np.random.default_rng(3)
-    mean = _clipped_mean(X, plan)
+    mean = clipped_mean(X, plan)
     clip_t, release_t, noise_t, proj_t = [], [], [], []
     noisy = mean + plan.mechanism.randomise(np.zeros(d), rng)
     for _ in range(repeats):
-        clip_t += timed(lambda: _clipped_mean(X, plan), 1)[1]
-        release_t += timed(lambda: _release(mean, plan, rng), 1)[1]
+        clip_t += timed(lambda: clipped_mean(X, plan), 1)[1]
+        release_t += timed(lambda: release(mean, plan, rng), 1)[1]
         noise_t += timed(lambda: plan.mechanism.randomise(np.zeros(d), rng), 1)[1]
         proj_t += timed(lambda: project_l1_ball(noisy, plan.radius), 1)[1]
 

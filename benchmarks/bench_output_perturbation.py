@@ -38,9 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _common import load_dataset, markdown_table, normalize_rows, run_diffprivlib  # noqa: E402
 
-from skdp_sparse.linear_model._output_perturbation import (  # noqa: E402
-    DPOutputPerturbationClassifier,
-)
+from skdp_sparse.linear_model import DPOutputPerturbationClassifier  # noqa: E402
 
 PUBLIC_SPARSITY = {"a9a": 14, "reuters": None, "w8a": None}
 EPSILONS = (0.1, 1.0, 10.0)

@@ -4,8 +4,8 @@ For a9a, w8a and a generated click log (one-hot features over a power-law
 vocabulary of 10^6 values, 10^5 training rows), at epsilon in {0.5, 1, 4} and
 delta = 1/n^2: test accuracy, ROC AUC, fit time, steps, per-example gradient
 evaluations and the epsilon the returned privacy events compose to, for each
-solver of :mod:`skdp_sparse.optim.sgd` with its defaults (rows scaled to unit
-l2 norm, a row-wise public transform; public bound ``max_row_norm=1``), next to
+stochastic-gradient solver of :mod:`skdp_sparse.solvers` with its defaults (rows scaled to unit
+l2 norm, a row-wise public transform; public bound ``norm_bound=1``), next to
 scikit-learn's ``LogisticRegression``. Then the gradient evaluations each solver
 needs to reach a given excess training risk, and the step time of
 ``sparse_sgd`` at d = 10^4 and d = 10^6 with the same rows.
@@ -24,14 +24,9 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import accuracy_score, roc_auc_score
 
 from skdp_sparse.optim.losses import LogisticLoss
-from skdp_sparse.optim.sgd import (
-    bias_reduced_sgd,
-    phased_sgd,
-    phased_sgd_gradient_bound,
-    sgd,
-    sparse_sgd,
-)
 from skdp_sparse.privacy.accounting import compose
+from skdp_sparse.solvers.phased_sgd import phased_sgd_gradient_bound
+from skdp_sparse.testing.solver_api import bias_reduced_sgd, phased_sgd, sgd, sparse_sgd
 
 LOSS = LogisticLoss()
 

@@ -8,7 +8,6 @@ from dp_accounting.privacy_accountant import NeighboringRelation
 from dp_accounting.rdp import rdp_privacy_accountant
 from scipy.integrate import quad
 from sklearn.linear_model import LogisticRegression
-from solver_api import bias_reduced_sgd, make_problem, phased_sgd, sgd, sparse_sgd
 
 from skdp_sparse.data import LocalData
 from skdp_sparse.optim import _sgd_kernels as K
@@ -37,6 +36,13 @@ from skdp_sparse.solvers.bias_reduced_sgd import (
     truncated_geometric_probs,
 )
 from skdp_sparse.solvers.phased_sgd import phased_sgd_gradient_bound
+from skdp_sparse.testing.solver_api import (
+    bias_reduced_sgd,
+    make_problem,
+    phased_sgd,
+    sgd,
+    sparse_sgd,
+)
 
 
 def _logistic_data(n=400, d=30, density=0.2, seed=0, dense=False):

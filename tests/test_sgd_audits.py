@@ -18,7 +18,6 @@ import math
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from solver_api import bias_reduced_sgd, make_problem, phased_sgd, sparse_sgd
 
 import skdp_sparse.solvers.bias_reduced_sgd as bias_reduced_module
 import skdp_sparse.solvers.phased_sgd as phased_module
@@ -30,6 +29,7 @@ from skdp_sparse.privacy.auditing import epsilon_lower_bound
 from skdp_sparse.privacy.mechanisms import GaussianMechanism
 from skdp_sparse.solvers._gradient import gradient_bounds, gradient_sum
 from skdp_sparse.solvers.bias_reduced_sgd import step_privacy
+from skdp_sparse.testing.solver_api import bias_reduced_sgd, make_problem, phased_sgd, sparse_sgd
 
 CLAIM, DELTA, CONFIDENCE = 2.0, 1e-2, 0.99
 # A row at the l2 bound L = 1; with the intercept, its gradient (x, 1) has norm C2 = sqrt(2).

@@ -1,4 +1,4 @@
-"""The stochastic-gradient solvers called on arrays, as experiments and tests use them.
+"""The stochastic-gradient solvers called on arrays, for tests and benchmarks.
 
 Each function builds the :class:`~skdp_sparse.solvers.Problem`, plans the registry
 solver and runs it, and returns ``(coef, intercept, n_steps, events,
@@ -18,6 +18,9 @@ from skdp_sparse.utils.validation import check_privacy_params
 
 def make_problem(loss, *, l2=0.0, l1=0.0, max_row_norm=1.0, sparsity=None,
                  derivative_clip=None, fit_intercept=True, epsilon=1.0):
+    """The :class:`~skdp_sparse.solvers.Problem` of a loss, penalty strengths and the
+    bounds (``max_row_norm`` is the problem's ``norm_bound``; ``derivative_clip`` its
+    ``target_bound``)."""
     if not isinstance(loss, Loss):
         raise ValueError(f"loss must be a loss object of skdp_sparse.optim.losses, got {loss!r}")
     if not (isinstance(max_row_norm, int | float) and max_row_norm > 0) or (
@@ -54,18 +57,22 @@ def _run(name, X, y, loss, *, l2=0.0, l1=0.0, max_row_norm=1.0, sparsity=None,
 
 
 def sgd(X, y, loss, *, n_steps=None, **kw):
+    """Solver ``"sgd"``; see :class:`~skdp_sparse.solvers.sgd.NoisySGD`."""
     return _run("sgd", X, y, loss, max_iter=n_steps, **kw)
 
 
 def sparse_sgd(X, y, loss, *, n_steps=None, _trace=None, **kw):
+    """Solver ``"sparse_sgd"``; ``_trace=(rows, cols)`` appends its trace."""
     if _trace is not None:
         kw["trace"] = _trace
     return _run("sparse_sgd", X, y, loss, max_iter=n_steps, **kw)
 
 
 def phased_sgd(X, y, loss, *, n_steps=None, **kw):
+    """Solver ``"phased_sgd"``; see :class:`~skdp_sparse.solvers.phased_sgd.PhasedSGD`."""
     return _run("phased_sgd", X, y, loss, max_iter=n_steps, **kw)
 
 
 def bias_reduced_sgd(X, y, loss, *, max_steps=None, **kw):
+    """Solver ``"bias_reduced_sgd"``, stopped by its filter or ``max_steps``."""
     return _run("bias_reduced_sgd", X, y, loss, max_iter=max_steps, **kw)

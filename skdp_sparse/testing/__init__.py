@@ -1,0 +1,1 @@
+"""Helpers for tests, audits and benchmarks (not needed to fit models)."""
