@@ -1,8 +1,26 @@
-"""Fixtures shared by the test modules."""
+"""Test configuration: a fresh Numba cache, and fixtures shared by the test modules."""
 
-import pytest
+import os
+import shutil
+import tempfile
 
-import skdp_sparse.solvers.coordinate_descent as cd_module
+# Compiled kernels are cached per source file; a kernel that inlines a function of
+# another module keeps stale code when only that module changes. The suite compiles
+# everything afresh into a directory of its own (set before the package is imported;
+# numba itself may already be, for the warning filters of the configuration).
+_NUMBA_CACHE = tempfile.mkdtemp(prefix="skdp_sparse-numba-")
+os.environ["NUMBA_CACHE_DIR"] = _NUMBA_CACHE
+
+import numba.core.config  # noqa: E402
+import pytest  # noqa: E402
+
+numba.core.config.reload_config()
+
+import skdp_sparse.solvers.coordinate_descent as cd_module  # noqa: E402
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(_NUMBA_CACHE, ignore_errors=True)
 
 
 @pytest.fixture

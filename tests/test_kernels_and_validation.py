@@ -149,3 +149,19 @@ def test_generator_sources():
     assert isinstance(check_generator(np.random.RandomState(0)), np.random.Generator)
     with pytest.raises(ValueError):
         check_generator("seed")
+
+
+def test_numba_cache_is_fresh():
+    """The kernels of this run compile into the run's own cache directory, so no test
+    runs code compiled from an older source (see conftest.py)."""
+    import os
+
+    import numba.core.config
+
+    from skdp_sparse.optim import _cd_kernels
+
+    fresh = os.environ["NUMBA_CACHE_DIR"]
+    assert "skdp_sparse-numba-" in fresh
+    assert numba.core.config.CACHE_DIR == fresh
+    path = _cd_kernels.cd_run._cache._cache_path
+    assert os.path.abspath(path).startswith(os.path.abspath(fresh))

@@ -16,7 +16,6 @@ import pytest
 import scipy.sparse as sp
 from scipy.special import ndtr
 from scipy.stats import ks_2samp, kstest
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import skdp_sparse.mean._release as mean_module
 from skdp_sparse import DPSparseMeanEstimator
@@ -1136,29 +1135,3 @@ def test_fit_does_not_modify_params_or_data():
     assert (X != X_copy).nnz == 0
 
 
-# --------------------------------------------------------------------------
-# scikit-learn conventions
-# --------------------------------------------------------------------------
-def _expected_failed_checks(estimator):
-    """Checks a DP mean estimator cannot pass, with the reason.
-
-    None at present: the estimator has no predict/transform, so the checks that
-    compare outputs across fits do not apply, and with an int random_state a fit
-    is reproducible.
-    """
-    return {}
-
-
-@parametrize_with_checks(
-    [
-        DPSparseMeanEstimator(random_state=0),
-        DPSparseMeanEstimator(delta=1e-5, sparsity=1, random_state=0),
-        DPSparseMeanEstimator(delta=1e-5, sparsity=1, method="l1_recovery", random_state=0),
-        DPSparseMeanEstimator(delta=1e-5, sparsity=1, floating_point_safe=True,
-                              random_state=0),
-        DPSparseMeanEstimator(floating_point_safe=False, random_state=0),
-    ],
-    expected_failed_checks=_expected_failed_checks,
-)
-def test_sklearn_compatible(estimator, check):
-    check(estimator)

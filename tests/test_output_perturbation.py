@@ -7,7 +7,6 @@ import pytest
 import scipy.sparse as sp
 from scipy.optimize import linprog, minimize
 from sklearn.linear_model import LogisticRegression, Ridge
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skdp_sparse.linear_model import (
     DPOutputPerturbation,
@@ -753,39 +752,6 @@ def test_bad_regressor_params(monkeypatch, params, match):
 # ---------------------------------------------------------------------------
 # scikit-learn conventions
 # ---------------------------------------------------------------------------
-_DP_FAILURES = {
-    "check_classifiers_train": (
-        "noise calibrated to epsilon=1 on the check's ~100-300 samples keeps accuracy "
-        "below the check's 0.83 threshold; inherent to DP at this sample size"
-    ),
-    "check_regressors_train": (
-        "noise calibrated to epsilon=1 and the clipping of targets to target_bound=1 "
-        "keep R^2 below the check's 0.5 threshold on its small data; inherent to DP"
-    ),
-    "check_non_transformer_estimators_n_iter": (
-        "the solver's iteration count depends on the training data and is not covered "
-        "by the privacy guarantee, so no n_iter_ is exposed"
-    ),
-}
-
-
-def _expected_failures(estimator):
-    return _DP_FAILURES
-
-
-@parametrize_with_checks(
-    [
-        DPOutputPerturbationClassifier(),
-        DPOutputPerturbationClassifier(delta=1e-5, domain="l2", radius=10.0),
-        DPOutputPerturbationRegressor(delta=1e-5, loss="huber"),
-        DPOutputPerturbationClassifier(delta=1e-5, floating_point_safe=False),
-    ],
-    expected_failed_checks=_expected_failures,
-)
-def test_sklearn_compatible(estimator, check):
-    check(estimator)
-
-
 # ---------------------------------------------------------------------------
 # Real data
 # ---------------------------------------------------------------------------

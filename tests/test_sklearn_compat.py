@@ -1,25 +1,71 @@
-"""scikit-learn's estimator checks over every estimator of the library."""
+"""scikit-learn's estimator checks over every estimator of the library.
+
+Fixed seeds make every check reproducible; generous budgets let the checks' small
+datasets be learnt at all (privacy is exercised by the other tests). A check an
+estimator cannot pass is listed for that estimator only, with its reason, and the
+list is strict: a listed check that passes fails the suite (``xfail_strict``).
+The search of ``PrivateHyperparameterSearch`` is checked in test_private_search.py.
+"""
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from skdp_sparse.linear_model import DPGreedyCDRegressor, DPSparseLogisticRegression
+from skdp_sparse import (
+    DPGreedyCDRegressor,
+    DPOutputPerturbationClassifier,
+    DPOutputPerturbationRegressor,
+    DPSparseLogisticRegression,
+    DPSparseMeanEstimator,
+)
 
-# Fixed seeds make every check reproducible; generous budgets let the checks'
-# small datasets be learnt at all. Privacy is exercised by the other tests.
 ESTIMATORS = [
     DPSparseLogisticRegression(epsilon=10.0, random_state=0),
     DPSparseLogisticRegression(epsilon=10.0, solver="cd", random_state=0),
+    DPSparseLogisticRegression(epsilon=10.0, solver="sgd", random_state=0),
+    DPSparseLogisticRegression(epsilon=10.0, solver="output_perturbation", penalty="l2",
+                               random_state=0),
     DPGreedyCDRegressor(epsilon=10.0, random_state=0),
+    DPGreedyCDRegressor(epsilon=10.0, solver="sgd", random_state=0),
+    DPOutputPerturbationClassifier(random_state=0),
+    DPOutputPerturbationClassifier(delta=1e-5, domain="l2", radius=10.0, random_state=0),
+    DPOutputPerturbationRegressor(delta=1e-5, loss="huber", random_state=0),
+    DPOutputPerturbationClassifier(delta=1e-5, floating_point_safe=False, random_state=0),
+    DPSparseMeanEstimator(random_state=0),
+    DPSparseMeanEstimator(delta=1e-5, sparsity=1, random_state=0),
+    DPSparseMeanEstimator(delta=1e-5, sparsity=1, method="l1_recovery", random_state=0),
+    DPSparseMeanEstimator(delta=1e-5, sparsity=1, floating_point_safe=True, random_state=0),
+    DPSparseMeanEstimator(floating_point_safe=False, random_state=0),
 ]
+
+_SMALL_DATA = ("the check's data have 100-300 rows: with noise calibrated to {budget} "
+               "the fit stays below the check's {score} threshold; inherent to private "
+               "fits at this size, not a defect")
+
+#: Checks that cannot pass, by estimator and settings, with the reason.
+EXCUSED = {
+    repr(DPGreedyCDRegressor(epsilon=10.0, solver="sgd", random_state=0)): {
+        "check_regressors_train": _SMALL_DATA.format(budget="epsilon=10 over the noisy "
+                                                     "gradient steps", score="R^2 of 0.5"),
+    },
+    repr(DPOutputPerturbationClassifier(delta=1e-5, domain="l2", radius=10.0,
+                                        random_state=0)): {
+        "check_classifiers_train": _SMALL_DATA.format(budget="epsilon=1, delta=1e-5",
+                                                      score="accuracy of 0.83"),
+    },
+    repr(DPOutputPerturbationRegressor(delta=1e-5, loss="huber", random_state=0)): {
+        "check_regressors_train": _SMALL_DATA.format(budget="epsilon=1, delta=1e-5",
+                                                     score="R^2 of 0.5"),
+    },
+    repr(DPOutputPerturbationClassifier(delta=1e-5, floating_point_safe=False,
+                                        random_state=0)): {
+        "check_classifiers_train": _SMALL_DATA.format(budget="epsilon=1, delta=1e-5",
+                                                      score="accuracy of 0.83"),
+    },
+}
 
 
 def expected_failed_checks(estimator):
-    """Checks a DP estimator cannot pass, each with its reason.
-
-    None so far: with an int ``random_state`` every fit is reproducible, so the
-    determinism checks pass too. (Unseeded fits draw fresh OS entropy on purpose.)
-    """
-    return {}
+    """The excused checks of ``estimator`` (see :data:`EXCUSED`)."""
+    return EXCUSED.get(repr(estimator), {})
 
 
 @parametrize_with_checks(ESTIMATORS, expected_failed_checks=expected_failed_checks)

@@ -15,6 +15,8 @@ from skdp_sparse.optim.penalties import ElasticNet
 from skdp_sparse.solvers import Problem, run_solver
 from skdp_sparse.utils.validation import check_privacy_params
 
+__all__ = ["make_problem", "sgd", "sparse_sgd", "phased_sgd", "bias_reduced_sgd"]
+
 
 def make_problem(loss, *, l2=0.0, l1=0.0, max_row_norm=1.0, sparsity=None,
                  derivative_clip=None, fit_intercept=True, epsilon=1.0):
