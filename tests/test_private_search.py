@@ -17,7 +17,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from skdp_sparse.base import DPEstimatorMixin
 from skdp_sparse.exceptions import BudgetExceededError, PrivacyLeakWarning
 from skdp_sparse.model_selection import PrivateHyperparameterSearch
-from skdp_sparse.model_selection._search import _same_events
+from skdp_sparse.model_selection._public import same_events as _same_events
 from skdp_sparse.privacy.accounting import (
     RDP_ORDERS,
     PrivacyEvent,

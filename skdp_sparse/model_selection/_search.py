@@ -18,8 +18,7 @@ import numbers
 import warnings
 
 import numpy as np
-import scipy.sparse as sp
-from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
+from sklearn.base import BaseEstimator, MetaEstimatorMixin, is_classifier
 from sklearn.exceptions import DataConversionWarning
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import get_tags
@@ -28,117 +27,31 @@ from sklearn.utils.validation import check_array, check_is_fitted, indexable
 
 from ..base import DPEstimatorMixin
 from ..exceptions import SpendDeviationError
-from ..privacy.accounting import RDP_ORDERS, PrivacyEvent, rdp_epsilon
-from ..privacy.discrete import SENSITIVITY_SLACK
+from ..privacy.accounting import RDP_ORDERS, PrivacyEvent
 from ..privacy.ledger import suspended_reporting
 from ..privacy.mechanisms import GaussianMechanism
 from ..privacy.selection import (
-    events_rdp,
+    calibrate_run_epsilon,
     sample_truncated_negative_binomial,
-    selection_rdp,
+    score_noise_sigma,
     truncated_negative_binomial_gamma,
 )
 from ..utils._labels import check_classes, encode_labels
 from ..utils._warnings import warn
 from ..utils.validation import check_privacy_params
+from ._public import (
+    PublicData,
+    WarningsAtCallersLine,
+    fit_generator,
+    n_rows,
+    released,
+    same_events,
+    take_rows,
+)
+from ._scoring import mean_score, per_example_scores, resolve_scoring
 
 __all__ = ["PrivateHyperparameterSearch"]
 
-_BUILTIN_SCORES = {
-    "accuracy": (0.0, 1.0),
-    "neg_squared_error": (-1.0, 0.0),
-    "neg_absolute_error": (-1.0, 0.0),
-}
-
-
-# --------------------------------------------------------------------------
-# Helpers
-# --------------------------------------------------------------------------
-def _take_rows(X, rows):
-    """The rows ``rows`` of an array, sparse matrix, DataFrame, Series or list."""
-    if hasattr(X, "iloc"):
-        return X.iloc[rows]
-    if hasattr(X, "shape"):
-        return X[rows]
-    return [X[i] for i in rows]
-
-
-def _n_rows(X):
-    return X.shape[0] if hasattr(X, "shape") else len(X)
-
-
-class _Public:
-    """What the search may use before touching the private data: the grid, the per-fit
-    delta, the shape and type of the data, the public label set, the part sizes, and
-    the dummy fits (cached)."""
-
-    def __init__(self, candidates, fit_delta, X, y, classes, n, n_train):
-        self.candidates = candidates
-        self.fit_delta = fit_delta
-        self.n = n
-        self.n_train = n_train
-        self.classes = classes
-        self.cache = {}
-        self._X, self._y = X, y
-
-    def dummy(self, n_rows):
-        """Stand-in data of ``n_rows`` rows: same width, type and label set, no
-        private values."""
-        X, y = self._X, self._y
-        n_features = X.shape[1]
-        rows = np.arange(n_rows)
-        cols = rows % n_features
-        if sp.issparse(X):
-            Xd = sp.csr_matrix((np.full(n_rows, 0.5), (rows, cols)),
-                               shape=(n_rows, n_features)).asformat(X.format)
-        else:
-            Xd = np.zeros((n_rows, n_features))
-            Xd[rows, cols] = 0.5
-            if hasattr(X, "columns"):
-                import pandas as pd
-
-                Xd = pd.DataFrame(Xd, columns=X.columns)
-        if y is None:
-            return Xd, None
-        if self.classes is not None:
-            return Xd, np.resize(self.classes, n_rows)
-        return Xd, np.zeros((n_rows,) + np.shape(y)[1:], dtype=float)
-
-
-def _event_key(event):
-    return tuple(None if isinstance(v, float) and math.isnan(v) else v
-                 for v in dataclasses.astuple(event))
-
-
-def _same_events(a, b):
-    """Equality of event lists (``PrivacyEvent`` holds NaN, which equals nothing)."""
-    return len(a) == len(b) and all(
-        _event_key(x) == _event_key(y) for x, y in zip(a, b, strict=True)
-    )
-
-
-def _fit_events(estimator):
-    events = getattr(estimator, "privacy_events_", None)
-    if events is None:
-        raise TypeError(
-            f"{type(estimator).__name__} records no privacy_events_; the private search "
-            "needs an estimator of skdp_sparse (DPEstimatorMixin)"
-        )
-    return tuple(events)
-
-
-def _fit_generator(fit_seeds):
-    """A fresh generator for one fit, spawned from the search's seed sequence."""
-    (child,) = fit_seeds.spawn(1)
-    return np.random.default_rng(child)
-
-
-def _released(estimator):
-    """The estimator as released: without the generator its noise came from (whose
-    state, even advanced, can be rewound to regenerate that noise)."""
-    if "random_state" in estimator.get_params(deep=False):
-        estimator.set_params(random_state=None)
-    return estimator
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -170,28 +83,6 @@ class _SearchResult:
     events: tuple
 
 
-class _WarningsAtCallersLine:
-    """Warnings of the public dummy fits, once each and attributed to the caller's line:
-    the dummy fits run many times, from inside the library. (A class, not a
-    generator: the frames of ``contextlib`` would stop the walk to the caller.)"""
-
-    def __enter__(self):
-        self._catcher = warnings.catch_warnings(record=True)
-        self._caught = self._catcher.__enter__()
-        warnings.simplefilter("always")
-        return self
-
-    def __exit__(self, *exc_info):
-        self._catcher.__exit__(*exc_info)
-        seen = set()
-        for record in self._caught:
-            key = (record.category, str(record.message))
-            if key not in seen:
-                seen.add(key)
-                warn(str(record.message), record.category)
-        return False
-
-
 class _SpendMismatch(Exception):
     """A real fit recorded other events than its dummy fit."""
 
@@ -218,31 +109,19 @@ class PrivateHyperparameterSearch(DPEstimatorMixin, MetaEstimatorMixin, BaseEsti
 
     Privacy
     -------
-    The per-fit budget is the largest for which the total below is at most
-    ``(epsilon, delta)``; ``epsilon_spent_`` is that total. A run is as private
-    as the worst candidate's fit: a replaced row is either a training row (the
-    score is then post-processing) or a validation row (only the score moves,
-    by ``(high - low) / n_val``, and its Gaussian noise is set so that its RDP
-    curve lies below every fit's). Best-of-K is then
-    ``(lambda, eps'(lambda))``-RDP by Papernot & Steinke (2022), Thm 2::
-
-        eps'(lambda) = r(lambda) + min_{lambda_hat >= 1} [(1 + eta)(1 - 1/lambda_hat)
-                       r(lambda_hat) + (1 + eta) log(1/gamma)/lambda_hat]
-                       + log(E[K]) / (lambda - 1),
-
-    with ``r`` the run's RDP curve. A refit adds its RDP curve (adaptive
-    composition). The sum converts to ``(epsilon, delta)`` by Canonne, Kamath &
-    Steinke (2020), Prop. 12.
-
-    The fits' RDP curves come from the events they record, learned before any
-    private computation by fitting each candidate on a public dummy dataset of
-    the same shape and label set; each real fit must record the same events
-    (a fit whose spend depends on the data breaks this and raises
-    :class:`~skdp_sparse.exceptions.SpendDeviationError`, a ``RuntimeError``, after
-    its conservative spend is reported to the ledgers).
-    The estimator therefore has to be a private estimator of this library whose
-    events have RDP bounds (Gaussian, zCDP, RDP or pure-DP events). The proof is
-    on the page :ref:`proof_private_search`.
+    The per-fit budget is the largest for which the best-of-K total (Papernot &
+    Steinke 2022, Thm 2, on the RDP curve of one run) composed with the refit is at
+    most ``(epsilon, delta)``; ``epsilon_spent_`` is that total. A run is as private
+    as the worst candidate's fit: a replaced row is a training row (the score is
+    post-processing) or a validation row (only the score moves, by
+    ``(high - low) / n_val``, under noise whose RDP curve lies below every fit's).
+    The fits' curves come from the events they record, learned before any private
+    computation by fitting each candidate on public dummy data of the same shape and
+    label set; a real fit that records other events (its spend depends on the data)
+    raises :class:`~skdp_sparse.exceptions.SpendDeviationError` after its
+    conservative spend is reported. The estimator has to be a private estimator of
+    this library whose events have RDP bounds. The proof is on the page
+    :ref:`proof_private_search`.
 
     Failures. Whether a computation on the private data raises is itself a
     release, so everything public is checked before any budget is reserved: the
@@ -436,7 +315,7 @@ default=None
             mean = max(10.0, 2.0 * len(candidates))
         if not (isinstance(mean, numbers.Real) and mean > 1 and math.isfinite(mean)):
             raise ValueError(f"expected_repetitions must be a number > 1, got {mean!r}")
-        scorer, bounds = self._scorer()
+        scorer, bounds = resolve_scoring(self.scoring, self.score_bounds, self.estimator)
         base_delta = base_params["delta"]
         fit_delta = 0.0 if isinstance(base_delta, numbers.Real) and base_delta == 0 else delta
         return epsilon, delta, candidates, float(mean), scorer, bounds, fit_delta
@@ -490,160 +369,14 @@ default=None
             )
         return given
 
-    def _scorer(self):
-        scoring = self.scoring
-        if scoring is None:
-            if is_classifier(self.estimator):
-                scoring = "accuracy"
-            elif get_tags(self.estimator).estimator_type == "regressor":
-                scoring = "neg_squared_error"
-            else:
-                raise ValueError("give scoring (a callable) for an estimator that is "
-                                 "neither a classifier nor a regressor")
-        if callable(scoring):
-            if self.score_bounds is None:
-                raise ValueError("a callable scoring needs public score_bounds=(low, high)")
-            func = scoring
-        elif scoring in _BUILTIN_SCORES:
-            func = scoring
-        else:
-            raise ValueError(f"scoring must be one of {sorted(_BUILTIN_SCORES)} or a "
-                             f"callable, got {scoring!r}")
-        bounds = self.score_bounds if self.score_bounds is not None \
-            else _BUILTIN_SCORES[scoring]
-        low, high = (float(b) for b in bounds)
-        if not (math.isfinite(low) and math.isfinite(high) and low < high):
-            raise ValueError(f"score_bounds must be finite with low < high, got {bounds!r}")
-        return func, (low, high)
-
-    @staticmethod
-    def _per_example_scores(scorer, estimator, X, y):
-        if scorer == "accuracy":
-            s = (np.asarray(estimator.predict(X)) == np.asarray(y)).astype(float)
-        elif scorer == "neg_squared_error":
-            s = -((np.asarray(y, dtype=float) - np.asarray(estimator.predict(X))) ** 2)
-        elif scorer == "neg_absolute_error":
-            s = -np.abs(np.asarray(y, dtype=float) - np.asarray(estimator.predict(X)))
-        else:
-            s = np.asarray(scorer(estimator, X, y), dtype=float)
-        n = _n_rows(X)
-        if s.ndim > 1:  # multi-output errors: average over outputs, row by row
-            s = s.reshape(n, -1).mean(axis=1)
-        if s.shape != (n,):
-            raise ValueError(f"scoring must give one score per row ({n}), got shape {s.shape}")
-        return s
-
     def _score_noise(self, rho, sensitivity):
-        """Noise scale sigma of the score mechanism: the smallest for which it is
-        rho-zCDP for the given sensitivity, the safe path's rounding included."""
-        safe = bool(self.floating_point_safe)
-        # (1 + 2^-16) is the safe path's slack; sqrt rounds: step up until rho holds.
-        slack = 1 + SENSITIVITY_SLACK if safe else 1.0
-        sigma = slack * sensitivity / math.sqrt(2 * rho)
-        while GaussianMechanism(sensitivity, sigma=sigma, floating_point_safe=safe).rho > rho:
-            sigma = math.nextafter(sigma, math.inf)
-        return sigma
+        return score_noise_sigma(rho, sensitivity, bool(self.floating_point_safe))
 
-    # -- fitting ---------------------------------------------------------
-    def _configured(self, public, index, epsilon, random_state):
-        """A fit of candidate ``index``: the per-fit budget, the public label set and
-        the given randomness."""
-        est = clone(self.estimator).set_params(**public.candidates[index], epsilon=epsilon,
-                                               delta=public.fit_delta)
-        if public.classes is not None:
-            est.set_params(classes=public.classes.tolist())
-        if "random_state" in est.get_params(deep=False):
-            est.set_params(random_state=random_state)
-        return est
-
-    def _probe(self, public, index, fit_epsilon, n_rows):
-        """``(events, RDP curve, model)`` of candidate ``index`` fitted on ``n_rows``
-        rows of public dummy data."""
-        key = (index, fit_epsilon, n_rows)
-        if key not in public.cache:
-            Xd, yd = public.dummy(n_rows)
-            est = self._configured(public, index, fit_epsilon, 0)
-            with suspended_reporting():
-                est.fit(Xd) if yd is None else est.fit(Xd, yd)
-            events = _fit_events(est)
-            public.cache[key] = (events, events_rdp(events), est)
-        return public.cache[key]
-
-    def _curves(self, public, fit_epsilon):
-        """Worst-case RDP curves over the candidates: a search run's fit, and a refit
-        (zero without refit)."""
-        indices = range(len(public.candidates))
-        run = np.max([self._probe(public, i, fit_epsilon, public.n_train)[1] for i in indices],
-                     axis=0)
-        refit = np.zeros_like(run)
-        if self.refit:
-            refit = np.max([self._probe(public, i, fit_epsilon, public.n)[1] for i in indices],
-                           axis=0)
-        return run, refit
-
-    def _calibrate(self, public, epsilon, delta, eta, gamma, rtol=0.01, max_evals=30):
-        """Largest per-fit epsilon whose total is <= epsilon (within ``rtol`` below).
-
-        Every candidate value is checked exactly, with the events of dummy fits.
-        Between checks, a model guides the search: the total as a function of a
-        factor ``c`` on the fits' RDP curves is cheap to invert, and the curves
-        grow like ``fit_epsilon ** s`` (``s`` near 2 for Gaussian noise at small
-        epsilon, re-estimated from the checks).
-        """
-
-        def total(run, refit, c=1.0):
-            return rdp_epsilon(selection_rdp(c * run, eta, gamma) + c * refit, delta)
-
-        def factor_for_target(run, refit):
-            target = epsilon * (1 - rtol / 2)
-            lo_c, hi_c = 1e-8, 1e8
-            for _ in range(100):
-                mid = math.sqrt(lo_c * hi_c)
-                if total(run, refit, mid) > target:
-                    hi_c = mid
-                else:
-                    lo_c = mid
-                if hi_c / lo_c < 1 + 1e-4:
-                    break
-            return lo_c
-
-        lo = hi = None  # (fit_eps, total, run, selection curve + refit): feasible, infeasible
-        x, s, previous = epsilon / 2, 2.0, None
-        for _ in range(max_evals):
-            run, refit = self._curves(public, x)
-            t = total(run, refit)
-            point = (x, t, run, selection_rdp(run, eta, gamma) + refit)
-            if t <= epsilon:
-                if lo is None or x > lo[0]:
-                    lo = point
-                if t >= epsilon * (1 - rtol):
-                    break
-            elif hi is None or x < hi[0]:
-                hi = point
-            if lo is not None and hi is not None and hi[0] / lo[0] < 1 + 1e-9:
-                break
-            if previous is not None and previous[0] != x:
-                growth = np.mean(np.log(np.maximum(run, 1e-300)
-                                        / np.maximum(previous[1], 1e-300)))
-                if np.isfinite(growth) and growth != 0:
-                    s = float(np.clip(growth / math.log(x / previous[0]), 0.25, 4.0))
-            previous = (x, run)
-            if not np.any(run > 0):
-                x *= 16
-                continue
-            x_next = x * factor_for_target(run, refit) ** (1 / s)
-            if lo is not None and hi is not None and not (lo[0] < x_next < hi[0]):
-                x_next = math.sqrt(lo[0] * hi[0])
-            if not 1e-12 < x_next < 1e12:
-                break
-            x = x_next
-        if lo is None:
-            raise ValueError(
-                f"no per-fit budget meets the total (epsilon={epsilon}, delta={delta}): the "
-                "selection overhead alone exceeds it; raise epsilon or delta, or lower "
-                "expected_repetitions"
-            )
-        return lo
+    def _calibrate(self, public, epsilon, delta, eta, gamma):
+        """Largest per-fit epsilon whose search total is at most ``epsilon``, checked
+        with the events of the candidates' dummy fits."""
+        return calibrate_run_epsilon(lambda x: public.curves(x), epsilon, delta,
+                                     eta, gamma)
 
     def fit(self, X, y=None):
         """Select hyperparameters privately and fit the selected model.
@@ -660,7 +393,7 @@ default=None
     def _validate_fit_data(self, X, y):
         setup = self._check_setup()
         X, y, classes = self._check_data(X, y)
-        n = _n_rows(X)
+        n = n_rows(X)
         n_val = int(math.ceil(self.validation_fraction * n))
         n_train = n - n_val
         if n_val < 2 or n_train < 2:
@@ -675,9 +408,10 @@ default=None
         eta = float(self.eta)
         gamma = truncated_negative_binomial_gamma(eta, mean_k)
         # Public work only: calibration and checks on dummy data.
-        public = _Public(candidates, fit_delta, facts["X"], facts["y"], facts["classes"],
-                         facts["n"], facts["n_train"])
-        with _WarningsAtCallersLine():
+        public = PublicData(self.estimator, candidates, fit_delta, facts["X"], facts["y"],
+                            facts["classes"], facts["n"], facts["n_train"],
+                            refit=bool(self.refit))
+        with WarningsAtCallersLine():
             fit_epsilon, _, run_curve, total_curve = self._calibrate(
                 public, epsilon, delta, eta, gamma
             )
@@ -703,9 +437,9 @@ default=None
         public, n, n_train = plan.public, plan.public.n, plan.public.n_train
         order = rng.permutation(n) if self.shuffle else np.arange(n)
         train_idx, val_idx = np.sort(order[:n_train]), np.sort(order[n_train:])
-        X_tr, X_val = _take_rows(X, train_idx), _take_rows(X, val_idx)
-        y_tr = None if y is None else _take_rows(y, train_idx)
-        y_val = None if y is None else _take_rows(y, val_idx)
+        X_tr, X_val = take_rows(X, train_idx), take_rows(X, val_idx)
+        y_tr = None if y is None else take_rows(y, train_idx)
+        y_val = None if y is None else take_rows(y, val_idx)
 
         k = sample_truncated_negative_binomial(plan.eta, plan.gamma, rng)
         # The fits draw their noise from children of a seed sequence that exists only
@@ -760,25 +494,8 @@ default=None
         scoring that cannot work fails here, in public."""
         Xd, yd = public.dummy(n_val)
         for index in range(len(public.candidates)):
-            model = self._probe(public, index, fit_epsilon, public.n_train)[2]
-            self._per_example_scores(scorer, model, Xd, yd)
-
-    def _mean_score(self, scorer, estimator, X_val, y_val, low, high):
-        """Mean of the clipped per-example scores; never raises. If scoring the whole
-        part fails, rows are scored one by one and a row that fails scores ``low``, so
-        one row still moves the mean by ``(high - low) / n_val`` at most."""
-        try:
-            scores = self._per_example_scores(scorer, estimator, X_val, y_val)
-        except Exception:
-            scores = np.empty(_n_rows(X_val))
-            for i in range(scores.size):
-                try:
-                    row_y = None if y_val is None else _take_rows(y_val, [i])
-                    (scores[i],) = self._per_example_scores(
-                        scorer, estimator, _take_rows(X_val, [i]), row_y)
-                except Exception:
-                    scores[i] = low
-        return float(np.mean(np.clip(np.nan_to_num(scores, nan=low), low, high)))
+            model = public.probe(index, fit_epsilon, public.n_train)[2]
+            per_example_scores(scorer, model, Xd, yd)
 
     def _fit_or_fail(self, public, index, fit_epsilon, X, y, fit_seeds, realised):
         """A private fit of candidate ``index``; None if it raised.
@@ -787,8 +504,8 @@ default=None
         may depend on them; its planned events are recorded, so the conservative
         record of a failed check still counts it.
         """
-        expected = self._probe(public, index, fit_epsilon, _n_rows(X))[0]
-        est = self._configured(public, index, fit_epsilon, _fit_generator(fit_seeds))
+        expected = public.probe(index, fit_epsilon, n_rows(X))[0]
+        est = public.configured(index, fit_epsilon, fit_generator(fit_seeds))
         try:
             est.fit(X) if y is None else est.fit(X, y)
         except Exception:
@@ -796,7 +513,7 @@ default=None
             return None
         events = tuple(getattr(est, "privacy_events_", None) or ())
         realised.extend(events or expected)
-        if not _same_events(events, expected):
+        if not same_events(events, expected):
             raise _SpendMismatch
         return est
 
@@ -812,10 +529,10 @@ default=None
                 # A failed fit is the worst model: the lowest score, and for release
                 # the candidate's model fitted on public data, which holds nothing
                 # private. Its run is accounted like any other.
-                est = self._probe(public, index, fit_epsilon, public.n_train)[2]
+                est = public.probe(index, fit_epsilon, public.n_train)[2]
                 mean = low
             else:
-                mean = self._mean_score(scorer, est, X_val, y_val, low, high)
+                mean = mean_score(scorer, est, X_val, y_val, low, high)
             noisy = float(score_mechanism.randomise(mean, rng))
             if best is None or noisy > best[0]:
                 best = (noisy, index, est)
@@ -826,7 +543,7 @@ default=None
             # A failed refit leaves the winning run's model, already private.
             if est is not None:
                 best_estimator = est
-        return best_score, best_index, _released(best_estimator)
+        return best_score, best_index, released(best_estimator)
 
     # -- delegation ---------------------------------------------------------
     def _best_has(name):

@@ -18,9 +18,13 @@ import math
 
 import numpy as np
 
-from .accounting import RDP_ORDERS
+from .accounting import RDP_ORDERS, rdp_epsilon
+from .discrete import SENSITIVITY_SLACK
+from .mechanisms import GaussianMechanism
 
 __all__ = [
+    "calibrate_run_epsilon",
+    "score_noise_sigma",
     "events_rdp",
     "selection_rdp",
     "truncated_negative_binomial_mean",
@@ -127,3 +131,82 @@ def selection_rdp(run_rdp, eta, gamma, orders=RDP_ORDERS):
     hat = min(float(np.min(hat_terms)), (1 + eta) * log_inv_gamma)
     log_mean = math.log(truncated_negative_binomial_mean(eta, gamma))
     return r + hat + log_mean / (a - 1)
+
+
+def calibrate_run_epsilon(curves, epsilon, delta, eta, gamma, rtol=0.01, max_evals=30):
+    """Largest per-run epsilon whose best-of-K total is at most ``epsilon``.
+
+    ``curves(x)`` returns the RDP curves ``(run, refit)`` of one run and of a refit
+    (zeros without) when every fit gets the budget ``x``. Returns ``(x, total, run,
+    total curve)`` for the largest ``x`` found whose total is in
+    ``[epsilon (1 - rtol), epsilon]`` (or the largest feasible one after
+    ``max_evals`` evaluations). Every candidate value is checked exactly; between
+    checks, a model guides the search: the total as a function of a factor ``c`` on
+    the curves is cheap to invert, and the curves grow like ``x ** s`` (``s`` near 2
+    for Gaussian noise at small epsilon, re-estimated from the checks).
+    """
+    def total(run, refit, c=1.0):
+        return rdp_epsilon(selection_rdp(c * run, eta, gamma) + c * refit, delta)
+
+    def factor_for_target(run, refit):
+        target = epsilon * (1 - rtol / 2)
+        lo_c, hi_c = 1e-8, 1e8
+        for _ in range(100):
+            mid = math.sqrt(lo_c * hi_c)
+            if total(run, refit, mid) > target:
+                hi_c = mid
+            else:
+                lo_c = mid
+            if hi_c / lo_c < 1 + 1e-4:
+                break
+        return lo_c
+
+    lo = hi = None  # (fit_eps, total, run, selection curve + refit): feasible, infeasible
+    x, s, previous = epsilon / 2, 2.0, None
+    for _ in range(max_evals):
+        run, refit = curves(x)
+        t = total(run, refit)
+        point = (x, t, run, selection_rdp(run, eta, gamma) + refit)
+        if t <= epsilon:
+            if lo is None or x > lo[0]:
+                lo = point
+            if t >= epsilon * (1 - rtol):
+                break
+        elif hi is None or x < hi[0]:
+            hi = point
+        if lo is not None and hi is not None and hi[0] / lo[0] < 1 + 1e-9:
+            break
+        if previous is not None and previous[0] != x:
+            growth = np.mean(np.log(np.maximum(run, 1e-300)
+                                    / np.maximum(previous[1], 1e-300)))
+            if np.isfinite(growth) and growth != 0:
+                s = float(np.clip(growth / math.log(x / previous[0]), 0.25, 4.0))
+        previous = (x, run)
+        if not np.any(run > 0):
+            x *= 16
+            continue
+        x_next = x * factor_for_target(run, refit) ** (1 / s)
+        if lo is not None and hi is not None and not (lo[0] < x_next < hi[0]):
+            x_next = math.sqrt(lo[0] * hi[0])
+        if not 1e-12 < x_next < 1e12:
+            break
+        x = x_next
+    if lo is None:
+        raise ValueError(
+            f"no per-fit budget meets the total (epsilon={epsilon}, delta={delta}): the "
+            "selection overhead alone exceeds it; raise epsilon or delta, or lower "
+            "expected_repetitions"
+        )
+    return lo
+
+
+def score_noise_sigma(rho, sensitivity, floating_point_safe):
+    """Smallest sigma of a Gaussian release of l2 sensitivity ``sensitivity`` that is
+    ``rho``-zCDP, the floating-point-safe path's rounding included."""
+    # (1 + 2^-16) is the safe path's slack; sqrt rounds: step up until rho holds.
+    slack = 1 + SENSITIVITY_SLACK if floating_point_safe else 1.0
+    sigma = slack * sensitivity / math.sqrt(2 * rho)
+    while GaussianMechanism(sensitivity, sigma=sigma,
+                            floating_point_safe=floating_point_safe).rho > rho:
+        sigma = math.nextafter(sigma, math.inf)
+    return sigma

@@ -1,0 +1,167 @@
+"""What the private search may use before it reads the private data: public stand-in
+data of the same shape and label set, the fits on it, and how a fit is configured
+and released."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import clone
+
+from ..privacy.ledger import suspended_reporting
+from ..privacy.selection import events_rdp
+from ..utils._warnings import warn
+
+__all__ = ["PublicData", "take_rows", "n_rows", "same_events", "fit_events", "fit_generator",
+           "released", "WarningsAtCallersLine"]
+
+
+def take_rows(X, rows):
+    """The rows ``rows`` of an array, sparse matrix, DataFrame, Series or list."""
+    if hasattr(X, "iloc"):
+        return X.iloc[rows]
+    if hasattr(X, "shape"):
+        return X[rows]
+    return [X[i] for i in rows]
+
+
+def n_rows(X):
+    return X.shape[0] if hasattr(X, "shape") else len(X)
+
+
+class PublicData:
+    """What the search may use before touching the private data: the grid, the per-fit
+    delta, the shape and type of the data, the public label set, the part sizes, and
+    the dummy fits (cached)."""
+
+    def __init__(self, estimator, candidates, fit_delta, X, y, classes, n, n_train, *,
+                 refit=True):
+        self.estimator = estimator
+        self.refit = refit
+        self.candidates = candidates
+        self.fit_delta = fit_delta
+        self.n = n
+        self.n_train = n_train
+        self.classes = classes
+        self.cache = {}
+        self._X, self._y = X, y
+
+    def dummy(self, n_rows):
+        """Stand-in data of ``n_rows`` rows: same width, type and label set, no
+        private values."""
+        X, y = self._X, self._y
+        n_features = X.shape[1]
+        rows = np.arange(n_rows)
+        cols = rows % n_features
+        if sp.issparse(X):
+            Xd = sp.csr_matrix((np.full(n_rows, 0.5), (rows, cols)),
+                               shape=(n_rows, n_features)).asformat(X.format)
+        else:
+            Xd = np.zeros((n_rows, n_features))
+            Xd[rows, cols] = 0.5
+            if hasattr(X, "columns"):
+                import pandas as pd
+
+                Xd = pd.DataFrame(Xd, columns=X.columns)
+        if y is None:
+            return Xd, None
+        if self.classes is not None:
+            return Xd, np.resize(self.classes, n_rows)
+        return Xd, np.zeros((n_rows,) + np.shape(y)[1:], dtype=float)
+
+
+    def configured(self, index, epsilon, random_state):
+        """A fit of candidate ``index``: the per-fit budget, the public label set and
+        the given randomness."""
+        est = clone(self.estimator).set_params(**self.candidates[index], epsilon=epsilon,
+                                               delta=self.fit_delta)
+        if self.classes is not None:
+            est.set_params(classes=self.classes.tolist())
+        if "random_state" in est.get_params(deep=False):
+            est.set_params(random_state=random_state)
+        return est
+
+    def probe(self, index, fit_epsilon, n_rows):
+        """``(events, RDP curve, model)`` of candidate ``index`` fitted on ``n_rows``
+        rows of public dummy data (cached)."""
+        key = (index, fit_epsilon, n_rows)
+        if key not in self.cache:
+            Xd, yd = self.dummy(n_rows)
+            est = self.configured(index, fit_epsilon, 0)
+            with suspended_reporting():
+                est.fit(Xd) if yd is None else est.fit(Xd, yd)
+            events = fit_events(est)
+            self.cache[key] = (events, events_rdp(events), est)
+        return self.cache[key]
+
+    def curves(self, fit_epsilon):
+        """Worst-case RDP curves over the candidates: a search run's fit, and a refit
+        (zero without refit)."""
+        indices = range(len(self.candidates))
+        run = np.max([self.probe(i, fit_epsilon, self.n_train)[1] for i in indices], axis=0)
+        refit = np.zeros_like(run)
+        if self.refit:
+            refit = np.max([self.probe(i, fit_epsilon, self.n)[1] for i in indices], axis=0)
+        return run, refit
+
+
+def _event_key(event):
+    return tuple(None if isinstance(v, float) and math.isnan(v) else v
+                 for v in dataclasses.astuple(event))
+
+
+def same_events(a, b):
+    """Equality of event lists (``PrivacyEvent`` holds NaN, which equals nothing)."""
+    return len(a) == len(b) and all(
+        _event_key(x) == _event_key(y) for x, y in zip(a, b, strict=True)
+    )
+
+
+def fit_events(estimator):
+    events = getattr(estimator, "privacy_events_", None)
+    if events is None:
+        raise TypeError(
+            f"{type(estimator).__name__} records no privacy_events_; the private search "
+            "needs an estimator of skdp_sparse (DPEstimatorMixin)"
+        )
+    return tuple(events)
+
+
+def fit_generator(fit_seeds):
+    """A fresh generator for one fit, spawned from the search's seed sequence."""
+    (child,) = fit_seeds.spawn(1)
+    return np.random.default_rng(child)
+
+
+def released(estimator):
+    """The estimator as released: without the generator its noise came from (whose
+    state, even advanced, can be rewound to regenerate that noise)."""
+    if "random_state" in estimator.get_params(deep=False):
+        estimator.set_params(random_state=None)
+    return estimator
+
+
+class WarningsAtCallersLine:
+    """Warnings of the public dummy fits, once each and attributed to the caller's line:
+    the dummy fits run many times, from inside the library. (A class, not a
+    generator: the frames of ``contextlib`` would stop the walk to the caller.)"""
+
+    def __enter__(self):
+        self._catcher = warnings.catch_warnings(record=True)
+        self._caught = self._catcher.__enter__()
+        warnings.simplefilter("always")
+        return self
+
+    def __exit__(self, *exc_info):
+        self._catcher.__exit__(*exc_info)
+        seen = set()
+        for record in self._caught:
+            key = (record.category, str(record.message))
+            if key not in seen:
+                seen.add(key)
+                warn(str(record.message), record.category)
+        return False
