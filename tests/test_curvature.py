@@ -148,23 +148,27 @@ def test_audit_release_gaussian():
 
 
 # --------------------------------------------------------- in the estimators
-def test_cd_calibration_includes_curvature_share(cd_calls):
+@pytest.mark.parametrize("safe", [False, True], ids=["float", "fp_safe"])
+def test_cd_calibration_includes_curvature_share(cd_calls, safe):
     X, y, _ = _rare_feature_data(n=500, p=10)
     n, p = X.shape
     eps, delta = 1.0, 1e-5
     reg = DPGreedyCDRegressor(epsilon=eps, delta=delta, solver="cd", max_iter=2,
-                              random_state=0).fit(X, y)
+                              floating_point_safe=safe, random_state=0).fit(X, y)
     kw = cd_calls[0]
     k = 2 * (p + 1)
     mu = (2 * kw["clip"] / n) / kw["update_scale"]
     np.testing.assert_allclose(mu, mu[0])
     curvature_event = reg.privacy_events_[-1]
-    assert curvature_event.name == "curvature"
+    assert curvature_event.name.startswith("curvature")
+    rho_updates = sum(e.rho * e.count for e in reg.privacy_events_[:-1])
     # The estimate gets CURVATURE_SHARE of the total rho (GDP: of mu^2).
-    assert curvature_event.mu**2 == pytest.approx(
-        CURVATURE_SHARE / (1 - CURVATURE_SHARE) * k * mu[0] ** 2)
-    total_mu = math.sqrt(k * mu[0] ** 2 + curvature_event.mu**2)
-    assert gaussian_epsilon(total_mu, delta) == pytest.approx(eps, rel=1e-6)
+    assert curvature_event.rho == pytest.approx(
+        CURVATURE_SHARE / (1 - CURVATURE_SHARE) * rho_updates)
+    if not safe:
+        assert rho_updates == pytest.approx(k * mu[0] ** 2 / 2)
+        total_mu = math.sqrt(k * mu[0] ** 2 + curvature_event.mu**2)
+        assert gaussian_epsilon(total_mu, delta) == pytest.approx(eps, rel=1e-6)
     assert reg.epsilon_spent_ == pytest.approx(eps, rel=1e-6)
 
 

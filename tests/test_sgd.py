@@ -15,12 +15,13 @@ from skdp_sparse.optim.losses import LogisticLoss, SquaredLoss
 from skdp_sparse.privacy.accounting import (
     RDP_ORDERS,
     PrivacyEvent,
-    calibrate_scale,
     compose,
     gaussian_epsilon,
     rdp_epsilon,
+    zcdp_epsilon,
 )
 from skdp_sparse.privacy.auditing import epsilon_lower_bound
+from skdp_sparse.privacy.discrete import SENSITIVITY_SLACK
 from skdp_sparse.privacy.subsampling import (
     poisson_gaussian_rdp,
     sampled_without_replacement_gaussian_rdp,
@@ -297,43 +298,56 @@ def test_noise_off_phased_and_bias_reduced_learn():
 # --------------------------------------------------------------------------
 # Fresh noise and privacy audits
 # --------------------------------------------------------------------------
-def test_sgd_draws_fresh_noise_every_step():
+@pytest.mark.parametrize("safe", [False, True], ids=["float", "fp_safe"])
+def test_sgd_draws_fresh_noise_every_step(safe):
     # Empty rows and no intercept: the gradient is 0 and the iterate is the running
     # sum of the step noises. Fresh draws give variance T s^2; a reused draw T^2 s^2.
     n, d, T = 50, 4000, 4
     X = sp.csr_matrix((n, d))
     y = np.ones(n)
     coef, _, _, events, _ = sgd(X, y, LogisticLoss(), epsilon=1.0, delta=1e-5, n_steps=T,
-                                learning_rate=1.0, average=False, fit_intercept=False, rng=1)
-    z = 2.0 / events[0].mu  # noise multiplier, C2 = 1
+                                learning_rate=1.0, average=False, fit_intercept=False, rng=1,
+                                floating_point_safe=safe)
+    # Noise multiplier (C2 = 1): mu = 2 / z, or rho = (2 (1 + eta) / z)^2 / 2 per step.
+    if safe:
+        z = 2.0 * (1 + SENSITIVITY_SLACK) / math.sqrt(2.0 * events[0].rho)
+    else:
+        z = 2.0 / events[0].mu
     per_step = (z / n) ** 2
     assert np.var(coef) == pytest.approx(T * per_step, rel=0.1)
 
 
-def _one_step_outputs(y, epsilon, delta, runs, seed):
+def _one_step_outputs(y, epsilon, delta, runs, seed, safe):
     X = np.ones((4, 1))
     out = np.empty(runs)
     for i in range(runs):
         coef, *_ = sgd(X, y, SquaredLoss(), epsilon=epsilon, delta=delta, derivative_clip=1.0,
                        n_steps=1, learning_rate=1.0, average=False, fit_intercept=False,
-                       rng=seed + i)
+                       rng=seed + i, floating_point_safe=safe)
         out[i] = coef[0]
     return out
 
 
+@pytest.mark.parametrize("safe", [False, True], ids=["float", "fp_safe"])
 @pytest.mark.parametrize("undernoised", [False, True])
-def test_privacy_audit_of_one_full_batch_step(undernoised):
+def test_privacy_audit_of_one_full_batch_step(undernoised, safe):
     # One full-batch step is a Gaussian mechanism; with targets beyond the derivative
     # clip, replacing the last row moves the gradient sum by exactly 2 C2: the audit is
     # tight. The claim is (2, 1e-3); a copy with half the noise must be caught.
     claim, delta, runs = 2.0, 1e-3, 8000
     run_eps = claim
     if undernoised:
-        mu = 1.0 / calibrate_scale(lambda s: [PrivacyEvent.gaussian(1 / s)], claim, delta)
-        run_eps = gaussian_epsilon(2 * mu, delta)
-    s = _one_step_outputs(np.full(4, 10.0), run_eps, delta, runs, seed=0)
+        # The budget whose calibration gives exactly half the noise: mu doubled (GDP),
+        # or rho quadrupled (the safe path's zCDP accounting).
+        events = sgd(np.ones((4, 1)), np.ones(4), SquaredLoss(), epsilon=claim, delta=delta,
+                     derivative_clip=1.0, n_steps=1, rng=0, floating_point_safe=safe)[3]
+        if safe:
+            run_eps = zcdp_epsilon(4 * events[0].rho, delta)
+        else:
+            run_eps = gaussian_epsilon(2 * events[0].mu, delta)
+    s = _one_step_outputs(np.full(4, 10.0), run_eps, delta, runs, 0, safe)
     s_prime = _one_step_outputs(np.array([10.0, 10.0, 10.0, -10.0]), run_eps, delta, runs,
-                                seed=10**6)
+                                10**6, safe)
     result = epsilon_lower_bound(s, s_prime, delta=delta, confidence=0.95, rng=0)
     if undernoised:
         assert result.epsilon_lb > claim

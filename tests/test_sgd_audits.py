@@ -201,9 +201,9 @@ def _bias_reduced_mechanism_calls(monkeypatch):
     calls = []
     real = bias_reduced_module.projection_mechanism
 
-    def spy(bounds, grad_sum, m, sigma_unit, rng, estimator):
-        calls.append((m, sigma_unit))
-        return real(bounds, grad_sum, m, sigma_unit, rng, estimator)
+    def spy(bounds, grad_sum, m, sigma_unit, rng, estimator, safe=False):
+        calls.append((m, sigma_unit, safe))
+        return real(bounds, grad_sum, m, sigma_unit, rng, estimator, safe)
 
     with monkeypatch.context() as patch:
         patch.setattr(bias_reduced_module, "projection_mechanism", spy)
@@ -214,7 +214,7 @@ def _bias_reduced_mechanism_calls(monkeypatch):
     return calls
 
 
-def _mechanism_outputs(y, m, sigma_unit, runs, seed):
+def _mechanism_outputs(y, m, sigma_unit, runs, seed, safe):
     problem = make_problem(SquaredLoss(), max_row_norm=1.0, derivative_clip=1.0)
     bounds = gradient_bounds(problem, ROW.size, private=True)
     rows = LocalData(np.tile(ROW, (m, 1))).rows_clipped(bounds.norm_bound, bounds.l1_bound)
@@ -222,7 +222,8 @@ def _mechanism_outputs(y, m, sigma_unit, runs, seed):
     rng = np.random.default_rng(seed)
     mechanism = bias_reduced_module.projection_mechanism
     return np.array([_projection(g[:2], g[2]) for g in (
-        mechanism(bounds, grad_sum, m, sigma_unit, rng, "gaussian") for _ in range(runs))])
+        mechanism(bounds, grad_sum, m, sigma_unit, rng, "gaussian", safe)
+        for _ in range(runs))])
 
 
 def test_bias_reduced_step_accounting_charges_the_audited_mechanisms():
@@ -248,11 +249,12 @@ def test_bias_reduced_projection_mechanism_audit(undernoised, monkeypatch):
         monkeypatch.setattr(bias_reduced_module, "GaussianMechanism", HalfNoise)
     calls = _bias_reduced_mechanism_calls(monkeypatch)
     # n = 2 forces N = 0: means over B (2 examples), its halves O and E, and I.
-    assert sorted(m for m, _ in calls) == [1, 1, 1, 2]
-    assert len({sigma for _, sigma in calls}) == 1
-    sigma_unit = calls[0][1]
+    assert sorted(m for m, _, _ in calls) == [1, 1, 1, 2]
+    assert len({(sigma, safe) for _, sigma, safe in calls}) == 1
+    _, sigma_unit, safe = calls[0]
+    assert safe  # the default path: exact discrete noise on a lattice
     for m in (1, 2):
         y, y_prime = _neighbours(m)
-        s = _mechanism_outputs(y, m, sigma_unit, 6000, 10 * m)
-        s_prime = _mechanism_outputs(y_prime, m, sigma_unit, 6000, 10 * m + 1)
+        s = _mechanism_outputs(y, m, sigma_unit, 6000, 10 * m, safe)
+        s_prime = _mechanism_outputs(y_prime, m, sigma_unit, 6000, 10 * m + 1, safe)
         _check(_audit(s, s_prime), undernoised)

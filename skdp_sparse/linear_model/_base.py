@@ -21,6 +21,7 @@ from ..data import LocalData
 from ..optim.penalties import L1, L2, ElasticNet, NoPenalty
 from ..solvers import SOLVERS, get_solver
 from ..utils._labels import encode_labels
+from ..utils._warnings import warn_float_noise
 from ..utils.validation import (
     DELTA,
     EPSILON,
@@ -92,6 +93,7 @@ SOLVER_CONSTRAINTS = {
     "learning_rate": [Interval(numbers.Real, 0, None, closed="neither"), None],
     "tol": [Interval(numbers.Real, 0, None)],
     "verbose": [Interval(numbers.Integral, 0, None), "boolean"],
+    "floating_point_safe": [Options("auto", True, False)],
 }
 
 
@@ -197,6 +199,8 @@ class DPMultiSolverModel(DPLinearModel):
         if clip is not None and np.isfinite(float(self.epsilon)) \
                 and not np.all(np.isfinite(np.asarray(clip, dtype=float))):
             raise ValueError("gradient_clip must be finite when epsilon is finite")
+        if self.floating_point_safe is False:
+            warn_float_noise(type(self).__name__)
 
     def _solver_name(self, public):
         from ..solvers import resolve_solver
@@ -223,11 +227,14 @@ class DPMultiSolverModel(DPLinearModel):
         )
 
     def _solver_options(self):
+        safe = self.floating_point_safe is not False
         if self.solver == "output_perturbation":
             # The fixed settings of output perturbation under this estimator; its
             # penalty strength is ``alpha`` (None: the theorem's rule).
-            return {"alpha": self.alpha, "tol": 1e-3, "intercept_bound": 1.0}
+            return {"alpha": self.alpha, "tol": 1e-3, "intercept_bound": 1.0,
+                    "floating_point_safe": safe}
         return {
+            "floating_point_safe": safe,
             "max_iter": self.max_iter, "batch_size": self.batch_size,
             "learning_rate": self.learning_rate, "selection": self.selection,
             "curvature": self.curvature, "tol": self.tol, "verbose": int(self.verbose),

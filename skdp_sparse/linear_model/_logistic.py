@@ -35,8 +35,8 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
     ----------
     epsilon, delta, penalty, l1_ratio, feature_bound, norm_bound, sparsity,
     gradient_clip, fit_intercept, solver, selection, curvature, max_iter, batch_size,
-    learning_rate, tol, random_state, verbose
-        As in :class:`DPGreedyCDRegressor`.
+    learning_rate, tol, random_state, verbose, floating_point_safe
+        As in :class:`~skdp_sparse.linear_model.DPGreedyCDRegressor`.
     alpha : float, default=None
         Penalty strength; ``None`` is 1e-4 (``output_perturbation``: the theorem's rule).
     classes : array-like of labels, default=None
@@ -76,7 +76,8 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
                  feature_bound=1.0, norm_bound=1.0, sparsity=None, gradient_clip=None,
                  fit_intercept=True, solver="auto", selection="exponential",
                  curvature="private", max_iter=None, batch_size=None, learning_rate=None,
-                 tol=1e-7, classes=None, random_state=None, verbose=0):
+                 tol=1e-7, classes=None, random_state=None, verbose=0,
+                 floating_point_safe="auto"):
         self.epsilon = epsilon
         self.delta = delta
         self.penalty = penalty
@@ -97,6 +98,7 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
         self.classes = classes
         self.random_state = random_state
         self.verbose = verbose
+        self.floating_point_safe = floating_point_safe
 
     def _loss(self):
         return LogisticLoss()

@@ -8,11 +8,10 @@ import numbers
 import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
 
-from ..exceptions import PrivacyLeakWarning
 from ..optim.linf_projections import DOMAINS
 from ..optim.losses import HuberLoss, LogisticLoss, SquaredLoss
 from ..solvers import Problem
-from ..utils._warnings import warn
+from ..utils._warnings import warn_float_noise
 from ..utils.validation import Bound, Interval, Options
 from ._base import COMMON_CONSTRAINTS, DPLinearModel, LinearClassifierMixin
 
@@ -127,9 +126,7 @@ class _BaseOutputPerturbation(DPLinearModel):
 
     def _check_dp_rules(self):
         if self.floating_point_safe is False:
-            warn(f"{type(self).__name__}(floating_point_safe=False) adds noise in doubles, "
-                 "whose low-order bits can reveal the noiseless solution (Mironov 2012); "
-                 "the guarantee does not cover that.", PrivacyLeakWarning)
+            warn_float_noise(type(self).__name__)
 
     def _solver_name(self, public):
         return "output_perturbation"

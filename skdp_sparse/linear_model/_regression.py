@@ -133,6 +133,15 @@ class DPGreedyCDRegressor(RegressorMixin, DPMultiSolverModel):
     random_state : None, int or Generator, default=None
         ``None`` draws fresh OS entropy, as a private release should.
     verbose : int, default=0
+        Print progress: step counts and the privacy spent so far (public quantities;
+        a fit without noise may print statistics of the data).
+    floating_point_safe : {"auto", True, False}, default="auto"
+        ``"auto"`` and True: every noisy release rounds its value to a lattice of
+        public step and adds exact discrete noise, so the low-order bits of what is
+        released carry nothing about the data (:ref:`security`); discrete Gaussian
+        noise is accounted in zCDP. False: noise drawn in doubles, not private against
+        an adversary who reads low-order bits; the fit emits
+        :class:`~skdp_sparse.exceptions.PrivacyLeakWarning`.
 
     Attributes
     ----------
@@ -169,7 +178,8 @@ class DPGreedyCDRegressor(RegressorMixin, DPMultiSolverModel):
                  penalty="l1", alpha=None, l1_ratio=0.5, feature_bound=1.0, norm_bound=1.0,
                  sparsity=None, target_bound=1.0, gradient_clip=None, fit_intercept=True,
                  solver="auto", selection="exponential", curvature="private", max_iter=None,
-                 batch_size=None, learning_rate=None, tol=1e-7, random_state=None, verbose=0):
+                 batch_size=None, learning_rate=None, tol=1e-7, random_state=None, verbose=0,
+                 floating_point_safe="auto"):
         self.epsilon = epsilon
         self.delta = delta
         self.loss = loss
@@ -192,6 +202,7 @@ class DPGreedyCDRegressor(RegressorMixin, DPMultiSolverModel):
         self.tol = tol
         self.random_state = random_state
         self.verbose = verbose
+        self.floating_point_safe = floating_point_safe
 
     def _loss(self):
         return HuberLoss(float(self.huber_threshold)) if self.loss == "huber" else SquaredLoss()

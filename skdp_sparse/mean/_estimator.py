@@ -10,8 +10,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 
 from ..base import DPEstimatorMixin
-from ..exceptions import PrivacyLeakWarning
-from ..utils._warnings import warn
+from ..utils._warnings import warn_float_noise
 from ..utils.validation import DELTA, EPSILON, Bound, Interval, Options, validate_fit_data
 from ._plan import METHODS, make_plan
 from ._release import check_finite, clip_to_plan, clipped_mean, l1_recovery, release
@@ -201,9 +200,7 @@ class DPSparseMeanEstimator(DPEstimatorMixin, BaseEstimator):
                 "'laplace' for pure DP"
             )
         if self.floating_point_safe is False:
-            warn("DPSparseMeanEstimator(floating_point_safe=False) adds noise in doubles, "
-                 "whose low-order bits can reveal the noiseless mean (Mironov 2012); the "
-                 "guarantee does not cover that.", PrivacyLeakWarning)
+            warn_float_noise(type(self).__name__)
 
     def _validate_fit_data(self, X, y):
         # Finiteness is checked once, by the clipped mean (or just before the

@@ -29,11 +29,10 @@ from ..base import DPEstimatorMixin
 from ..exceptions import SpendDeviationError
 from ..privacy.accounting import RDP_ORDERS, PrivacyEvent
 from ..privacy.ledger import suspended_reporting
-from ..privacy.mechanisms import GaussianMechanism
+from ..privacy.mechanisms import GaussianMechanism, gaussian_sigma_for_rho
 from ..privacy.selection import (
     calibrate_run_epsilon,
     sample_truncated_negative_binomial,
-    score_noise_sigma,
     truncated_negative_binomial_gamma,
 )
 from ..utils._labels import check_classes, encode_labels
@@ -370,7 +369,7 @@ default=None
         return given
 
     def _score_noise(self, rho, sensitivity):
-        return score_noise_sigma(rho, sensitivity, bool(self.floating_point_safe))
+        return gaussian_sigma_for_rho(sensitivity, rho, bool(self.floating_point_safe))
 
     def _calibrate(self, public, epsilon, delta, eta, gamma):
         """Largest per-fit epsilon whose search total is at most ``epsilon``, checked

@@ -1,7 +1,12 @@
 """Privacy core: mechanisms, accounting, randomness and audits."""
 
 from .accounting import PrivacyAccountant, PrivacyEvent, calibrate_scale
-from .mechanisms import ExponentialMechanism, GaussianMechanism, LaplaceMechanism
+from .mechanisms import (
+    ExponentialMechanism,
+    GaussianMechanism,
+    LaplaceMechanism,
+    gaussian_sigma_for_rho,
+)
 
 __all__ = [
     "PrivacyAccountant",
@@ -10,4 +15,5 @@ __all__ = [
     "LaplaceMechanism",
     "GaussianMechanism",
     "ExponentialMechanism",
+    "gaussian_sigma_for_rho",
 ]

@@ -220,6 +220,11 @@ class PrivacyEvent:
         return cls(name, math.nan, 0.0, 0.5 * mu**2, mu, int(count))
 
     @classmethod
+    def zcdp(cls, rho, count=1, name="zcdp"):
+        """A rho-zCDP call with no finer description (e.g. a discrete Gaussian)."""
+        return cls(name, math.nan, 0.0, float(rho), None, int(count))
+
+    @classmethod
     def from_rdp(cls, rdp, count=1, name="rdp"):
         """A call known by its RDP curve on :data:`RDP_ORDERS` (e.g. a subsampled Gaussian)."""
         rdp = tuple(float(v) for v in rdp)

@@ -33,7 +33,8 @@ import numpy as np
 from . import discrete
 from .accounting import PrivacyEvent, calibrate_scale, compose, gaussian_epsilon, zcdp_epsilon
 
-__all__ = ["LaplaceMechanism", "GaussianMechanism", "ExponentialMechanism"]
+__all__ = ["LaplaceMechanism", "GaussianMechanism", "ExponentialMechanism",
+           "gaussian_sigma_for_rho"]
 
 
 def _check_positive(name, value, allow_inf=False):
@@ -251,3 +252,15 @@ class ExponentialMechanism:
 
     def event(self, count=1):
         return PrivacyEvent.exponential(self.epsilon, count=count)
+
+
+def gaussian_sigma_for_rho(sensitivity, rho, floating_point_safe=True):
+    """Smallest ``sigma`` whose Gaussian release of l2 sensitivity ``sensitivity`` is
+    ``rho``-zCDP (on the floating-point-safe path, the rounding's slack included)."""
+    slack = 1 + discrete.SENSITIVITY_SLACK if floating_point_safe else 1.0
+    sigma = slack * sensitivity / math.sqrt(2.0 * rho)
+    # The square root rounds: step up until the guarantee holds.
+    while GaussianMechanism(sensitivity, sigma=sigma,
+                            floating_point_safe=floating_point_safe).rho > rho:
+        sigma = math.nextafter(sigma, math.inf)
+    return sigma

@@ -19,12 +19,9 @@ import math
 import numpy as np
 
 from .accounting import RDP_ORDERS, rdp_epsilon
-from .discrete import SENSITIVITY_SLACK
-from .mechanisms import GaussianMechanism
 
 __all__ = [
     "calibrate_run_epsilon",
-    "score_noise_sigma",
     "events_rdp",
     "selection_rdp",
     "truncated_negative_binomial_mean",
@@ -198,15 +195,3 @@ def calibrate_run_epsilon(curves, epsilon, delta, eta, gamma, rtol=0.01, max_eva
             "expected_repetitions"
         )
     return lo
-
-
-def score_noise_sigma(rho, sensitivity, floating_point_safe):
-    """Smallest sigma of a Gaussian release of l2 sensitivity ``sensitivity`` that is
-    ``rho``-zCDP, the floating-point-safe path's rounding included."""
-    # (1 + 2^-16) is the safe path's slack; sqrt rounds: step up until rho holds.
-    slack = 1 + SENSITIVITY_SLACK if floating_point_safe else 1.0
-    sigma = slack * sensitivity / math.sqrt(2 * rho)
-    while GaussianMechanism(sensitivity, sigma=sigma,
-                            floating_point_safe=floating_point_safe).rho > rho:
-        sigma = math.nextafter(sigma, math.inf)
-    return sigma

@@ -10,7 +10,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .clipping import with_summed_duplicates
-from .mechanisms import GaussianMechanism, LaplaceMechanism
+from .mechanisms import GaussianMechanism, LaplaceMechanism, gaussian_sigma_for_rho
 
 __all__ = ["column_second_moment_sums", "release_column_second_moments"]
 
@@ -43,7 +43,7 @@ def column_second_moment_sums(X, norm_bound=np.inf):
 
 
 def release_column_second_moments(statistic, *, norm_bound, max_entry, rng, mu=None,
-                                  epsilon=None):
+                                  epsilon=None, rho=None, floating_point_safe=True):
     """Noisy ``(sums, n_clipped) = column_second_moment_sums(X, norm_bound)``, in one release.
 
     The released vector is ``(sums_1, ..., sums_p, n_clipped)`` plus Gaussian
@@ -58,10 +58,13 @@ def release_column_second_moments(statistic, *, norm_bound, max_entry, rng, mu=N
     clipped rows changes by at most 1. So ``Delta_2 = sqrt(2 m^2 L^2 + 1)`` and
     ``Delta_1 = 2 L^2 + 1``.
 
-    Privacy: ``mu``-GDP with ``sigma = Delta_2 / mu`` (:class:`GaussianMechanism`),
-    or epsilon-DP with Laplace scale ``Delta_1 / epsilon`` (:class:`LaplaceMechanism`,
-    floating-point safe), whichever is given. ``max_entry`` must be a public
-    bound on ``|x_ij|`` that holds for every entry (clip entries to it first).
+    Privacy, whichever budget is given: ``mu``-GDP with ``sigma = Delta_2 / mu``
+    (:class:`GaussianMechanism`, noise in doubles); ``rho``-zCDP with the
+    floating-point-safe discrete Gaussian whose ``sigma`` is the smallest that meets
+    ``rho`` with the rounding's slack; or epsilon-DP with Laplace scale
+    ``Delta_1 / epsilon`` (:class:`LaplaceMechanism`, safe unless
+    ``floating_point_safe=False``). ``max_entry`` must be a public bound on ``|x_ij|``
+    that holds for every entry (clip entries to it first).
 
     Returns
     -------
@@ -72,18 +75,23 @@ def release_column_second_moments(statistic, *, norm_bound, max_entry, rng, mu=N
     noise_std : float
         Standard deviation of the noise of each output.
     """
-    if (mu is None) == (epsilon is None):
-        raise ValueError("give exactly one of mu and epsilon")
+    if sum(b is not None for b in (mu, epsilon, rho)) != 1:
+        raise ValueError("give exactly one of mu, rho and epsilon")
     if not (norm_bound > 0 and math.isfinite(norm_bound)):
         raise ValueError(f"norm_bound must be positive and finite, got {norm_bound!r}")
     sums, n_clipped = statistic
     value = np.append(np.asarray(sums, dtype=float), float(n_clipped))
-    if mu is not None:
+    if epsilon is None:
         m = min(float(max_entry), norm_bound)
         sensitivity = math.sqrt(2.0 * m**2 * norm_bound**2 + 1.0)
-        mechanism = GaussianMechanism(sensitivity, sigma=sensitivity / mu)
+        if mu is not None:
+            mechanism = GaussianMechanism(sensitivity, sigma=sensitivity / mu)
+        else:
+            sigma = gaussian_sigma_for_rho(sensitivity, rho)
+            mechanism = GaussianMechanism(sensitivity, sigma=sigma, floating_point_safe=True)
         noisy, noise_std = mechanism.randomise(value, rng), mechanism.sigma
     else:
-        mechanism = LaplaceMechanism(2.0 * norm_bound**2 + 1.0, epsilon=epsilon)
+        mechanism = LaplaceMechanism(2.0 * norm_bound**2 + 1.0, epsilon=epsilon,
+                                     floating_point_safe=floating_point_safe)
         noisy, noise_std = mechanism.randomise(value, rng), math.sqrt(2.0) * mechanism.scale
     return noisy[:-1], float(noisy[-1]), noise_std

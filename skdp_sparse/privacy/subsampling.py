@@ -47,6 +47,7 @@ import numba
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
+from . import discrete
 from .accounting import RDP_ORDERS, PrivacyEvent, calibrate_scale
 
 __all__ = [
@@ -228,19 +229,36 @@ def sampled_without_replacement_gaussian_rdp(sampling_rate, noise_multiplier, or
 
 
 def subsampled_gaussian_event(noise_multiplier, sampling_rate, count=1, *,
-                              sampling="poisson", name="subsampled gaussian"):
+                              sampling="poisson", name="subsampled gaussian",
+                              floating_point_safe=False):
     """The :class:`PrivacyEvent` of ``count`` subsampled Gaussian sums (replace-one).
 
     ``noise_multiplier`` is ``sigma / C`` with ``C`` the l2 bound of one
     example's term. With ``sampling_rate == 1`` the mechanism is a plain
     Gaussian with replace-one sensitivity ``2C`` and the event is exact
     (``mu = 2 / z``, composed in GDP); otherwise it carries an RDP curve.
+
+    ``floating_point_safe``: each sum is rounded to a lattice planned for the
+    per-example bound ``C`` (:func:`~skdp_sparse.privacy.discrete.plan_gaussian`, so
+    the rounding moves a neighbouring sum by at most ``(1 + 2^-16)`` times ``C``) and
+    receives exact discrete Gaussian noise. For integer shifts the discrete Gaussian
+    has the continuous Gaussian's RDP at every integer order (Canonne, Kamath &
+    Steinke 2020); the mixtures of the subsampled mechanism differ by such shifts
+    given the rest of the batch (joint convexity), and the curves here are exact at
+    integer orders and chords elsewhere, so the continuous curves of the multiplier
+    ``z / (1 + 2^-16)`` bound the safe mechanism. Without subsampling it is
+    accounted in zCDP (no GDP claim for the discrete Gaussian).
     """
     q, z = _check_q_z(sampling_rate, noise_multiplier)
     if sampling not in ("poisson", "without_replacement"):
         raise ValueError(
             f"sampling must be 'poisson' or 'without_replacement', got {sampling!r}"
         )
+    if floating_point_safe:
+        if q == 1:
+            return discrete.discrete_gaussian_event(2.0, z, count) if z > 0 else \
+                PrivacyEvent("discrete_gaussian", math.nan, 0.0, math.inf, None, int(count))
+        z = z / (1.0 + discrete.SENSITIVITY_SLACK)
     if q == 1:
         return PrivacyEvent.gaussian(2.0 / z if z > 0 else math.inf, count=count, name=name)
     if sampling == "poisson":
@@ -264,11 +282,14 @@ def wor_amplified_epsilon_delta(epsilon, delta, sampling_rate):
 
 
 @functools.lru_cache(maxsize=256)
-def subsampled_noise_multiplier(sampling_rate, count, sampling, epsilon, delta):
+def subsampled_noise_multiplier(sampling_rate, count, sampling, epsilon, delta,
+                                floating_point_safe=False):
     """Smallest noise multiplier whose ``count`` subsampled Gaussian sums compose to
-    ``(epsilon, delta)``. Deterministic in its public arguments, hence cached:
-    repeated fits with one configuration do not redo the bisection."""
+    ``(epsilon, delta)`` (on the floating-point-safe path if asked). Deterministic in
+    its public arguments, hence cached: repeated fits with one configuration do not
+    redo the bisection."""
     return calibrate_scale(
-        lambda z: [subsampled_gaussian_event(z, sampling_rate, count, sampling=sampling)],
+        lambda z: [subsampled_gaussian_event(z, sampling_rate, count, sampling=sampling,
+                                             floating_point_safe=floating_point_safe)],
         epsilon, delta,
     )

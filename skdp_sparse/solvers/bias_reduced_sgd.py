@@ -38,6 +38,7 @@ _OPTIONS = {
     "gradient_estimator": [Options("projection", "gaussian")],
     "boosting_runs": [Interval(numbers.Integral, 0, None)],
     "loss_bound": [Interval(numbers.Real, 0, None, closed="neither")],
+    "floating_point_safe": ["boolean"],
 }
 
 
@@ -47,7 +48,7 @@ def truncated_geometric_probs(M):
     return c_m / 2.0 ** np.arange(M + 1)
 
 
-def projection_mechanism(bounds, grad_sum, m, sigma_unit, rng, estimator):
+def projection_mechanism(bounds, grad_sum, m, sigma_unit, rng, estimator, safe=False):
     """Alg. 1 of Ghazi et al. on the mean of ``m`` clipped gradients.
 
     Gaussian noise calibrated to the mean's replace-one l2 sensitivity
@@ -58,14 +59,15 @@ def projection_mechanism(bounds, grad_sum, m, sigma_unit, rng, estimator):
     g = grad_sum / m
     if sigma_unit > 0:
         sensitivity = 2.0 * bounds.grad_l2 / m
-        g = GaussianMechanism(sensitivity, sigma=sensitivity * sigma_unit).randomise(g, rng)
+        g = GaussianMechanism(sensitivity, sigma=sensitivity * sigma_unit,
+                              floating_point_safe=safe).randomise(g, rng)
     if estimator == "projection":
         g = project_l1_ball(g, bounds.grad_l1)
     return g
 
 
 def bias_reduced_gradient(problem, rows, y, bounds, theta, N, probs, sigma_unit, rng,
-                          estimator):
+                          estimator, safe=False):
     """Alg. 5: ``G = (G_B - (G_O + G_E)/2) / p_N + G_I``; returns (G, gradients used)."""
     n = rows.shape[0]
     half = 2**N
@@ -75,10 +77,11 @@ def bias_reduced_gradient(problem, rows, y, bounds, theta, N, probs, sigma_unit,
     g_even = gradient_sum(rows, y, bounds, problem.loss, theta, even)
     i = np.array([rng.integers(n)], dtype=np.int64)
     g_one = gradient_sum(rows, y, bounds, problem.loss, theta, i)
-    G_B = projection_mechanism(bounds, g_odd + g_even, 2 * half, sigma_unit, rng, estimator)
-    G_O = projection_mechanism(bounds, g_odd, half, sigma_unit, rng, estimator)
-    G_E = projection_mechanism(bounds, g_even, half, sigma_unit, rng, estimator)
-    G_I = projection_mechanism(bounds, g_one, 1, sigma_unit, rng, estimator)
+    G_B = projection_mechanism(bounds, g_odd + g_even, 2 * half, sigma_unit, rng, estimator,
+                               safe)
+    G_O = projection_mechanism(bounds, g_odd, half, sigma_unit, rng, estimator, safe)
+    G_E = projection_mechanism(bounds, g_even, half, sigma_unit, rng, estimator, safe)
+    G_I = projection_mechanism(bounds, g_one, 1, sigma_unit, rng, estimator, safe)
     return (G_B - 0.5 * (G_O + G_E)) / probs[N] + G_I, 2 * half + 1
 
 
@@ -160,6 +163,7 @@ class BiasReducedPlan(Plan):
     filter_bound: str
     estimator: str
     loss_bound: float
+    floating_point_safe: bool
     verbose: int
 
 
@@ -170,7 +174,8 @@ class BiasReducedSGD(GradientSolver):
 
     def plan_with(self, problem, shape, epsilon, delta, options, bounds):
         options = {"radius": None, "filter_bound": "paper", "gradient_estimator": "projection",
-                   "boosting_runs": 0, "loss_bound": 1.0, **options}
+                   "boosting_runs": 0, "loss_bound": 1.0, "floating_point_safe": True,
+                   **options}
         validate_params(_OPTIONS, options, f"solver {self.name!r}")
         n, _, n_targets = shape
         private = math.isfinite(epsilon)
@@ -188,6 +193,7 @@ class BiasReducedSGD(GradientSolver):
             n_runs=runs, max_steps=options["max_iter"], learning_rate=options["learning_rate"],
             radius=options["radius"], filter_bound=options["filter_bound"],
             estimator=options["gradient_estimator"], loss_bound=options["loss_bound"],
+            floating_point_safe=bool(options["floating_point_safe"]),
             verbose=int(options.get("verbose", 0)),
         )
 
@@ -226,9 +232,11 @@ class BiasReducedSGD(GradientSolver):
             # scale of twice that over epsilon (twice the paper's, valid only for
             # monotone scores).
             selection = LaplaceMechanism(2.0 * plan.loss_bound / plan.n_samples,
-                                         epsilon=plan.run_epsilon, floating_point_safe=False)
+                                         epsilon=plan.run_epsilon,
+                                         floating_point_safe=plan.floating_point_safe)
             scores = selection.randomise(scores, rng)
-            events.append(PrivacyEvent.pure(plan.run_epsilon, name="report-noisy-min (laplace)"))
+            events.append(PrivacyEvent.pure(selection.epsilon,
+                                            name="report-noisy-min (laplace)"))
         best = int(np.argmin(scores))
         return candidates[best], total_steps, events, total_grad
 
@@ -241,7 +249,9 @@ class BiasReducedSGD(GradientSolver):
         epsilon, delta = plan.run_epsilon, plan.run_delta
         # Each projection mechanism of Alg. 5 runs at (eps/32, delta/16): Alg. 6 calls
         # the oracle with (eps/8, delta/4) and Alg. 5 gives each call a quarter.
-        sigma_unit = GaussianMechanism(1.0, epsilon=epsilon / 32.0, delta=delta / 16.0).sigma
+        safe = plan.floating_point_safe
+        sigma_unit = GaussianMechanism(1.0, epsilon=epsilon / 32.0, delta=delta / 16.0,
+                                       floating_point_safe=safe).sigma
         eps_last, delta_last = step_privacy(M, n, epsilon, delta, plan.filter_bound)
         if plan.filter_bound == "paper":
             filt = PrivacyFilter(epsilon / 2.0, delta / 4.0, delta / 4.0)
@@ -273,7 +283,7 @@ class BiasReducedSGD(GradientSolver):
                 break
             N = int(rng.choice(M + 1, p=probs))
             G, used = bias_reduced_gradient(problem, rows, y, bounds, theta, N, probs,
-                                            sigma_unit, rng, plan.estimator)
+                                            sigma_unit, rng, plan.estimator, safe)
             n_grad += used
             filt.add(*step_privacy(N, n, epsilon, delta, plan.filter_bound))
             theta = penalised_step(bounds, theta, G, eta, plan.radius)

@@ -68,6 +68,7 @@ class CoordinateDescentPlan(Plan):
     curvature: bool
     tol: float
     verbose: int
+    floating_point_safe: bool
 
 
 class _CoordinateDescent(Solver):
@@ -85,7 +86,7 @@ class _CoordinateDescent(Solver):
     def _n_updates(self, n_samples, n_coords, epsilon, delta, max_iter):
         raise NotImplementedError
 
-    def _events(self, scale, n_updates, n_problems, pure, curvature, delta):
+    def _events(self, scale, n_updates, n_problems, pure, curvature, delta, safe):
         raise NotImplementedError
 
     def _bound_constants(self, problem, n_features):
@@ -114,12 +115,14 @@ class _CoordinateDescent(Solver):
         # curvature is kept and no budget is spent on an estimate.
         curvature = options["curvature"] == "private" and (
             problem.gradient_clip is None or not private)
+        safe = bool(options.get("floating_point_safe", True))
         if private:
             scale = calibrate_scale(
-                lambda s: self._events(s, n_updates, n_targets, pure, curvature, delta),
+                lambda s: self._events(s, n_updates, n_targets, pure, curvature, delta, safe),
                 epsilon, delta,
             )
-            events = tuple(self._events(scale, n_updates, n_targets, pure, curvature, delta))
+            events = tuple(self._events(scale, n_updates, n_targets, pure, curvature, delta,
+                                        safe))
         else:
             scale, events = 0.0, ()
         return CoordinateDescentPlan(
@@ -127,6 +130,7 @@ class _CoordinateDescent(Solver):
             n_targets=n_targets, epsilon=epsilon, delta=delta, events=events,
             n_iter=n_updates, smoothness=smoothness, clip=clip, scale=scale, pure=pure,
             curvature=curvature, tol=float(options["tol"]), verbose=int(options["verbose"]),
+            floating_point_safe=safe,
         )
 
     def _curvature_ratios(self, problem, data, plan, rng):
@@ -147,7 +151,13 @@ class _CoordinateDescent(Solver):
         else:
             event = plan.events[-1]
             norm_bound = float(problem.norm_bound)
-            kwargs = dict(mu=event.mu) if event.mu is not None else dict(epsilon=event.epsilon)
+            if event.mu is not None:
+                kwargs = dict(mu=event.mu)
+            elif math.isnan(event.epsilon):
+                kwargs = dict(rho=event.rho)
+            else:
+                kwargs = dict(epsilon=event.epsilon,
+                              floating_point_safe=plan.floating_point_safe)
             statistic = data.column_second_moment_sums(problem.feature_bound, norm_bound)
             sums, n_clipped, noise_std = release_column_second_moments(
                 statistic, norm_bound=norm_bound, max_entry=float(np.sqrt(b2.max())),
@@ -235,7 +245,7 @@ class GreedyCoordinateDescent(_CoordinateDescent):
             return 200 * n_coords
         return default_greedy_iterations(n_samples, epsilon, delta)
 
-    def _events(self, scale, n_updates, n_problems, pure, curvature, delta):
+    def _events(self, scale, n_updates, n_problems, pure, curvature, delta, safe):
         k = n_updates * n_problems
         if pure:
             eps0 = 1.0 / scale
@@ -246,7 +256,7 @@ class GreedyCoordinateDescent(_CoordinateDescent):
             events = [PrivacyEvent.exponential(_selection_epsilon(mu), count=k,
                                                name="selection"),
                       PrivacyEvent.gaussian(mu, count=k, name="update")]
-        return events + _curvature_events(events, pure, curvature, delta)
+        return events + _curvature_events(events, pure, curvature, delta, safe)
 
     def _noise(self, plan, smoothness, sensitivity):
         delta_u = float(np.max(sensitivity / np.sqrt(smoothness)))
@@ -277,10 +287,10 @@ class RandomCoordinateDescent(_CoordinateDescent):
         # A few passes; more passes split the budget over more noisy updates.
         return 5 * n_coords
 
-    def _events(self, scale, n_updates, n_problems, pure, curvature, delta):
+    def _events(self, scale, n_updates, n_problems, pure, curvature, delta, safe):
         events = [PrivacyEvent.gaussian(1.0 / scale, count=n_updates * n_problems,
                                         name="cd update")]
-        return events + _curvature_events(events, pure, curvature, delta)
+        return events + _curvature_events(events, pure, curvature, delta, safe)
 
     def _noise(self, plan, smoothness, sensitivity):
         return "none", 0.0, "gaussian", sensitivity * plan.scale
@@ -292,11 +302,12 @@ def _selection_epsilon(mu):
     return math.sqrt(8 * _SELECTION_SHARE / (1 - _SELECTION_SHARE) * mu**2 / 2)
 
 
-def _curvature_events(events, pure, curvature, delta):
+def _curvature_events(events, pure, curvature, delta, safe):
     """The curvature estimate's event, sized to ``CURVATURE_SHARE`` of the total in
     the measure the accountant composes it in: rho (zCDP) whenever ``delta > 0``,
     epsilon for pure DP (``delta = 0``, basic composition); empty without an
-    estimate. The release is Laplace alongside Laplace steps, Gaussian otherwise."""
+    estimate. The release is Laplace alongside Laplace steps, Gaussian otherwise
+    (discrete on the floating-point-safe path, accounted by its rho)."""
     if not curvature:
         return []
     ratio = CURVATURE_SHARE / (1 - CURVATURE_SHARE)
@@ -307,4 +318,6 @@ def _curvature_events(events, pure, curvature, delta):
     if pure:
         # A pure eps-DP release is eps^2/2-zCDP: the same share of rho.
         return [PrivacyEvent.pure(math.sqrt(2 * rho_c), name="curvature (laplace)")]
+    if safe:
+        return [PrivacyEvent.zcdp(rho_c, name="curvature (discrete gaussian)")]
     return [PrivacyEvent.gaussian(math.sqrt(2 * rho_c), name="curvature")]

@@ -28,6 +28,7 @@ import numpy as np
 from scipy.special import gammaln, logsumexp
 
 from ..optim import _sgd_kernels as K
+from ..privacy import discrete
 from ..privacy.accounting import RDP_ORDERS, PrivacyEvent, calibrate_scale
 from ..privacy.mechanisms import GaussianMechanism
 from ..utils.validation import Interval, Options, validate_params
@@ -43,6 +44,7 @@ _OPTIONS = {
     "radius": [Interval(numbers.Real, 0, None, closed="neither")],
     "target_accuracy": [Interval(numbers.Real, 0, None, closed="neither"), None],
     "sampling": [Options("disjoint", "with_replacement")],
+    "floating_point_safe": ["boolean"],
 }
 
 #: Largest draw count of the replaced example summed exactly in a with-replacement phase.
@@ -93,20 +95,29 @@ class PhasedPlan(Plan):
     steps: tuple
     etas: tuple
     noise_ratio: float
+    floating_point_safe: bool
     verbose: int
 
     def phase_events(self, phases):
         return _phase_events(self.sampling, self.n_samples, self.steps, self.etas,
-                             self.radius, self.bounds.grad_l2, self.noise_ratio, phases)
+                             self.radius, self.bounds.grad_l2, self.noise_ratio, phases,
+                             self.floating_point_safe)
 
 
-def _phase_events(sampling, n, steps, etas, radius, grad_l2, s, phases):
+def _phase_events(sampling, n, steps, etas, radius, grad_l2, s, phases, safe):
     if sampling == "disjoint":
-        # One example sits in one phase: the run is one Gaussian mechanism.
+        # One example sits in one phase: the run is one Gaussian mechanism (on the
+        # safe path a discrete Gaussian on a lattice, accounted in zCDP).
+        if safe:
+            return [discrete.discrete_gaussian_event(1.0, s)]
         return [PrivacyEvent.gaussian(1.0 / s, name="phased SGD (disjoint phases)")]
-    # ratio Delta_r / sigma_r = 1/s in every phase; cap = B / sigma_r.
+    # ratio Delta_r / sigma_r = 1/s in every phase; cap = B / sigma_r. On the safe
+    # path the lattice (planned for Delta_r <= B) adds at most a relative 2^-16 to
+    # both shifts, which are integer vectors: the same bound with both scaled.
+    slack = 1.0 + discrete.SENSITIVITY_SLACK if safe else 1.0
     return [PrivacyEvent.from_rdp(
-        with_replacement_rdp(n, steps[r], 1.0 / s, 2.0 * radius / (s * 2 * etas[r] * grad_l2)),
+        with_replacement_rdp(n, steps[r], slack / s,
+                             slack * 2.0 * radius / (s * 2 * etas[r] * grad_l2)),
         name=f"phased SGD phase {r + 1}") for r in range(phases)]
 
 
@@ -120,7 +131,7 @@ class PhasedSGD(GradientSolver):
 
     def plan_with(self, problem, shape, epsilon, delta, options, bounds):
         options = {"radius": 10.0, "n_phases": None, "target_accuracy": None,
-                   "sampling": "disjoint", **options}
+                   "sampling": "disjoint", "floating_point_safe": True, **options}
         validate_params(_OPTIONS, options, f"solver {self.name!r}")
         n, _, n_targets = shape
         eps_k, delta_k = epsilon / n_targets, delta / n_targets
@@ -158,8 +169,11 @@ class PhasedSGD(GradientSolver):
             steps = [max(0, min(t, n - sum(steps[:r]))) for r, t in enumerate(steps)]
         etas = [eta / 4**r for r in range(1, n_phases + 1)]
 
+        safe = bool(options["floating_point_safe"])
+
         def events_for(s):
-            return _phase_events(sampling, n, steps, etas, radius, bounds.grad_l2, s, n_phases)
+            return _phase_events(sampling, n, steps, etas, radius, bounds.grad_l2, s, n_phases,
+                                 safe)
 
         if private:
             s = calibrate_scale(events_for, eps_k, delta_k)
@@ -171,7 +185,7 @@ class PhasedSGD(GradientSolver):
             epsilon=epsilon, delta=delta, events=tuple(events) * n_targets,
             n_iter=int(sum(steps)), options=options, bounds=bounds, radius=radius,
             sampling=sampling, steps=tuple(steps), etas=tuple(etas), noise_ratio=s,
-            verbose=int(options.get("verbose", 0)),
+            floating_point_safe=safe, verbose=int(options.get("verbose", 0)),
         )
 
     def solve(self, problem, data, plan, rng):
@@ -209,7 +223,8 @@ class PhasedSGD(GradientSolver):
                                     plan.radius)
             sigma_r = plan.noise_ratio * 2.0 * eta_r * bounds.grad_l2
             if sigma_r > 0:
-                release = GaussianMechanism(2.0 * eta_r * bounds.grad_l2, sigma=sigma_r)
+                release = GaussianMechanism(2.0 * eta_r * bounds.grad_l2, sigma=sigma_r,
+                                            floating_point_safe=plan.floating_point_safe)
                 theta = release.randomise(avg, rng)
             else:
                 theta = avg

@@ -14,7 +14,10 @@ Privacy (replace-one): the noisy sum has l2 sensitivity ``2 C2``. Full batch: th
 subsampling: the RDP of the subsampled Gaussian (Mironov, Talwar & Zhang 2019);
 fixed-size sampling without replacement: Wang, Balle & Kasiviswanathan (2019).
 ``z`` is the smallest multiplier whose steps compose to ``(epsilon, delta)``.
-One-vs-rest problems each get ``(epsilon / K, delta / K)``.
+One-vs-rest problems each get ``(epsilon / K, delta / K)``. With
+``floating_point_safe`` (the default) each noisy sum is a lattice release with
+exact discrete Gaussian noise, accounted as
+:func:`~skdp_sparse.privacy.subsampling.subsampled_gaussian_event` states.
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ class SGDPlan(Plan):
     estimator: str
     radius: float | None
     average: object
+    floating_point_safe: bool
     verbose: int
 
     @property
@@ -79,12 +83,14 @@ class SGDPlan(Plan):
 
     def step_events(self, count):
         """The privacy events of ``count`` steps of one problem."""
-        return _step_events(self.noise_multiplier, self.sampling_rate, self.sampling, count)
+        return _step_events(self.noise_multiplier, self.sampling_rate, self.sampling, count,
+                            self.floating_point_safe)
 
 
-def _step_events(z, q, sampling, count):
+def _step_events(z, q, sampling, count, floating_point_safe):
     name = "noisy gradient" if q == 1 else f"subsampled noisy gradient ({sampling})"
-    return [subsampled_gaussian_event(z, q, count, sampling=sampling, name=name)]
+    return [subsampled_gaussian_event(z, q, count, sampling=sampling, name=name,
+                                      floating_point_safe=floating_point_safe)]
 
 
 _OPTIONS = {
@@ -95,6 +101,7 @@ _OPTIONS = {
     "sampling": [Options("poisson", "without_replacement")],
     "gradient_estimator": [Options("auto", "gaussian", "projection")],
     "average": [Options(True, False, "tail")],
+    "floating_point_safe": ["boolean"],
 }
 
 
@@ -118,7 +125,7 @@ class NoisySGD(GradientSolver):
 
     def plan_with(self, problem, shape, epsilon, delta, options, bounds):
         options = {"sampling": "poisson", "gradient_estimator": "auto", "radius": None,
-                   "average": True, **options}
+                   "average": True, "floating_point_safe": True, **options}
         validate_params(_OPTIONS, options, f"solver {self.name!r}")
         n, _, n_targets = shape
         eps_k, delta_k = epsilon / n_targets, delta / n_targets
@@ -137,9 +144,11 @@ class NoisySGD(GradientSolver):
             if batch < n:
                 n_steps = max(n_steps, math.ceil(n / batch))
         q = batch / n
+        safe = bool(options["floating_point_safe"])
         if private:
-            z = subsampled_noise_multiplier(q, n_steps, options["sampling"], eps_k, delta_k)
-            events = _step_events(z, q, options["sampling"], n_steps) * n_targets
+            z = subsampled_noise_multiplier(q, n_steps, options["sampling"], eps_k, delta_k,
+                                            safe)
+            events = _step_events(z, q, options["sampling"], n_steps, safe) * n_targets
         else:
             z, events = 0.0, list(non_private_events()) * n_targets
         return SGDPlan(
@@ -151,7 +160,8 @@ class NoisySGD(GradientSolver):
             learning_rate=options["learning_rate"] or 1.0 / bounds.smoothness,
             estimator=_resolve_estimator(options["gradient_estimator"], bounds, n, eps_k,
                                          delta_k, problem.sparsity),
-            radius=radius, average=options["average"], verbose=int(options.get("verbose", 0)),
+            radius=radius, average=options["average"], floating_point_safe=safe,
+            verbose=int(options.get("verbose", 0)),
         )
 
     def solve(self, problem, data, plan, rng):
@@ -170,7 +180,11 @@ class NoisySGD(GradientSolver):
     def _run(self, problem, rows, y, plan, rng):
         bounds, n = plan.bounds, plan.n_samples
         sigma = plan.noise_multiplier * bounds.grad_l2
-        noise = GaussianMechanism(2 * bounds.grad_l2, sigma=sigma) if sigma > 0 else None
+        # The lattice of the safe path is planned for one example's bound C2, the
+        # shift of an added or removed example (see subsampled_gaussian_event).
+        noise = GaussianMechanism(bounds.grad_l2, sigma=sigma,
+                                  floating_point_safe=plan.floating_point_safe) \
+            if sigma > 0 else None
         marks = checkpoints(plan.n_iter, plan.verbose)
         # 'tail' averages the iterates of the second half of the run (suffix averaging).
         first = plan.n_iter // 2 + 1 if plan.average == "tail" else 1

@@ -6,7 +6,7 @@ import os
 import sys
 import warnings
 
-__all__ = ["warn"]
+__all__ = ["warn", "warn_float_noise"]
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
@@ -23,3 +23,13 @@ def warn(message, category=UserWarning):
         frame = frame.f_back
         level += 1
     warnings.warn(message, category, stacklevel=level)
+
+
+def warn_float_noise(owner):
+    """The :class:`~skdp_sparse.exceptions.PrivacyLeakWarning` of a fit asked to add its
+    noise in doubles (``floating_point_safe=False``)."""
+    from ..exceptions import PrivacyLeakWarning
+
+    warn(f"{owner}(floating_point_safe=False) adds noise in doubles, whose low-order "
+         "bits can reveal the noiseless values it was added to (Mironov 2012); the "
+         "privacy guarantee does not cover that.", PrivacyLeakWarning)
