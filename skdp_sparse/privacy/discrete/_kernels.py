@@ -11,11 +11,13 @@ import numpy as np
 _TWO53 = 1 << 53
 _TWO62_F = 4611686018427387904.0
 
-# Status of a kernel draw.
+# Status of a kernel draw, in slot 0 of its handoff record ``fb`` (int64, at least
+# HANDOFF_SLOTS long); the other slots hold the exact state the continuation needs.
 _OK = 0
 _FB_GEOMETRIC = 1  # a uniform word equals a table entry: W vs exp(-g lam) undecided
 _FB_GAUSS_Y = 2  # a Gaussian proposal too large for the 62-bit acceptance test
 _FB_NOISE = 3  # noise known; only rounding a + noise needs big integers
+HANDOFF_SLOTS = 8
 
 
 @numba.njit(cache=True)
@@ -128,23 +130,115 @@ def _add_rounded(ai, z):
     return False, 0.0
 
 
-# The draw loops are written out in each kernel: Numba compiles per-draw helper
-# functions with early returns into code several times slower.
+@numba.njit(cache=True)
+def _bernoulli_exp_rational(next64, state, buf, nb, num, den, c):
+    """True with probability exp(-num/den) for integers num >= 0, den >= 1 (den 2^c < 2^62).
+
+    ``exp(-x) = exp(-1)^floor(x) exp(-frac(x))``: independent Bernoulli(exp(-1)) draws,
+    then one Bernoulli(exp(-frac)), all by CKS Algorithm 1; the first failure decides,
+    so a large ``x`` costs about 1.6 draws.
+    """
+    whole = num // den
+    rest = num - whole * den
+    ok = True
+    for _ in range(whole):
+        ok, buf, nb = _bernoulli_exp(next64, state, buf, nb, 1, 1, 0, 1, 1, 0)
+        if not ok:
+            break
+    if ok and rest > 0:
+        ok, buf, nb = _bernoulli_exp(next64, state, buf, nb, rest, den, c, 1, 1, 32)
+    return ok, buf, nb
+
+
+@numba.njit(cache=True, inline="always")
+def _bernoulli_exp_product(next64, state, buf, nb, a1, r1, r1_bits, a2, r2, r2_bits):
+    """True with probability exp(-(a1 a2) / (r1 r2)) for integers a1, a2 >= 0, r1, r2 >= 1.
+
+    With ``m_i = ceil(a_i / r_i)``, ``exp(-x) = exp(-x / (m1 m2))^(m1 m2)``: ``m1 m2``
+    independent Bernoulli(exp(-x / (m1 m2))) whose parameter is the product of
+    ``a1 / (r1 m1) <= 1`` and ``a2 / (r2 m2) <= 1``, so no product is ever formed
+    (CKS Algorithm 1). ``r_i_bits``: the bit lengths of ``r_i``; ``a_i < 2^62``.
+    """
+    accept = True
+    if a1 > 0 and a2 > 0:
+        m1 = (a1 + r1 - 1) // r1
+        m2 = (a2 + r2 - 1) // r2
+        # Block sizes with den 2^c < 2^62 (bit lengths of products add at most).
+        c1 = max(0, min(32, 62 - r1_bits - _bit_length(m1)))
+        c2 = max(0, min(32, 62 - r2_bits - _bit_length(m2)))
+        for _ in range(m1):
+            for _ in range(m2):
+                accept, buf, nb = _bernoulli_exp(next64, state, buf, nb, a1, r1 * m1, c1,
+                                                 a2, r2 * m2, c2)
+                if not accept:
+                    break
+            if not accept:
+                break
+    return accept, buf, nb
+
+
+@numba.njit(cache=True, inline="always")
+def _geometric(next64, state, table, guide, wbits, gshift, low_bits, p, pblock):
+    """``X >= 0`` with ``P(X >= x) = exp(-x / p)``, as ``X = (g << low_bits) + lo``.
+
+    The bits of a geometric variable are independent: ``g`` has ``P(g >= i) =
+    exp(-i 2^L / p)`` (``L = low_bits``), drawn by inverting one uniform word ``w`` of
+    ``wbits`` bits against ``table[i] = floor(2^wbits exp(-i 2^L / p))``: ``w <
+    table[i]`` proves ``W < exp(-i 2^L / p)``, ``w > table[i]`` disproves it (the
+    threshold is irrational), ``guide`` gives a proven lower bound on ``g`` from the
+    top bits of ``w``. ``lo`` is uniform on ``[0, 2^L)``, accepted with probability
+    ``exp(-lo / p) >= exp(-1/32)``. Returns ``(tie, g, lo, w, buf, nb)``: ``tie``
+    means ``w == table[g + 1]``, undecided within ``wbits`` bits; the exact
+    continuation then finishes from ``(g, w)``.
+    """
+    w, buf, nb = _fresh(next64, state, wbits)
+    g = guide[w >> gshift]
+    while w < table[g + 1]:
+        g += 1
+    tie = w == table[g + 1]
+    lo = np.int64(0)
+    if not tie:
+        acc = False
+        while not acc:
+            lo, buf, nb = _fresh(next64, state, low_bits)
+            acc, buf, nb = _bernoulli_exp(next64, state, buf, nb, lo, p, pblock, 1, 1, 32)
+    return tie, g, lo, w, buf, nb
+
+
+@numba.njit(cache=True, inline="always")
+def _uniform_below(next64, state, threshold, wbits):
+    """Compare a fresh uniform ``W`` in [0, 1) with an irrational ``c``, given
+    ``threshold = floor(2^wbits c)``: 1 if ``W < c`` is proven, 0 if ``W > c`` is, -1
+    if the word equals the threshold (undecided within ``wbits`` bits). Also returns
+    the word, the leading bits of ``W`` the continuation extends.
+    """
+    w, _, _ = _fresh(next64, state, wbits)
+    if w < threshold:
+        return 1, w
+    if w > threshold:
+        return 0, w
+    return -1, w
+
+
+@numba.njit(cache=True)
+def _uniform_int(next64, state, n):
+    """A uniform integer on ``[0, n)``, ``1 <= n < 2^62``, by rejection of bit blocks."""
+    if n <= 1:
+        return np.int64(0)
+    k = _bit_length(n - 1)
+    while True:
+        x, _, _ = _fresh(next64, state, k)
+        if x < n:
+            return x
+
+
 @numba.njit(cache=True)
 def _laplace_kernel(a, out, out_int, start, p, shift, table, guide, wbits, gshift, low_bits,
                     pblock, next64, state, fb):
     """Discrete Laplace noise of scale ``p / 2^shift`` (CKS Algorithm 2, restructured).
 
-    ``X ~ Geometric(exp(-1/p))`` is drawn as ``X = G 2^L + Lo`` from independent
-    parts (the bits of a geometric variable are independent): ``G`` with
-    ``P(G >= g) = exp(-g 2^L / p)`` by inversion of a uniform word against the exact
-    ``table`` (``table[g] = floor(2^wbits exp(-g 2^L/p))``: ``w < table[g]`` proves
-    ``W < exp(-g 2^L/p)``, ``w > table[g]`` disproves it, the threshold being
-    irrational; ``w == table[g]`` is handed to the exact continuation; ``guide``
-    gives a proven lower bound on ``G`` from the top bits of ``w``), and ``Lo``
-    uniform on ``[0, 2^L)`` accepted with probability ``exp(-Lo/p) >= exp(-1/32)``
-    (CKS Algorithm 1). ``Y = floor(X / 2^shift)`` with a random sign, rejecting
-    the negative zero.
+    ``X ~ Geometric(exp(-1/p))`` (:func:`_geometric`); ``Y = floor(X / 2^shift)`` with
+    a random sign, rejecting the negative zero.
 
     Fills ``out`` with ``fl(a + noise)`` or, when ``a`` is empty, ``out_int`` with
     the noise, from index ``start``. Returns the index of the first draw it hands
@@ -155,18 +249,11 @@ def _laplace_kernel(a, out, out_int, start, p, shift, table, guide, wbits, gshif
     ia = start % d
     for i in range(start, n):
         while True:
-            w, buf, nb = _fresh(next64, state, wbits)
-            g = guide[w >> gshift]
-            while w < table[g + 1]:
-                g += 1
-            if w == table[g + 1]:
+            tie, g, lo, w, buf, nb = _geometric(next64, state, table, guide, wbits, gshift,
+                                                low_bits, p, pblock)
+            if tie:
                 fb[0], fb[1], fb[2], fb[3] = _FB_GEOMETRIC, 0, g, w
                 return i
-            acc = False
-            lo = np.int64(0)
-            while not acc:
-                lo, buf, nb = _fresh(next64, state, low_bits)
-                acc, buf, nb = _bernoulli_exp(next64, state, buf, nb, lo, p, pblock, 1, 1, 32)
             s, buf, nb = _bits(next64, state, buf, nb, 1)
             x = ((g << low_bits) + lo) >> shift
             if s == 0 or x != 0:
@@ -194,9 +281,7 @@ def _gauss_kernel(a, out, out_int, start, j, pc, f, table, guide, wbits, gshift,
     Proposals are discrete Laplace of scale ``T = 2^j`` (drawn as in
     :func:`_laplace_kernel`); ``Y`` is accepted with probability
     ``exp(-(|Y| - s^2/T)^2 / (2 s^2)) = exp(-x)``, ``x = A^2 / (pc 2^(f+j+1))``,
-    ``A = | |Y| 2^f - pc |``, drawn as ``m1 m2`` independent Bernoulli(exp(-x/(m1 m2)))
-    whose parameter is the product of ``A / (pc m1) <= 1`` and
-    ``A / (2^(f+j+1) m2) <= 1`` (``exp(-x) = exp(-x/m)^m``): no square is formed.
+    ``A = | |Y| 2^f - pc |`` (:func:`_bernoulli_exp_product`: no square is formed).
     Same interface as :func:`_laplace_kernel`.
     """
     n = out_int.size if a.size == 0 else out.size
@@ -209,19 +294,11 @@ def _gauss_kernel(a, out, out_int, start, j, pc, f, table, guide, wbits, gshift,
     for i in range(start, n):
         while True:
             while True:
-                w, buf, nb = _fresh(next64, state, wbits)
-                g = guide[w >> gshift]
-                while w < table[g + 1]:
-                    g += 1
-                if w == table[g + 1]:
+                tie, g, lo, w, buf, nb = _geometric(next64, state, table, guide, wbits, gshift,
+                                                    low_bits, p, pblock)
+                if tie:
                     fb[0], fb[1], fb[2], fb[3] = _FB_GEOMETRIC, 0, g, w
                     return i
-                acc = False
-                lo = np.int64(0)
-                while not acc:
-                    lo, buf, nb = _fresh(next64, state, low_bits)
-                    acc, buf, nb = _bernoulli_exp(next64, state, buf, nb, lo, p, pblock, 1, 1,
-                                                  32)
                 s, buf, nb = _bits(next64, state, buf, nb, 1)
                 x = (g << low_bits) + lo
                 if s == 0 or x != 0:
@@ -231,21 +308,8 @@ def _gauss_kernel(a, out, out_int, start, j, pc, f, table, guide, wbits, gshift,
                 fb[0], fb[1], fb[2], fb[3] = _FB_GAUSS_Y, z, g, w
                 return i
             aa = abs((x << f) - pc)
-            accept = True
-            if aa > 0:
-                m1 = (aa + pc - 1) // pc
-                m2 = (aa + d2 - 1) // d2
-                # Block sizes with den 2^c < 2^62 (bit lengths of products add at most).
-                c1 = max(0, min(32, 62 - pc_bits - _bit_length(m1)))
-                c2 = max(0, min(32, 60 - f - j - _bit_length(m2)))
-                for _ in range(m1):
-                    for _ in range(m2):
-                        accept, buf, nb = _bernoulli_exp(next64, state, buf, nb, aa, pc * m1, c1,
-                                                         aa, d2 * m2, c2)
-                        if not accept:
-                            break
-                    if not accept:
-                        break
+            accept, buf, nb = _bernoulli_exp_product(next64, state, buf, nb, aa, pc, pc_bits,
+                                                     aa, d2, f + j + 2)
             if accept:
                 break
         if a.size == 0:
