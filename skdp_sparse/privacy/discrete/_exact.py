@@ -217,16 +217,17 @@ def _exp_neg_multiple_interval(lam, m, prec):
     return lo >> s, -((-hi) >> s)
 
 
-def _py_uniform_below_exp(src, prefix, lam, m):
-    """Whether ``W < exp(-m lam)``, W uniform with known leading bits ``prefix = [w, k]``.
+def _py_uniform_below(src, prefix, bracket):
+    """Whether ``W < c``, W uniform with known leading bits ``prefix = [w, k]``.
 
-    More bits of W are drawn (and appended to ``prefix``) until the comparison is
-    decided; exp(-m lam) is irrational for rational m lam > 0, so this ends a.s.
+    ``bracket(prec)`` returns integers ``lo <= c 2^prec <= hi``, tighter as ``prec``
+    grows. More bits of W are drawn (and appended to ``prefix``) until the comparison
+    is decided; for an irrational ``c`` (or an exact bracket) this ends a.s.
     """
     while True:
         w, k = prefix
         prec = k + 64
-        lo, hi = _exp_neg_multiple_interval(lam, m, prec)
+        lo, hi = bracket(prec)
         if (w + 1) << (prec - k) <= lo:
             return True
         if w << (prec - k) >= hi:
@@ -235,25 +236,73 @@ def _py_uniform_below_exp(src, prefix, lam, m):
         prefix[1] = k + 32
 
 
-def _py_dlap(src, p, shift):
-    """Discrete Laplace of scale p / 2^shift by CKS Algorithm 2 (big integers)."""
+def _py_uniform_below_exp(src, prefix, lam, m):
+    """Whether ``W < exp(-m lam)`` (:func:`_py_uniform_below`); irrational for m lam > 0."""
+    return _py_uniform_below(src, prefix, lambda prec: _exp_neg_multiple_interval(lam, m, prec))
+
+
+def _threshold(bracket, wbits):
+    """``floor(2^wbits c)`` for an irrational ``c`` in [0, 1) given by ``bracket``."""
+    prec = wbits + 64
+    while True:
+        lo, hi = bracket(prec)
+        t_lo, t_hi = lo >> (prec - wbits), hi >> (prec - wbits)
+        if t_lo == t_hi:
+            return t_lo
+        if prec > wbits + 4096:
+            raise ArithmeticError("a threshold could not be separated from a dyadic rational")
+        prec += 64
+
+
+def _py_bernoulli_exp_rational(src, num, den):
+    """Bernoulli(exp(-num/den)) for integers num >= 0, den >= 1 (big integers)."""
+    whole, rest = divmod(num, den)
+    for _ in range(whole):
+        if not _py_bernoulli_exp(src, 1, 1, 1, 1):
+            return False
+    return rest == 0 or _py_bernoulli_exp(src, rest, den, 1, 1)
+
+
+def _py_bernoulli_exp_product(src, a1, r1, a2, r2):
+    """Bernoulli(exp(-(a1 a2) / (r1 r2))), as :func:`_kernels._bernoulli_exp_product`."""
+    if a1 == 0 or a2 == 0:
+        return True
+    m1 = -(-a1 // r1)
+    m2 = -(-a2 // r2)
+    for _ in range(m1 * m2):
+        if not _py_bernoulli_exp(src, a1, r1 * m1, a2, r2 * m2):
+            return False
+    return True
+
+
+def _py_geometric(src, p, shift):
+    """``floor(X / 2^shift)``, X geometric with ``P(X >= x) = exp(-x/p)`` (CKS Algorithm 2,
+    big integers): ``X = U + p V``, U uniform on [0, p) accepted with probability
+    exp(-U/p), V geometric with ratio exp(-1)."""
     nbits = (p - 1).bit_length()
     while True:
         u = src.bits(nbits)
-        if u >= p or not _py_bernoulli_exp(src, u, p, 1, 1):
-            continue
-        v = 0
-        while _py_bernoulli_exp(src, 1, 1, 1, 1):
-            v += 1
+        if u < p and _py_bernoulli_exp(src, u, p, 1, 1):
+            break
+    v = 0
+    while _py_bernoulli_exp(src, 1, 1, 1, 1):
+        v += 1
+    return (u + p * v) >> shift
+
+
+def _py_dlap(src, p, shift):
+    """Discrete Laplace of scale p / 2^shift by CKS Algorithm 2 (big integers)."""
+    while True:
+        y = _py_geometric(src, p, shift)
         b = src.bits(1)
-        y = (u + p * v) >> shift
         if b == 1 and y == 0:
             continue
         return -y if b else y
 
 
-def _py_finish_dlap(src, spec, g, w):
-    """Finish a kernel draw whose geometric block stopped undecided after ``g``."""
+def _py_finish_geometric(src, spec, g, w):
+    """Finish :func:`_kernels._geometric` stopped undecided after ``g`` with word ``w``:
+    ``floor(X / 2^shift)`` for the spec's geometric X."""
     prefix = [int(w), spec.wbits]
     while _py_uniform_below_exp(src, prefix, spec.lam, g + 1):
         g += 1
@@ -261,8 +310,13 @@ def _py_finish_dlap(src, spec, g, w):
         lo = src.bits(spec.low_bits)
         if _py_bernoulli_exp(src, lo, spec.p, 1, 1):
             break
+    return ((g << spec.low_bits) + lo) >> spec.shift
+
+
+def _py_finish_dlap(src, spec, g, w):
+    """Finish a kernel draw whose geometric block stopped undecided after ``g``."""
+    y = _py_finish_geometric(src, spec, g, w)
     b = src.bits(1)
-    y = ((g << spec.low_bits) + lo) >> spec.shift
     if b == 1 and y == 0:
         # The rejected negative zero restarts the algorithm; any exact sampler will do.
         return _py_dlap(src, spec.p, spec.shift)
@@ -271,15 +325,7 @@ def _py_finish_dlap(src, spec, g, w):
 
 def _py_gauss_accept(src, y, j, pc, f):
     a = abs((abs(y) << f) - pc)
-    if a == 0:
-        return True
-    d2 = 1 << (f + j + 1)
-    m1 = -(-a // pc)
-    m2 = -(-a // d2)
-    for _ in range(m1 * m2):
-        if not _py_bernoulli_exp(src, a, pc * m1, a, d2 * m2):
-            return False
-    return True
+    return _py_bernoulli_exp_product(src, a, pc, a, 1 << (f + j + 1))
 
 
 def _py_dgauss(src, j, pc, f):
@@ -291,7 +337,7 @@ def _py_dgauss(src, j, pc, f):
 
 def _finish_noise(fb, spec, gauss, src):
     """The noise of a draw a kernel handed back, exactly, with big integers."""
-    kind, z, g, w = (int(x) for x in fb)
+    kind, z, g, w = (int(x) for x in fb[:4])
     if kind == _FB_NOISE:
         return z
     if kind == _FB_GEOMETRIC:

@@ -233,6 +233,33 @@ def _uniform_int(next64, state, n):
 
 
 @numba.njit(cache=True)
+def lattice_key(value, sensitivity, bound, inv_gamma):
+    """``rint(clip(value / sensitivity, -bound, bound) * inv_gamma)`` as int64.
+
+    ``inv_gamma = 2^-k`` is a power of two, so only the division rounds (half an ulp,
+    accounted for by the plans); ``bound * inv_gamma < 2^53``. A NaN counts as
+    ``bound`` (the plans' sensitivity assumes finite statistics).
+    """
+    v = value / sensitivity
+    if not v <= bound:
+        v = bound
+    elif v < -bound:
+        v = -bound
+    return np.int64(np.rint(v * inv_gamma))
+
+
+@numba.njit(cache=True)
+def lattice_release(key, z, unit):
+    """``unit * fl(key + z)`` for int64 ``key``, ``z`` (``|key| < 2^53``), or
+    ``(False, 0.0)`` when the sum needs big integers (:func:`_add_rounded`).
+
+    A function of the integer ``key + z`` alone: post-processing of the noisy key.
+    """
+    ok, v = _add_rounded(np.float64(key), z)
+    return ok, v * unit
+
+
+@numba.njit(cache=True)
 def _laplace_kernel(a, out, out_int, start, p, shift, table, guide, wbits, gshift, low_bits,
                     pblock, next64, state, fb):
     """Discrete Laplace noise of scale ``p / 2^shift`` (CKS Algorithm 2, restructured).

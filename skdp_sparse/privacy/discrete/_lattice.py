@@ -213,3 +213,109 @@ def release_gaussian(value, sensitivity, sigma, rng, n_draws=None):
     lattice = plan_gaussian(float(sensitivity), float(sigma), max(value.size, 1))
     setup = _gauss_draw_setup(lattice.j, lattice.pc, lattice.f)
     return _release(value, n_draws, lattice.k, setup, rng)
+
+
+# --------------------------------------------------------------------------
+# One lattice for coordinates of different sensitivities
+# --------------------------------------------------------------------------
+_DIVISION_SLACK = Fraction(1, 1 << 52)
+
+
+@dataclass(frozen=True)
+class UnitNoiseLattice:
+    """Noise for statistics normalised to sensitivity 1.
+
+    Coordinate ``j`` of a statistic with sensitivity ``Delta_j`` (the sensitivities may
+    differ, the noise multiplier ``scale`` is common) is released as ``Delta_j gamma
+    fl(a_j + Z)`` with the key ``a_j = rint(clip(g_j / Delta_j, -Y, Y) / gamma)``
+    (``lattice_key``, ``lattice_release`` in kernels) and ``Z`` a draw of the one law
+    :meth:`buffer` serves every coordinate. Neighbouring keys differ by at most
+    ``delta_units = floor((1 + 2^-52 Y) / gamma) + 1`` (the division rounds once), so
+    each release is ``epsilon = D / t``-DP (Laplace) or ``rho = D^2 / (2 s^2)``-zCDP
+    (Gaussian).
+    """
+
+    law: str
+    k: int
+    delta_units: int
+    value_bound: float
+    scale_units: Fraction  # t (Laplace) or s (Gaussian), in lattice units
+
+    @property
+    def gamma(self):
+        return math.ldexp(1.0, self.k)
+
+    @property
+    def inv_gamma(self):
+        return math.ldexp(1.0, -self.k)
+
+    @property
+    def sigma2_units(self):
+        j, pc, f = _gaussian_params(self.scale_units**2)
+        return Fraction(pc << j, 1 << f)
+
+    @property
+    def epsilon(self):
+        if self.law != "laplace":
+            raise AttributeError("a Gaussian lattice has rho, not epsilon")
+        return Fraction(self.delta_units) / self.scale_units
+
+    @property
+    def rho(self):
+        if self.law != "gaussian":
+            raise AttributeError("a Laplace lattice has epsilon, not rho")
+        return Fraction(self.delta_units**2) / (2 * self.sigma2_units)
+
+    def buffer(self, rng, size=4096):
+        """A :class:`NoiseBuffer` of this lattice's noise."""
+        from ._buffer import NoiseBuffer
+
+        return NoiseBuffer(self.law, self.scale_units, rng, size)
+
+
+@functools.lru_cache(maxsize=256)
+def _plan_unit(law, scale, value_bound):
+    b, y = Fraction(scale), Fraction(value_bound)
+    if not (b > 0 and y > 0):
+        raise ValueError("scale and value_bound must be positive")
+    div = y * _DIVISION_SLACK
+    if div >= _ETA / 2:
+        raise ValueError(f"value_bound must be below 2^35, got {value_bound!r}")
+    if law == "laplace":
+        claim = Fraction(laplace_epsilon(1.0, scale))
+    else:
+        claim = Fraction(gaussian_rho(1.0, scale))
+    k = _floor_log2(min(b / (1 << LATTICE_RESOLUTION_BITS), _ETA - div))
+    while True:
+        gamma = Fraction(2) ** k
+        d_units = math.floor((1 + div) / gamma) + 1
+        if law == "laplace":
+            units = Fraction(_ceil_frac(b / gamma))
+            met = Fraction(d_units) / units <= claim
+        else:
+            units = b / gamma
+            j, pc, f = _gaussian_params(units**2)
+            met = Fraction(d_units**2) / (2 * Fraction(pc << j, 1 << f)) <= claim
+        if met:
+            break
+        k -= 1
+    if units >= _MAX_UNITS or y / gamma >= 1 << 53:
+        raise ValueError("the noise scale or the keys exceed the lattice's 2^53 units")
+    return UnitNoiseLattice(law, k, d_units, float(value_bound), units)
+
+
+def plan_unit_laplace(scale, value_bound):
+    """Lattice of per-coordinate Laplace releases with noise ``scale`` sensitivities.
+
+    Each release is ``laplace_epsilon(1, scale)``-DP for its coordinate;
+    ``value_bound`` bounds ``|g_j| / Delta_j`` (clipped to it), below 2^35.
+    """
+    return _plan_unit("laplace", float(scale), float(value_bound))
+
+
+def plan_unit_gaussian(sigma, value_bound):
+    """Lattice of per-coordinate Gaussian releases with noise ``sigma`` sensitivities.
+
+    Each release is ``gaussian_rho(1, sigma)``-zCDP for its coordinate.
+    """
+    return _plan_unit("gaussian", float(sigma), float(value_bound))

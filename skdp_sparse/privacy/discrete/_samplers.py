@@ -20,6 +20,24 @@ from ._kernels import _gauss_kernel, _laplace_kernel
 _MAX_UNITS = 1 << 56  # largest Laplace scale / Gaussian s in lattice units
 
 
+class _KernelSource:
+    """A Generator as the kernels use it.
+
+    ``next64`` and ``state`` are its bit generator's ``next_uint64`` and state address
+    (kernels draw its words in place); hold ``lock`` around a kernel call so no other
+    thread draws meanwhile; ``bits`` gives exact Python bits of the same stream to the
+    continuations.
+    """
+
+    def __init__(self, rng):
+        bitgen = rng.bit_generator
+        self._iface = bitgen.ctypes  # keeps the ctypes objects alive
+        self.lock = bitgen.lock
+        self.next64 = self._iface.next_uint64
+        self.state = self._iface.state_address
+        self.bits = _PyBits(rng)
+
+
 def _draw(spec, gauss, rng, n, a=None):
     """``n`` draws of a kernel: the noise (int64), or ``fl(a + noise)`` when ``a`` is given.
 
