@@ -55,6 +55,11 @@ _HEADROOM_BITS = 8
 _DROP_BITS = 12
 
 
+def _weight_bits(p):
+    """Bits ``S`` of the top proposal weight: ``p 2^S < 2^62`` keeps every sum in int64."""
+    return 62 - int(p).bit_length()
+
+
 def selection_epsilon(sensitivity, scale):
     """Epsilon of the exact exponential mechanism and of report-noisy-max.
 
@@ -239,7 +244,7 @@ class ExponentialSelector:
         if dynamic is None:
             dynamic = p >= DYNAMIC_MIN_SIZE
         self.t = t
-        self._s_bits = 62 - p.bit_length()
+        self._s_bits = _weight_bits(p)
         self._wbits = _package()._WORD_BITS
         params, weights, thresholds = _selection_tables(t, self._s_bits, self._wbits)
         tree = np.zeros(2 * p if dynamic else 0, dtype=np.int64)
