@@ -30,6 +30,7 @@ import numpy as np
 
 from .._random import check_generator
 from ._exact import (
+    _exp_neg_cached,
     _exp_neg_interval,
     _fraction,
     _geometric_spec,
@@ -237,7 +238,7 @@ class ExceedancePlan:
 
     def _thin_bracket(self, prec):
         q_lo, q_hi = self.probability_bracket(prec + 8)
-        e_lo, e_hi = _exp_neg_interval(self._lam, prec + 8)
+        e_lo, e_hi = _exp_neg_cached(self._lam, prec + 8)
         one = 1 << (prec + 8)
         return (q_lo << prec) // (one - e_lo), -((-(q_hi << prec)) // (one - e_hi))
 
@@ -362,6 +363,8 @@ def plan_exceedance(law, scale_in_units, threshold, two_sided=False):
         ``u >= 0``, in lattice units.
     two_sided : bool
     """
-    return _cached_plan(law, scale_in_units, int(threshold), bool(two_sided),
-                        _package()._WORD_BITS)
+    u = int(threshold)
+    if u != threshold or u < 0:
+        raise ValueError(f"threshold must be an integer >= 0, got {threshold!r}")
+    return _cached_plan(law, scale_in_units, u, bool(two_sided), _package()._WORD_BITS)
 
