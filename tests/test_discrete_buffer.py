@@ -84,7 +84,9 @@ def test_refill_keeps_unused_draws_in_order():
 
 
 @pytest.mark.parametrize("law", ["laplace", "gaussian"])
-@pytest.mark.parametrize("scale,bound", [(1.0, 16000.0), (0.05, 3.0), (40.0, 1e6)])
+# The last: keys above 2^52, where the normalising division may add a whole unit.
+@pytest.mark.parametrize("scale,bound", [(1.0, 16000.0), (0.05, 3.0), (40.0, 1e6),
+                                         (1.0, 6e6)])
 def test_unit_lattice_guarantee(law, scale, bound):
     plan = (plan_unit_laplace if law == "laplace" else plan_unit_gaussian)(scale, bound)
     gamma = Fraction(2) ** plan.k

@@ -84,16 +84,26 @@ def test_exponential_mechanism_many_coordinates(dynamic):
 
 
 @pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize("t,span", [(64, 64), (2**17, 2**15)])
+def test_acceptance_within_buckets(dynamic, t, span):
+    # Keys spread inside a few buckets of t/16: only the exact acceptance exp(-x/t)
+    # separates their probabilities (by up to 6%).
+    keys = np.random.default_rng(15).integers(0, span, size=12)
+    out = ExponentialSelector(keys, t, dynamic=dynamic).select(np.random.default_rng(16),
+                                                               300_000)
+    assert _chi2(out, _em_probabilities(keys, t)) > MIN_P
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
 def test_far_coordinates_lumped_with_their_exact_factor(monkeypatch, dynamic):
-    # With 10-bit weights, keys more than ~7 e-folds below the reference share the
-    # floor weight and carry their exact extra factor exp(-x / t): their mass is large
-    # enough here for the law to test that factor.
-    monkeypatch.setattr(_selection, "_weight_bits", lambda p: 10)
-    keys = np.array([0, -3, -7, -12, -20, -25, -40] + [-14] * 30) * 16
+    # With 3-bit weights, keys about two e-folds below the reference share the floor
+    # weight and carry their exact extra factor exp(-x / t), and the other weights are
+    # coarse (c_m down to 1/2): both are tested by the law.
+    monkeypatch.setattr(_selection, "_weight_bits", lambda p: 3)
+    keys = np.array([0, -1, -2, -3, -5, -8, -2, -1]) * 16 + np.arange(8)
     sel = ExponentialSelector(keys, 16, dynamic=dynamic)
-    m_top = int(sel.arrays[3][3])
-    assert m_top < 10 * 16  # the floor bucket is reached within the keys' range
-    out = sel.select(np.random.default_rng(4), 100_000)
+    assert int(sel.arrays[3][3]) < 3 * 16  # the floor bucket is reached within the keys
+    out = sel.select(np.random.default_rng(4), 200_000)
     assert _chi2(out, _em_probabilities(keys, 16)) > MIN_P
 
 
@@ -137,6 +147,24 @@ def test_tree_follows_key_updates():
         _check_tree(sel)
         assert _chi2(out, _em_probabilities(keys, t)) > MIN_P
     assert builds[2][1] == 1  # the rise flagged a rebuild
+
+
+def test_tree_incremental_updates():
+    # Updates that stay below the reference bucket change the leaves and their paths
+    # only; the tree stays exactly the sum of the envelope weights and the law exact.
+    rng = np.random.default_rng(17)
+    t = 64
+    keys = rng.integers(0, 6 * t, size=9)
+    sel = ExponentialSelector(keys, t, dynamic=True)
+    sel.select(rng)
+    top = int(sel.arrays[2][0])
+    for step in range(4):
+        idx = rng.choice(9, size=3, replace=False)
+        sel.set(idx, rng.integers(-2 * t, 6 * t, size=3))
+        assert sel.arrays[2][1] == 0 and int(sel.arrays[2][0]) == top  # no rebuild
+        _check_tree(sel)
+        out = sel.select(np.random.default_rng(20 + step), 100_000)
+        assert _chi2(out, _em_probabilities(sel.keys, t)) > MIN_P
 
 
 def test_tree_rebuilds_on_rise_and_drop():
