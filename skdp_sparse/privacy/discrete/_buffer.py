@@ -77,7 +77,7 @@ class NoiseBuffer:
         return self.values[i:i + n].copy()
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def noise_take(values, pos):
     """``(True, z)`` with the next draw of a buffer, or ``(False, 0)`` if it is empty."""
     i = pos[0]

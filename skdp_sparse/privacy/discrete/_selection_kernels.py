@@ -28,7 +28,7 @@ _T, _WSHIFT, _S, _M, _WBITS, _H, _DROP, _TBLOCK = range(8)
 _NOISE_CAP = np.int64(1) << 61
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def _accept(j, key, m, kref, params, thresholds, next64, state, fb):
     """Accept proposal ``j`` (bucket offset ``m``, capped at ``M``) with probability
     ``c_m exp(-x / t)``, ``x = kref - key - m 2^wshift >= 0``: 1, 0, or -1 after a
@@ -46,7 +46,7 @@ def _accept(j, key, m, kref, params, thresholds, next64, state, fb):
     return 1 if ok else 0
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def _offset(key, top_bucket, params):
     return min(top_bucket - (key >> params[_WSHIFT]), params[_M])
 
