@@ -3,7 +3,7 @@
 Every function returns integers ``lo <= value 2^prec <= hi``, proved by interval
 arithmetic on rationals (Python integers and Fractions), so thresholds built from them
 (``floor(2^63 q)``) are exact. The methods and their error bounds are in
-``doc/proofs/discrete.rst`` (section "Tail probabilities").
+``doc/proofs/discrete.rst`` ("Exceedance processes", "Brackets of q").
 """
 
 from __future__ import annotations
