@@ -129,6 +129,27 @@ def test_counts_gaps_and_values(law, scale, u, two):
     assert _chi2(val[:100_000], support, cond) > MIN_P
 
 
+@pytest.mark.parametrize("law,scale,u,two,upper", [("laplace", 3, 2, True, 6),
+                                                   ("gaussian", 3, 3, True, 7),
+                                                   ("gaussian", 100, 150, False, 260)])
+def test_band_given_the_level_above(law, scale, u, two, upper):
+    # Positions known to have |Z| <= upper reveal the band u < |Z| <= upper: selected
+    # with probability P(band) / P(|Z| <= upper), values from Z given the band.
+    plan = plan_exceedance(law, scale, u, two, upper=upper)
+    support = _support(scale)
+    pmf = _pmf(law, scale, support)
+    band = _event(support, u, two) & ~_event(support, upper, two)
+    below = ~_event(support, upper, two)
+    q = pmf[band].sum() / pmf[below].sum()
+    lo, hi = plan.probability_bracket(90)
+    assert lo / 2**90 == pytest.approx(q, rel=1e-12) and hi - lo <= 64
+    m = 300_000
+    idx, val = plan.sample(m, np.random.default_rng(18))
+    assert abs(idx.size - m * q) < 4.5 * math.sqrt(m * q * (1 - q))
+    cond = np.where(band, pmf, 0.0) / pmf[band].sum()
+    assert _chi2(val, support, cond) > MIN_P
+
+
 def test_values_at_mechanism_scale():
     s = 2**30 + 12345
     u = 3 * 2**30
@@ -282,3 +303,5 @@ def test_validation():
         plan_exceedance("cauchy", 3, 2)
     with pytest.raises(ValueError):
         plan_exceedance("gaussian", 1e-4, 2)
+    with pytest.raises(ValueError):
+        plan_exceedance("gaussian", 3, 4, upper=4)

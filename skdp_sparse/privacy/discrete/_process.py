@@ -3,8 +3,9 @@
 For ``Z`` discrete Laplace or discrete Gaussian (scale in lattice units) and an integer
 ``u >= 0``, positions ``0 .. m-1`` are selected independently with probability ``q =
 P(Z > u)`` (one-sided) or ``P(|Z| > u)`` (two-sided), together with the value of ``Z``
-given the event when asked. The cost is proportional to the number selected, not to
-``m``:
+given the event when asked; with a level ``upper > u``, the band ``u < Z <= upper``
+among positions known to have ``Z <= upper`` (a ladder of levels, one band at a time).
+The cost is proportional to the number selected, not to ``m``:
 
 * candidates at rate ``r = 1 - exp(-lam) >= q`` by geometric gaps (``lam`` rational,
   exact table inversion as in the Laplace sampler);
@@ -12,7 +13,8 @@ given the event when asked. The cost is proportional to the number selected, not
   the exact threshold ``floor(2^63 q / r)`` (:mod:`._tails` brackets it);
 * the value: Laplace ``u + 1 + Geometric(exp(-1/t))`` (memoryless); Gaussian by
   rejection from ``u + 1 + Geometric(exp(-2^-j'))`` with an exact acceptance
-  ``exp(-(h(z) - h(z_min)))``; a random sign when two-sided.
+  ``exp(-(h(z) - h(z_min)))``; a random sign when two-sided; proposals above ``upper``
+  rejected.
 
 Kernels call :func:`next_exceedance`; a tie hands the step to Python
 (:meth:`ExceedancePlan.finish`), which returns the same ``(index, value)`` the
@@ -57,8 +59,8 @@ _FB_VALUE_GEO = 22  # value proposal table tie: [kind, candidate, g, word]
 _FB_VALUE_BIG = 23  # Gaussian proposal beyond 62-bit acceptance: [kind, candidate, z]
 
 # Layout of the params array.
-(_WB, _G_GSHIFT, _G_LOW, _G_P, _G_SHIFT, _G_BLOCK, _THIN, _GAUSS, _TWO, _U, _V_GSHIFT,
- _V_LOW, _V_P, _V_SHIFT, _V_BLOCK, _JJ, _PCC, _F, _ZMIN, _PCC_BITS, _ZLIM) = range(21)
+(_WB, _G_GSHIFT, _G_LOW, _G_P, _G_SHIFT, _G_BLOCK, _THIN, _GAUSS, _TWO, _U, _UP, _V_GSHIFT,
+ _V_LOW, _V_P, _V_SHIFT, _V_BLOCK, _JJ, _PCC, _F, _ZMIN, _PCC_BITS, _ZLIM) = range(22)
 
 
 @numba.njit(cache=True, inline="always")
@@ -75,6 +77,8 @@ def _tail_value(proc, c, next64, state, fb):
             fb[0], fb[1], fb[2], fb[3] = _FB_VALUE_GEO, c, g, w
             return False, np.int64(0)
         z = u + 1 + (((g << params[_V_LOW]) + lo) >> params[_V_SHIFT])
+        if 0 <= params[_UP] < z:
+            continue  # beyond the band: the proposal is rejected
         if params[_GAUSS]:
             if z >= params[_ZLIM]:
                 fb[0], fb[1], fb[2] = _FB_VALUE_BIG, c, z
@@ -172,11 +176,14 @@ class ExceedancePlan:
     Python.
     """
 
-    def __init__(self, law, scale_in_units, threshold, two_sided):
+    def __init__(self, law, scale_in_units, threshold, two_sided, upper=None):
         u = int(threshold)
         if u != threshold or u < 0:
             raise ValueError(f"threshold must be an integer >= 0, got {threshold!r}")
+        if upper is not None and (int(upper) != upper or upper <= u):
+            raise ValueError(f"upper must be an integer above the threshold, got {upper!r}")
         self.law, self.u, self.two_sided = law, u, bool(two_sided)
+        self.upper = None if upper is None else int(upper)
         self.wbits = wbits = _package()._WORD_BITS
         if law == "laplace":
             p, shift = _laplace_params(scale_in_units)
@@ -212,7 +219,8 @@ class ExceedancePlan:
         vtab, vguide, _, v_gshift, v_low, v_block = self._value_spec.kernel_args()
         vs = self._value_spec
         params = [wbits, g_gshift, g_low, g_p, g_shift, g_block, self.thin_threshold,
-                  int(law == "gaussian"), int(self.two_sided), u, v_gshift, v_low, vs.p,
+                  int(law == "gaussian"), int(self.two_sided), u,
+                  -1 if self.upper is None else self.upper, v_gshift, v_low, vs.p,
                   vs.shift, v_block, *gauss]
         self.arrays = (np.array(params, dtype=np.int64), gtab, gguide, vtab, vguide)
 
@@ -234,7 +242,7 @@ class ExceedancePlan:
     def probability_bracket(self, prec):
         """Integers bracketing ``2^prec q``."""
         return exceedance_probability(self.law, self._law_params, self.u, self.two_sided,
-                                      prec)
+                                      prec, self.upper)
 
     def _thin_bracket(self, prec):
         q_lo, q_hi = self.probability_bracket(prec + 8)
@@ -255,6 +263,8 @@ class ExceedancePlan:
             if x is None:
                 x = _py_geometric(bits, self._value_spec.p, self._value_spec.shift)
             z, x = self.u + 1 + x, None
+            if self.upper is not None and z > self.upper:
+                continue
             if params[_GAUSS]:
                 jj, pcc, f, zmin = (int(params[i]) for i in (_JJ, _PCC, _F, _ZMIN))
                 if not _py_bernoulli_exp_product(bits, abs(z - zmin), 1 << (jj + 1),
@@ -347,12 +357,17 @@ class ExceedancePlan:
 
 
 @functools.lru_cache(maxsize=128)
-def _cached_plan(law, scale, threshold, two_sided, wbits):
-    return ExceedancePlan(law, scale, threshold, two_sided)
+def _cached_plan(law, scale, threshold, two_sided, upper, wbits):
+    return ExceedancePlan(law, scale, threshold, two_sided, upper)
 
 
-def plan_exceedance(law, scale_in_units, threshold, two_sided=False):
+def plan_exceedance(law, scale_in_units, threshold, two_sided=False, upper=None):
     """The exceedance process of ``Z > threshold`` (or ``|Z| > threshold``).
+
+    With ``upper``, the band ``threshold < Z <= upper`` (or ``|Z|``) among positions known
+    to have ``Z <= upper``: each is selected with probability ``P(band | Z <= upper)``
+    and its value has the law of ``Z`` given the band, which reveals a ladder of levels
+    one band at a time.
 
     Parameters
     ----------
@@ -362,9 +377,12 @@ def plan_exceedance(law, scale_in_units, threshold, two_sided=False):
     threshold : int
         ``u >= 0``, in lattice units.
     two_sided : bool
+    upper : int or None
+        ``> threshold``, in lattice units.
     """
     u = int(threshold)
     if u != threshold or u < 0:
         raise ValueError(f"threshold must be an integer >= 0, got {threshold!r}")
-    return _cached_plan(law, scale_in_units, u, bool(two_sided), _package()._WORD_BITS)
+    return _cached_plan(law, scale_in_units, u, bool(two_sided), upper,
+                        _package()._WORD_BITS)
 

@@ -206,25 +206,35 @@ def gauss_tail(a, s2, prec):
 
 
 @functools.lru_cache(maxsize=256)
-def exceedance_probability(law, params, u, two_sided, prec):
+def exceedance_probability(law, params, u, two_sided, prec, upper=None):
     """Integers bracketing ``2^prec P(Z > u)`` (or ``P(|Z| > u)``), integer ``u >= 0``.
 
+    With an integer ``upper > u``: the band given the level above it, ``P(u < Z <= upper
+    | Z <= upper)`` (or with ``|Z|``).
+
     ``law`` is ``"laplace"`` with ``params = (p, shift)`` (scale ``t = p / 2^shift``:
-    ``P(Z > u) = rho^(u+1) / (1 + rho)``, ``rho = exp(-1/t)``) or ``"gaussian"`` with
-    ``params = s2`` (``P(Z > u) = T(u+1) / (1 + 2 T(1))``, ``T`` the tail sum of
+    ``P(Z > a) = rho^(a+1) / (1 + rho)``, ``rho = exp(-1/t)``) or ``"gaussian"`` with
+    ``params = s2`` (``P(Z > a) = T(a+1) / (1 + 2 T(1))``, ``T`` the tail sum of
     :func:`gauss_tail`).
     """
     work = prec + 16
-    if law == "laplace":
-        p, shift = params
-        inv_t = Fraction(1 << shift, p)
-        e_lo, e_hi = _exp_neg((u + 1) * inv_t, work)
-        r_lo, r_hi = _exp_neg(inv_t, work)
-        lo, hi = e_lo / (1 + r_hi), e_hi / (1 + r_lo)
-    else:
-        t_lo, t_hi = gauss_tail(u + 1, params, work)
+    sides = 2 if two_sided else 1
+
+    def tail(a):  # brackets of P(Z > a), as Fractions
+        if law == "laplace":
+            p, shift = params
+            inv_t = Fraction(1 << shift, p)
+            e_lo, e_hi = _exp_neg((a + 1) * inv_t, work)
+            r_lo, r_hi = _exp_neg(inv_t, work)
+            return e_lo / (1 + r_hi), e_hi / (1 + r_lo)
+        t_lo, t_hi = gauss_tail(a + 1, params, work)
         n_lo, n_hi = gauss_tail(1, params, work)
-        lo, hi = t_lo / (1 + 2 * n_hi), t_hi / (1 + 2 * n_lo)
-    if two_sided:
-        lo, hi = 2 * lo, 2 * hi
+        return t_lo / (1 + 2 * n_hi), t_hi / (1 + 2 * n_lo)
+
+    lo, hi = tail(u)
+    lo, hi = sides * lo, sides * hi
+    if upper is not None:
+        a_lo, a_hi = tail(upper)
+        a_lo, a_hi = sides * a_lo, sides * a_hi
+        lo, hi = (lo - a_hi) / (1 - a_lo), (hi - a_lo) / (1 - a_hi)
     return _as_bracket(lo, hi, prec)
