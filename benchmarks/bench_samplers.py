@@ -54,11 +54,11 @@ from skdp_sparse.privacy.discrete import (  # noqa: E402
     NoiseBuffer,
     em_select,
     em_set,
+    kernel_source,
     noise_take,
     plan_exceedance,
     rnm_select,
 )
-from skdp_sparse.privacy.discrete._samplers import _KernelSource  # noqa: E402
 
 T_UNITS = 2**17
 
@@ -170,13 +170,13 @@ def _best(fn, repeats):
 
 def _run_exact(kernel_call, n, rng, finish):
     """Drive a kernel loop that may stop on a handoff (none expected at 63 bits)."""
-    src = _KernelSource(rng)
+    src = kernel_source(rng)
     fb = np.zeros(HANDOFF_SLOTS, dtype=np.int64)
     done = 0
     while done < n:
         done = kernel_call(src, fb, done)
         if done < n:
-            finish(fb, src.bits)
+            finish(fb, src)
             done += 1
 
 
@@ -196,13 +196,13 @@ def _selection_case(p, n_sel, repeats):
     tree.select(rng)  # builds the tree
 
     def exact(sel):
-        src = _KernelSource(rng)
+        src = kernel_source(rng)
         fb = np.zeros(HANDOFF_SLOTS, dtype=np.int64)
         r = 0
         while r < n:
             r = _select_loop(sel.arrays, n - r, src.next64, src.state, fb, out)
             if r < n:
-                sel.finish(fb, src.bits)
+                sel.finish(fb, src)
 
     cases = {
         "Gumbel-max (floats)": lambda: _gumbel_loop(scores, rng, n, out),

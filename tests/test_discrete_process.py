@@ -18,8 +18,8 @@ from skdp_sparse.privacy.discrete import (
     HANDOFF_SLOTS,
     ExceedancePlan,
     _process,
-    _samplers,
     _tails,
+    kernel_source,
     next_exceedance,
     plan_exceedance,
 )
@@ -255,7 +255,7 @@ def test_caller_kernel_protocol(monkeypatch):
     plan = plan_exceedance("gaussian", 3, 2, True)
     m = 50_000
     rng = np.random.default_rng(6)
-    src = _samplers._KernelSource(rng)
+    src = kernel_source(rng)
     fb = np.zeros(HANDOFF_SLOTS, dtype=np.int64)
     out = np.empty((m, 2), dtype=np.int64)
     pos, count, handoffs = 0, 0, 0
@@ -264,7 +264,7 @@ def test_caller_kernel_protocol(monkeypatch):
                                        count)
         if stopped:
             handoffs += 1
-            j, z = plan.finish(fb, src.bits, m)
+            j, z = plan.finish(fb, src, m)
             if j >= m:
                 break
             out[count] = j, z

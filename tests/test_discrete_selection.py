@@ -24,6 +24,7 @@ from skdp_sparse.privacy.discrete import (
     em_select,
     em_set,
     finish_report_noisy_max,
+    kernel_source,
     lattice_key,
     plan_selection,
     report_noisy_max,
@@ -265,7 +266,7 @@ def _greedy_rounds(sel, steps, next64, state, fb, out, start, forced):
 
 
 def _run_rounds(sel, steps, rng):
-    src = discrete._samplers._KernelSource(rng)
+    src = kernel_source(rng)
     fb = np.zeros(HANDOFF_SLOTS, dtype=np.int64)
     out = np.empty(steps, dtype=np.int64)
     s, forced, handoffs = 0, -1, 0
@@ -274,7 +275,7 @@ def _run_rounds(sel, steps, rng):
         forced = -1
         if s < steps:
             handoffs += 1
-            forced = sel.finish(fb, src.bits)
+            forced = sel.finish(fb, src)
     return out, handoffs
 
 

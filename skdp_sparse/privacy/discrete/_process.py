@@ -50,7 +50,13 @@ from ._kernels import (
     _geometric,
     _uniform_below,
 )
-from ._samplers import _MAX_UNITS, _gaussian_params, _KernelSource, _laplace_params
+from ._samplers import (
+    _MAX_UNITS,
+    _exact_bits,
+    _gaussian_params,
+    _KernelSource,
+    _laplace_params,
+)
 from ._tails import exceedance_probability
 
 _FB_GAP = 20  # gap table tie: [kind, pos, g, word]
@@ -274,12 +280,13 @@ class ExceedancePlan:
                 z = -z
             return z
 
-    def finish(self, fb, bits, m, with_value=True):
+    def finish(self, fb, rng, m, with_value=True):
         """``(j, z)`` for a kernel that handed back a step of the process, exactly.
 
-        ``bits``: exact bits of the same generator (``_PyBits``); ``m`` and
+        ``rng``: the generator the kernel drew from (or its ``kernel_source``); ``m`` and
         ``with_value`` as given to :func:`next_exceedance`.
         """
+        bits = _exact_bits(rng)
         kind = int(fb[0])
         c = int(fb[1])
         value_x = None
@@ -328,7 +335,7 @@ class ExceedancePlan:
                 pos, count, handoff = _fill(self.arrays, pos, m, values, idx, val, count,
                                             src.next64, src.state, fb)
             if handoff:
-                j, z = self.finish(fb, src.bits, m, values)
+                j, z = self.finish(fb, src, m, values)
                 if j >= m:
                     break
                 idx[count], val[count] = j, z
@@ -350,7 +357,7 @@ class ExceedancePlan:
             with src.lock:
                 i = _values(self.arrays, out, i, src.next64, src.state, fb)
             if i < out.size:
-                c, z = self.finish(fb, src.bits, i + 1)
+                c, z = self.finish(fb, src, i + 1)
                 out[i] = z
                 i += 1
         return out

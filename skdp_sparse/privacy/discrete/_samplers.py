@@ -38,6 +38,22 @@ class _KernelSource:
         self.bits = _PyBits(rng)
 
 
+def kernel_source(rng):
+    """What a kernel needs to draw from ``rng`` in place: an object with ``next64`` and
+    ``state`` (pass both to the kernel), ``lock`` (hold it around the call) and ``bits``
+    (give it to a sampler's ``finish`` after a handoff)."""
+    return _KernelSource(check_generator(rng))
+
+
+def _exact_bits(source):
+    """Exact Python bits from a kernel source, a ``_PyBits`` or a Generator."""
+    if isinstance(source, _PyBits):
+        return source
+    if isinstance(source, _KernelSource):
+        return source.bits
+    return _PyBits(check_generator(source))
+
+
 def _draw(spec, gauss, rng, n, a=None):
     """``n`` draws of a kernel: the noise (int64), or ``fl(a + noise)`` when ``a`` is given.
 

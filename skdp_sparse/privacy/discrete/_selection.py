@@ -40,7 +40,7 @@ from ._exact import (
 )
 from ._kernels import HANDOFF_SLOTS
 from ._lattice import _ETA, _float_up
-from ._samplers import _MAX_UNITS, _KernelSource
+from ._samplers import _MAX_UNITS, _exact_bits, _KernelSource
 from ._selection_kernels import _FB_SELECT, em_select, em_set, rnm_select
 
 # One correctly rounded division errs by at most 2^-53 relative; the normalised
@@ -283,19 +283,21 @@ class ExponentialSelector:
             with src.lock:
                 i = _select_many(self.arrays, out, i, src.next64, src.state, fb)
             if i < n:
-                j = self.finish(fb, src.bits)
+                j = self.finish(fb, src)
                 if j >= 0:
                     out[i] = j
                     i += 1
         return int(out[0]) if size is None else out
 
-    def finish(self, fb, bits):
+    def finish(self, fb, rng):
         """Decide a proposal a kernel handed back: its index if accepted, else -1.
 
-        ``bits``: exact bits of the same generator (``_PyBits``). The proposal ``j`` was
+        ``rng``: the generator the kernel drew from (or its ``kernel_source``). The
+        proposal ``j`` was
         to be accepted with probability ``c_m exp(-x / t)``; the uniform word tied with
         ``T_m``, so its comparison with ``c_m`` continues with more bits.
         """
+        bits = _exact_bits(rng)
         kind, j, m, w, x = (int(v) for v in fb[:5])
         if kind != _FB_SELECT:
             raise ValueError(f"not a selection handoff: {kind}")
