@@ -14,6 +14,7 @@ from skdp_sparse.privacy.discrete import (
     SENSITIVITY_SLACK,
     NoiseBuffer,
     gaussian_rho,
+    kernel_source,
     laplace_epsilon,
     lattice_key,
     lattice_release,
@@ -133,6 +134,29 @@ def test_per_coordinate_keys_and_releases():
     # Noise beyond 2^53: the exact integer sum is rounded once.
     ok, v = lattice_release(3, 2**60 + 1, 0.5)
     assert ok and v == float(2**60 + 4) * 0.5
+
+
+@numba.njit
+def _interleaved(rng, next64, state, n, out):
+    for i in range(n):
+        out[2 * i] = rng.integers(0, 2**62)
+        out[2 * i + 1] = np.int64(next64(state) >> np.uint64(2))
+
+
+def test_kernel_words_and_numba_generator_share_one_stream():
+    # A caller kernel may draw from its numba Generator and pass the same generator's
+    # next_uint64 to the samplers: both advance one state, so no word is used twice.
+    rng = np.random.default_rng(6)
+    src = kernel_source(rng)
+    out = np.empty(20, dtype=np.int64)
+    _interleaved(rng, src.next64, src.state, 10, out)
+    raw = np.random.default_rng(6).bit_generator.random_raw(20)
+    # The kernel's own words are the odd words of the stream ...
+    np.testing.assert_array_equal(out[1::2], (raw[1::2] >> np.uint64(2)).astype(np.int64))
+    # ... and the Generator, one word per draw here, took the even ones.
+    ref = np.random.default_rng(6).bit_generator
+    ref.advance(20)
+    assert rng.bit_generator.state["state"] == ref.state["state"]
 
 
 def test_validation():

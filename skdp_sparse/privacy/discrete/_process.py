@@ -241,7 +241,7 @@ class ExceedancePlan:
         pcc = pc << (j - jj)
         zmin = max(u + 1, (pcc + (1 << f >> 1)) >> f)
         zlim = (1 << (61 - f)) - zmin
-        if zlim <= u + 1:
+        if zlim <= u + 1 or pcc >= 1 << 60:
             raise ValueError("the threshold is too large for this Gaussian scale")
         return [jj, pcc, f, zmin, pcc.bit_length(), zlim]
 
