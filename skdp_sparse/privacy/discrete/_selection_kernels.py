@@ -21,7 +21,6 @@ import numpy as np
 from ._kernels import _bernoulli_exp_rational, _uniform_below, _uniform_int
 
 _FB_SELECT = 10  # acceptance threshold tie: [kind, j, m, word, x numerator]
-_FB_RNM_WIDE = 11  # a noisy score beyond 62 bits: report-noisy-max finishes in Python
 
 # Layout of ``params``.
 _T, _WSHIFT, _S, _M, _WBITS, _H, _DROP, _TBLOCK = range(8)
@@ -52,15 +51,20 @@ def _offset(key, top_bucket, params):
 
 
 @numba.njit(cache=True)
+def _top_bucket(keys, params):
+    kmax = keys[0]
+    for j in range(1, keys.size):
+        if keys[j] > kmax:
+            kmax = keys[j]
+    return kmax >> params[_WSHIFT]
+
+
+@numba.njit(cache=True)
 def _select_scan(keys, params, weights, thresholds, next64, state, fb):
     """One pass over the keys to find the top bucket and the total proposal weight,
     then proposals found by a partial pass until one is accepted."""
     p = keys.size
-    kmax = keys[0]
-    for j in range(1, p):
-        if keys[j] > kmax:
-            kmax = keys[j]
-    top = kmax >> params[_WSHIFT]
+    top = _top_bucket(keys, params)
     kref = ((top + 1) << params[_WSHIFT]) - 1
     total = np.int64(0)
     for j in range(p):
@@ -84,11 +88,7 @@ def _select_scan(keys, params, weights, thresholds, next64, state, fb):
 def tree_rebuild(keys, tree, meta, params, weights):
     """Reference bucket ``B = top bucket + H`` and every leaf and node from the keys."""
     p = keys.size
-    kmax = keys[0]
-    for j in range(1, p):
-        if keys[j] > kmax:
-            kmax = keys[j]
-    top = (kmax >> params[_WSHIFT]) + params[_H]
+    top = _top_bucket(keys, params) + params[_H]
     meta[0] = top
     meta[1] = 0
     for j in range(p):
