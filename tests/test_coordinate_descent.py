@@ -22,6 +22,7 @@ from skdp_sparse.optim.penalties import (
     prox,
     subgrad_distance,
 )
+from skdp_sparse.privacy.discrete import HANDOFF_SLOTS, kernel_source
 
 # ---------------------------------------------------------------- helpers
 
@@ -62,6 +63,14 @@ def _assert_coef(res, coef, intercept, rtol=1e-5):
     scale = max(1.0, np.abs(coef).max())
     np.testing.assert_allclose(res.coef, coef, rtol=0, atol=rtol * scale)
     assert abs(res.intercept - intercept) <= rtol * max(1.0, abs(intercept))
+
+
+def _float_noise_args(rng):
+    """The kernel's trailing arguments for a run without exact noise."""
+    empty = np.empty(0, dtype=np.int64)
+    src = kernel_source(rng)
+    return ((empty,) * 6, empty, empty, empty, empty, np.zeros(6)), src.next64, \
+        src.state, np.zeros(HANDOFF_SLOTS, dtype=np.int64), -1, np.nan
 
 
 def _np_clipped_grad(X, y, loss, coef, intercept, clip, fit_intercept):
@@ -270,14 +279,15 @@ def _run_kernel(X, y, loss, pen, fit_intercept, clip, M, n_steps, selection, see
     g = np.zeros(m)
     K.full_gradient(dense, data, p, d, clip, g)
     work = np.zeros(1, dtype=np.int64)
-    done, _, _ = K.cd_run(
+    rng = np.random.default_rng(seed)
+    done, _, _, status, _ = K.cd_run(
         dense, data, y, p, loss.code, loss.param, pen.code, pen.a, pen.b, clip,
         M, 1 / np.sqrt(M), np.full(m, 0.3), selection, K.NOISE_LAPLACE, 0.05,
-        K.NOISE_GAUSSIAN, np.random.default_rng(seed), False, 0.0, 0, n_steps,
+        K.NOISE_GAUSSIAN, rng, False, 0.0, 0, n_steps,
         w, z, d, g, work, np.int64(refresh_work), np.empty(0),
-        (np.empty(0, np.int64), np.empty(0, np.uint8)),
+        (np.empty(0, np.int64), np.empty(0, np.uint8)), *_float_noise_args(rng),
     )
-    assert done == n_steps
+    assert done == n_steps and status == K.DONE
     return dense, data, w, z, d, g
 
 
@@ -463,10 +473,11 @@ def test_heap_stays_consistent_and_selects_like_gumbel_max():
     tree = np.empty(2 * m)
     K.tree_build(tree, w, g, 500, pen.code, pen.a, pen.b, score_w, 1 / 0.01)
     changed = (np.zeros(1 + m, dtype=np.int64), np.zeros(m, dtype=np.uint8))
+    gen = np.random.default_rng(0)
     K.cd_run(dense, data, y, 500, 0, 0.0, pen.code, pen.a, pen.b, np.full(m, 0.3),
              np.full(m, 0.25), score_w, np.full(m, 0.01), K.GREEDY, K.NOISE_GUMBEL, 0.01,
-             K.NOISE_GAUSSIAN, np.random.default_rng(0), False, 0.0, 0, 3000, w, z, d, g,
-             np.zeros(1, np.int64), np.int64(2**62), tree, changed)
+             K.NOISE_GAUSSIAN, gen, False, 0.0, 0, 3000, w, z, d, g,
+             np.zeros(1, np.int64), np.int64(2**62), tree, changed, *_float_noise_args(gen))
     assert np.count_nonzero(w) > 20
     assert changed[0][0] == 0 and not changed[1].any()
     fresh = np.empty(2 * m)

@@ -11,6 +11,7 @@ import scipy.sparse as sp
 from skdp_sparse.linear_model import DPGreedyCDRegressor, DPSparseLogisticRegression
 from skdp_sparse.privacy.accounting import compose, gaussian_epsilon, zcdp_epsilon
 from skdp_sparse.privacy.auditing import epsilon_lower_bound
+from skdp_sparse.privacy.discrete import gaussian_rho, selection_epsilon
 from skdp_sparse.privacy.mechanisms import GaussianMechanism
 from skdp_sparse.privacy.statistics import (
     column_second_moment_sums,
@@ -157,33 +158,51 @@ def test_cd_calibration_includes_curvature_share(cd_calls, safe):
                               floating_point_safe=safe, random_state=0).fit(X, y)
     kw = cd_calls[0]
     k = 2 * (p + 1)
-    mu = (2 * kw["clip"] / n) / kw["update_scale"]
-    np.testing.assert_allclose(mu, mu[0])
+    if safe:
+        # Discrete Gaussian releases with one multiplier: rho per update whatever C_j.
+        np.testing.assert_allclose(kw["update_sensitivity"], 2 * kw["clip"] / n)
+        rho = gaussian_rho(1.0, kw["update_scale"])
+    else:
+        mu = (2 * kw["clip"] / n) / kw["update_scale"]
+        np.testing.assert_allclose(mu, mu[0])
+        rho = mu[0] ** 2 / 2
     curvature_event = reg.privacy_events_[-1]
     assert curvature_event.name.startswith("curvature")
     rho_updates = sum(e.rho * e.count for e in reg.privacy_events_[:-1])
+    assert rho_updates == pytest.approx(k * rho, rel=1e-12)
     # The estimate gets CURVATURE_SHARE of the total rho (GDP: of mu^2).
     assert curvature_event.rho == pytest.approx(
         CURVATURE_SHARE / (1 - CURVATURE_SHARE) * rho_updates)
-    if not safe:
-        assert rho_updates == pytest.approx(k * mu[0] ** 2 / 2)
+    if safe:
+        assert curvature_event.mu is None
+        assert zcdp_epsilon(rho_updates + curvature_event.rho, delta) == pytest.approx(
+            eps, rel=1e-6)
+    else:
         total_mu = math.sqrt(k * mu[0] ** 2 + curvature_event.mu**2)
         assert gaussian_epsilon(total_mu, delta) == pytest.approx(eps, rel=1e-6)
     assert reg.epsilon_spent_ == pytest.approx(eps, rel=1e-6)
 
 
-def test_greedy_calibration_includes_curvature_share(cd_calls):
+@pytest.mark.parametrize("safe", [False, True], ids=["float", "fp_safe"])
+def test_greedy_calibration_includes_curvature_share(cd_calls, safe):
     X, y, _ = _rare_feature_data(n=600, p=12)
     eps, delta, T = 1.0, 1e-6, 30
     clf = DPSparseLogisticRegression(epsilon=eps, delta=delta, solver="greedy_cd", max_iter=T,
-                                     random_state=0).fit(X, y)
+                                     floating_point_safe=safe, random_state=0).fit(X, y)
     kw = cd_calls[0]
     n = X.shape[0]
     delta_j = 2 * kw["clip"] / n
-    mu = delta_j[0] / kw["update_scale"][0]
     delta_u = np.max(delta_j / np.sqrt(kw["smoothness"]))
-    eps_sel = 2 * delta_u / kw["selection_scale"]
-    rho_cd = T * (eps_sel**2 / 8 + mu**2 / 2)
+    if safe:
+        np.testing.assert_allclose(kw["update_sensitivity"], delta_j)
+        assert kw["selection_sensitivity"] == delta_u
+        rho_update = gaussian_rho(1.0, kw["update_scale"])
+        eps_sel = selection_epsilon(delta_u, kw["selection_scale"])
+    else:
+        mu = delta_j[0] / kw["update_scale"][0]
+        rho_update = mu**2 / 2
+        eps_sel = 2 * delta_u / kw["selection_scale"]
+    rho_cd = T * (eps_sel**2 / 8 + rho_update)
     rho_c = clf.privacy_events_[-1].rho
     assert rho_c == pytest.approx(CURVATURE_SHARE / (1 - CURVATURE_SHARE) * rho_cd)
     assert zcdp_epsilon(rho_cd + rho_c, delta) == pytest.approx(eps, rel=1e-6)

@@ -75,7 +75,8 @@ def test_cd_gaussian_calibration(cd_calls, epsilon):
     delta = 1e-5
     # The bound's constants; curvature="private" is tested in test_curvature.py.
     reg = DPGreedyCDRegressor(epsilon=epsilon, delta=delta, solver="cd", max_iter=3,
-                              curvature="bound", random_state=0).fit(X, y)
+                              curvature="bound", floating_point_safe=False,
+                              random_state=0).fit(X, y)
     kw = cd_calls[0]
     k = 3 * (p + 1)
     assert kw["n_updates"] == k
@@ -96,7 +97,7 @@ def test_greedy_exponential_calibration(cd_calls):
     eps, delta, T = 1.0, 1e-6, 40
     clf = DPSparseLogisticRegression(epsilon=eps, delta=delta, max_iter=T, solver="greedy_cd",
                                      feature_bound=0.5, curvature="bound",
-                                     random_state=0).fit(X, y)
+                                     floating_point_safe=False, random_state=0).fit(X, y)
     assert len(cd_calls) == 3
     kw = cd_calls[0]
     # Logistic loss: C_j = feature bound (0.5; intercept 1), M_j = b_j^2 / 4.
@@ -122,7 +123,8 @@ def test_greedy_laplace_pure_calibration(cd_calls):
     T = 25
     reg = DPGreedyCDRegressor(epsilon=2.0, delta=0.0, selection="laplace", max_iter=T,
                               solver="greedy_cd", curvature="bound",
-                              loss="huber", huber_threshold=0.5, random_state=0).fit(X, y)
+                              loss="huber", huber_threshold=0.5, floating_point_safe=False,
+                              random_state=0).fit(X, y)
     kw = cd_calls[0]
     eps0 = 2.0 / (2 * T)  # basic composition of 2T pure steps
     delta_j = 2 * kw["clip"] / n

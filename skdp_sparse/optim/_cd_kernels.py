@@ -20,11 +20,28 @@ State, all updated in place so that a run can be split into chunks:
 Noise is drawn inside the loops from the ``numpy.random.Generator`` passed in,
 whose state advances in place: every coordinate and every update gets a fresh
 draw, and a chunked run consumes the stream exactly as an unchunked one.
+
+Exact noise (the floating-point-safe path) goes through the samplers of
+:mod:`skdp_sparse.privacy.discrete` only: selection keys and updates are rounded to
+their lattices (``lattice_key``), the exponential mechanism draws from the generator's
+own words (``em_select``), report-noisy-max and the updates take exact discrete noise
+from buffers filled ahead (``rnm_select``, ``noise_take``), and each update is a
+``lattice_release``. Whatever one of them cannot finish in the kernel, the kernel
+hands back before changing any state (a status code, see :func:`cd_run`), and the
+caller resumes it with the finished value.
 """
 
 import numba
 import numpy as np
 
+from ..privacy.discrete import (
+    em_select,
+    em_set,
+    lattice_key,
+    lattice_release,
+    noise_take,
+    rnm_select,
+)
 from .losses import loss_derivative, loss_value
 from .penalties import NONE, penalty_value, prox, subgrad_distance
 
@@ -32,6 +49,14 @@ GREEDY, RANDOM, CYCLIC = 0, 1, 2
 # Selection noise codes; update noise uses GAUSSIAN = 1 and the same LAPLACE = 2.
 NOISE_NONE, NOISE_GUMBEL, NOISE_LAPLACE = 0, 1, 2
 NOISE_GAUSSIAN = 1
+# Exact noise: the exponential mechanism and report-noisy-max on lattice keys; for
+# updates, lattice releases with the exact noise of a buffer (its law is the buffer's).
+NOISE_EXACT_EM, NOISE_EXACT_RNM = 3, 4
+NOISE_EXACT = 3
+# Status of cd_run: DONE, or what the caller must finish before resuming.
+DONE, SELECT_HANDOFF, SELECT_REFILL, SELECT_FINISH, UPDATE_REFILL, RELEASE_FINISH = range(6)
+# Layout of the float64 array ``lattice`` of the exact path.
+SEL_SENSITIVITY, SEL_BOUND, SEL_INV_GAMMA, UPD_BOUND, UPD_INV_GAMMA, UPD_GAMMA = range(6)
 
 
 @numba.njit(cache=True, inline="always")
@@ -205,6 +230,45 @@ def _tree_refresh(tree, changed, w, g, n_features, pen_code, pen_a, pen_b, score
 
 
 @numba.njit(cache=True, inline="always")
+def _key(k, w, g, n_features, pen_code, pen_a, pen_b, score_w, lattice):
+    """Lattice key of coordinate k's score, normalised by the selection sensitivity."""
+    s = _score(k, w, g, n_features, pen_code, pen_a, pen_b, score_w)
+    return lattice_key(s, lattice[SEL_SENSITIVITY], lattice[SEL_BOUND],
+                       lattice[SEL_INV_GAMMA])
+
+
+@numba.njit(cache=True)
+def selection_keys(w, g, n_features, pen_code, pen_a, pen_b, score_w, lattice, keys):
+    """Every coordinate's key, into ``keys`` (the start of an exact greedy run)."""
+    for k in range(w.size):
+        keys[k] = _key(k, w, g, n_features, pen_code, pen_a, pen_b, score_w, lattice)
+
+
+@numba.njit(cache=True)
+def _refresh_keys(sel, em, changed, w, g, n_features, pen_code, pen_a, pen_b, score_w,
+                  lattice):
+    """Recompute the keys of the coordinates listed in ``changed`` (all of them on a
+    negative count, or when nothing is tracked). The exponential mechanism's sampler
+    learns them through ``em_set`` (the tree updates its sums); report-noisy-max only
+    reads the keys."""
+    dirty, marked = changed
+    tracked = dirty.size > 0
+    count = dirty[0] if tracked else -1
+    n = w.size if count < 0 else count
+    for r in range(n):
+        k = r if count < 0 else dirty[1 + r]
+        if tracked:
+            marked[k] = 0
+        key = _key(k, w, g, n_features, pen_code, pen_a, pen_b, score_w, lattice)
+        if em:
+            em_set(sel, k, key)
+        else:
+            sel[0][k] = key
+    if tracked:
+        dirty[0] = 0
+
+
+@numba.njit(cache=True, inline="always")
 def _mark(changed, k):
     # changed = (dirty, marked): dirty[0] counts the coordinates listed in
     # dirty[1:], a negative count means "rebuild everything"; marked[k] keeps a
@@ -305,16 +369,33 @@ def cd_run(
     dense, data, y, n_features, loss_code, loss_param, pen_code, pen_a, pen_b,
     clip, smoothness, score_w, update_scale, selection, sel_noise, sel_scale, upd_noise,
     rng, check_tol, tol, t_start, n_steps, w, z, d, g, work, refresh_work,
-    tree, changed,
+    tree, changed, exact, next64, state, fb, forced_j, forced_g,
 ):
     """Run up to ``n_steps`` coordinate updates, numbered from ``t_start``.
 
-    Returns ``(updates run, last noiseless max score or -1, stopped on tol)``.
-    ``smoothness[j] = M_j`` and ``score_w[j] = 1 / sqrt(M_j)``. A non-empty
-    ``tree`` (built by :func:`tree_build`, with ``changed`` a pair of zeroed
-    arrays, int64 of size ``1 + n_coords`` and uint8 of size ``n_coords``)
-    switches greedy Gumbel selection to the log-sum-exp heap sampler;
-    otherwise selection is one pass over all scores.
+    Returns ``(updates run, last noiseless max score or -1, stopped on tol, status,
+    pending coordinate)``. ``smoothness[j] = M_j`` and ``score_w[j] = 1 / sqrt(M_j)``.
+    A non-empty ``tree`` (built by :func:`tree_build`) switches greedy Gumbel
+    selection to the log-sum-exp heap sampler; otherwise selection is one pass over
+    all scores. ``changed`` is a pair of zeroed arrays, int64 of size ``1 + n_coords``
+    and uint8 of size ``n_coords``, whenever the heap or exact greedy selection needs
+    the coordinates whose scores changed; empty otherwise.
+
+    Exact noise: ``exact = (sel, sel_noise, sel_pos, upd_noise, upd_pos, lattice)``.
+    ``sel`` is the selection's array tuple (``ExponentialSelector.arrays``; for
+    report-noisy-max only ``sel[0]``, the keys, is used), ``sel_noise`` / ``upd_noise``
+    with their positions are noise buffers, ``lattice`` holds the lattice constants
+    (``SEL_*``, ``UPD_*``), and ``update_scale[j]`` is then coordinate j's sensitivity,
+    the unit its release is scaled by. ``next64``, ``state``: the generator's words;
+    ``fb``: the handoff record. The status says what stopped a run early, at the
+    first update not run, before anything of it changed: ``SELECT_HANDOFF`` (finish
+    the selection from ``fb``), ``SELECT_REFILL`` / ``UPDATE_REFILL`` (refill that
+    buffer), ``SELECT_FINISH`` (report-noisy-max in big integers), ``RELEASE_FINISH``
+    (the release of key ``fb[0]`` plus noise ``fb[1]`` in big integers, for the pending
+    coordinate). The caller resumes with ``forced_j`` (the coordinate, or -1 to
+    select) and ``forced_g`` (the released gradient, or NaN to draw its noise), which
+    apply to the first update only; the pending coordinate of ``UPDATE_REFILL`` is the
+    ``forced_j`` it was given.
     """
     n_coords = w.size
     n = z.size
@@ -325,14 +406,31 @@ def cd_run(
     # recomputes one, once per pass over the coordinates (the cost of a pass).
     g_check = np.empty(n_coords if (check_tol and not greedy) else 0)
     use_tree = tree.size > 0
+    track = changed[0].size > 0
     inv_b = 1.0 / sel_scale if use_tree else 0.0
+    sel, sel_values, sel_pos, upd_values, upd_pos, lattice = exact
+    exact_sel = sel_noise == NOISE_EXACT_EM or sel_noise == NOISE_EXACT_RNM
     last_max = -1.0
     done = 0
     for it in range(n_steps):
         t = t_start + it
-        if use_tree:
+        j = forced_j if it == 0 else -1
+        given = it == 0 and not np.isnan(forced_g)
+        # Checked before anything is drawn, so that a refill leaves the step intact.
+        if upd_noise == NOISE_EXACT and not given and upd_pos[0] >= upd_values.size:
+            return done, last_max, False, UPDATE_REFILL, j
+        if j >= 0:
+            pass
+        elif use_tree:
             j = tree_sample(tree, n_coords, rng)
-            gj = g[j]
+        elif sel_noise == NOISE_EXACT_EM:
+            j = em_select(sel, next64, state, fb)
+            if j < 0:
+                return done, last_max, False, SELECT_HANDOFF, -1
+        elif sel_noise == NOISE_EXACT_RNM:
+            j = rnm_select(sel[0], sel_values, sel_pos)
+            if j < 0:
+                return done, last_max, False, SELECT_REFILL if j == -1 else SELECT_FINISH, -1
         elif greedy:
             j, top = _select_greedy(
                 w, g, n_features, pen_code, pen_a, pen_b, score_w,
@@ -340,24 +438,35 @@ def cd_run(
             )
             last_max = top
             if check_tol and top < tol:
-                return done, last_max, True
-            gj = g[j]
+                return done, last_max, True, DONE, -1
         else:
             if check_tol and t % n_coords == 0:
                 full_gradient(dense, data, n_features, d, clip, g_check)
                 last_max = max_score(w, g_check, n_features, pen_code, pen_a, pen_b,
                                      score_w)
                 if last_max < tol:
-                    return done, last_max, True
+                    return done, last_max, True, DONE, -1
             if selection == RANDOM:
                 j = rng.integers(0, n_coords)
             else:
                 j = t % n_coords
+        if greedy:
+            gj = g[j]
+        else:
             gj = column_gradient(dense, data, j, n_features, d, clip)
-        if upd_noise == NOISE_GAUSSIAN:
+        if given:
+            gj = forced_g
+        elif upd_noise == NOISE_GAUSSIAN:
             gj += update_scale[j] * rng.standard_normal()
         elif upd_noise == NOISE_LAPLACE:
             gj += update_scale[j] * rng.laplace(0.0, 1.0)
+        elif upd_noise == NOISE_EXACT:
+            key = lattice_key(gj, update_scale[j], lattice[UPD_BOUND], lattice[UPD_INV_GAMMA])
+            _, noise = noise_take(upd_values, upd_pos)
+            ok, gj = lattice_release(key, noise, update_scale[j] * lattice[UPD_GAMMA])
+            if not ok:
+                fb[0], fb[1] = key, noise
+                return done, last_max, False, RELEASE_FINISH, j
         code = pen_code if j < n_features else NONE
         old = w[j]
         step = 1.0 / smoothness[j]
@@ -374,11 +483,15 @@ def cd_run(
             if greedy and work[0] > refresh_work:
                 full_gradient(dense, data, n_features, d, clip, g)
                 work[0] = 0
-                if use_tree:
+                if track:
                     changed[0][0] = -1
-            if use_tree:
+            if track:
                 _mark(changed, j)
+            if use_tree:
                 _tree_refresh(tree, changed, w, g, n_features, pen_code, pen_a, pen_b,
                               score_w, inv_b)
+            elif exact_sel:
+                _refresh_keys(sel, sel_noise == NOISE_EXACT_EM, changed, w, g, n_features,
+                              pen_code, pen_a, pen_b, score_w, lattice)
         done += 1
-    return done, last_max, False
+    return done, last_max, False, DONE, -1

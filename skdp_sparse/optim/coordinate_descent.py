@@ -9,9 +9,15 @@ privacy calibration. What it guarantees, and what the calibration relies on:
   most ``2 clip[j] / n``;
 * each noisy quantity (a selection score or an update) gets a fresh draw from
   the Generator; no draw is reused across coordinates or updates;
-* with noise on, exactly ``n_updates`` updates run, whatever the data.
+* with noise on, exactly ``n_updates`` updates run, whatever the data;
+* with exact noise (``"exponential"``, ``"discrete_laplace"``, ``"discrete_gaussian"``)
+  every random outcome is decided by the exact samplers of
+  :mod:`skdp_sparse.privacy.discrete` on lattice-rounded values, and each release's
+  guarantee is the sampler's for the sensitivities it is given
+  (``doc/proofs/coordinate_descent.rst``).
 """
 
+import math
 import numbers
 from dataclasses import dataclass
 
@@ -19,6 +25,16 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..privacy.clipping import with_summed_duplicates
+from ..privacy.discrete import (
+    HANDOFF_SLOTS,
+    ExponentialSelector,
+    NoiseBuffer,
+    finish_report_noisy_max,
+    kernel_source,
+    plan_selection,
+    plan_unit_gaussian,
+    plan_unit_laplace,
+)
 from ..utils.random import check_generator
 from . import _cd_kernels as K
 
@@ -29,9 +45,14 @@ HEAP_MIN_COORDS = 4096
 
 _SELECTIONS = {"greedy": K.GREEDY, "random": K.RANDOM, "cyclic": K.CYCLIC}
 _SELECTION_NOISES = {"none": K.NOISE_NONE, "gumbel": K.NOISE_GUMBEL,
-                     "laplace": K.NOISE_LAPLACE}
+                     "laplace": K.NOISE_LAPLACE, "exponential": K.NOISE_EXACT_EM,
+                     "discrete_laplace": K.NOISE_EXACT_RNM}
 _UPDATE_NOISES = {"none": K.NOISE_NONE, "gaussian": K.NOISE_GAUSSIAN,
-                  "laplace": K.NOISE_LAPLACE}
+                  "laplace": K.NOISE_LAPLACE, "discrete_gaussian": K.NOISE_EXACT,
+                  "discrete_laplace": K.NOISE_EXACT}
+#: Draws of exact update noise, or of report-noisy-max noise per coordinate, that a
+#: buffer holds at most.
+BUFFER_DRAWS = 4096
 
 _EMPTY_F = np.empty((0, 0), order="F")
 _EMPTY_DATA = np.empty(0)
@@ -95,11 +116,107 @@ def _prepare_data(X, need_rows):
     return True, data, Xf.size
 
 
+class _ExactNoise:
+    """The samplers, noise buffers and lattices of one run's exact noise.
+
+    Value bounds (public, from the run's constants): an update key is ``g_j /
+    Delta_j`` with ``|g_j| <= clip_j``, so ``Y = max_j clip_j / Delta_j`` (``n / 2``
+    for ``Delta_j = 2 clip_j / n``); a selection key is ``u_j / Delta_u`` with ``u_j =
+    dist(-g_j, d psi_j(w_j)) / sqrt(M_j) <= (clip_j + a) / sqrt(M_j)`` (``a`` the l1
+    strength; an l2 part can exceed it only far from the coordinate's optimum, and such
+    a score is clipped to the bound, a change of the score that its sensitivity
+    survives).
+    """
+
+    def __init__(self, *, n_coords, n_updates, clip, score_w, penalty, w, g, n_features,
+                 selection_noise, selection_scale, selection_sensitivity, update_noise,
+                 update_scale, update_sensitivity, sampler, rng):
+        self.rng = rng
+        self.n_coords = n_coords
+        lattice = np.zeros(6)
+        empty = np.empty(0, dtype=np.int64)
+        self.selector = None
+        self.sel = (empty,) * 6
+        self.sel_buffer = None
+        if selection_noise in ("exponential", "discrete_laplace"):
+            sens = _positive("selection_sensitivity", selection_sensitivity)
+            bound = float(np.max((clip + float(penalty.a)) * score_w)) / sens
+            lat = plan_selection(sens, selection_scale, bound)
+            lattice[K.SEL_SENSITIVITY] = sens
+            lattice[K.SEL_BOUND] = lat.value_bound
+            lattice[K.SEL_INV_GAMMA] = lat.inv_gamma
+            keys = np.empty(n_coords, dtype=np.int64)
+            K.selection_keys(w, g, n_features, penalty.code, float(penalty.a),
+                             float(penalty.b), score_w, lattice, keys)
+            if selection_noise == "exponential":
+                dynamic = {"heap": True, "pass": False}.get(sampler)
+                self.selector = ExponentialSelector(keys, lat.t, dynamic=dynamic)
+                self.sel = self.selector.arrays
+            else:
+                self.sel = (keys,) + (empty,) * 5
+                size = n_coords * max(1, min(n_updates, BUFFER_DRAWS // n_coords))
+                self.sel_buffer = NoiseBuffer("laplace", lat.t, rng, size=size)
+        self.upd_buffer = None
+        self.sensitivity = np.zeros(n_coords)
+        if update_noise in ("discrete_gaussian", "discrete_laplace"):
+            self.sensitivity = _coord_array("update_sensitivity", update_sensitivity,
+                                            n_coords, allow_inf=False)
+            if (self.sensitivity == 0).any():
+                raise ValueError("update_sensitivity must hold positive numbers")
+            multiplier = _positive("update_scale", update_scale)
+            bound = float(np.max(clip / self.sensitivity))
+            plan = plan_unit_gaussian if update_noise == "discrete_gaussian" \
+                else plan_unit_laplace
+            lat = plan(multiplier, bound)
+            lattice[K.UPD_BOUND] = lat.value_bound
+            lattice[K.UPD_INV_GAMMA] = lat.inv_gamma
+            lattice[K.UPD_GAMMA] = lat.gamma
+            self.upd_buffer = lat.buffer(rng, max(1, min(n_updates, BUFFER_DRAWS)))
+        self.lattice = lattice
+        self.fb = np.zeros(HANDOFF_SLOTS, dtype=np.int64)
+
+    def arrays(self):
+        """The kernel's ``exact`` tuple (rebuilt per call: a refill may reallocate)."""
+        empty = np.empty(0, dtype=np.int64)
+        sb = self.sel_buffer
+        ub = self.upd_buffer
+        return (self.sel, empty if sb is None else sb.values,
+                empty if sb is None else sb.pos, empty if ub is None else ub.values,
+                empty if ub is None else ub.pos, self.lattice)
+
+    def resume(self, status, pending, src):
+        """Finish what the kernel handed back: ``(forced_j, forced_g)`` to resume with."""
+        if status == K.SELECT_HANDOFF:
+            return self.selector.finish(self.fb, src), math.nan
+        if status == K.SELECT_REFILL:
+            self.sel_buffer.refill(self.n_coords)
+            return -1, math.nan
+        if status == K.SELECT_FINISH:
+            buf = self.sel_buffer
+            return finish_report_noisy_max(self.sel[0], buf.values, buf.pos), math.nan
+        if status == K.UPDATE_REFILL:
+            self.upd_buffer.refill()
+            return pending, math.nan
+        if status == K.RELEASE_FINISH:
+            # The exact integer key + noise, rounded once to a double, as in the kernel.
+            unit = self.sensitivity[pending] * self.lattice[K.UPD_GAMMA]
+            return pending, float(int(self.fb[0]) + int(self.fb[1])) * unit
+        raise RuntimeError(f"unknown kernel status {status}")
+
+
+def _positive(name, value):
+    value = float(value)
+    if not (0.0 < value < np.inf):
+        raise ValueError(f"{name} must be positive and finite, got {value}")
+    return value
+
+
 def coordinate_descent(
     X, y, loss, penalty, *, fit_intercept, clip, smoothness, n_updates,
     selection="greedy", selection_noise="none", selection_scale=0.0,
     update_noise="none", update_scale=None, rng=None, tol=0.0, verbose=0,
-    objective_every=0, gumbel_sampler="auto",
+    objective_every=0, gumbel_sampler="auto", selection_sensitivity=None,
+    update_sensitivity=None,
 ):
     """Proximal coordinate descent with optional noisy selection and updates.
 
@@ -124,6 +241,17 @@ def coordinate_descent(
        ``M_j = smoothness[j]`` and ``eta_j = update_scale[j] * N`` with ``N``
        standard normal (``"gaussian"``) or standard Laplace, fresh each update.
 
+    Exact noise, for a floating-point-safe run: the greedy scores are rounded to the
+    lattice of :func:`~skdp_sparse.privacy.discrete.plan_selection` (sensitivity
+    ``selection_sensitivity``, nominal scale ``selection_scale``), and
+    ``"exponential"`` draws j exactly with probability proportional to
+    ``exp(key_j / t)`` (the law of Gumbel-max on the keys), ``"discrete_laplace"``
+    takes report-noisy-max with exact discrete Laplace noise. The update
+    ``"discrete_gaussian"`` / ``"discrete_laplace"`` releases ``g_j`` on the unit
+    lattice of :func:`~skdp_sparse.privacy.discrete.plan_unit_gaussian` /
+    ``plan_unit_laplace`` with noise multiplier ``update_scale`` (a number): noise of
+    scale ``update_scale * update_sensitivity[j]`` on coordinate j.
+
     Parameters
     ----------
     X : {ndarray, scipy.sparse matrix} of shape (n, p)
@@ -140,11 +268,13 @@ def coordinate_descent(
     n_updates : int
         Number of coordinate updates (not epochs).
     selection : {"greedy", "random", "cyclic"}
-    selection_noise : {"none", "gumbel", "laplace"}
+    selection_noise : {"none", "gumbel", "laplace", "exponential", "discrete_laplace"}
+        The last two: exact, greedy selection only, ``selection_sensitivity`` required.
     selection_scale : float >= 0
-    update_noise : {"none", "gaussian", "laplace"}
+    update_noise : {"none", "gaussian", "laplace", "discrete_gaussian", "discrete_laplace"}
+        The last two: exact, ``update_sensitivity`` and a finite ``clip`` required.
     update_scale : float or array of shape (n_coords,), optional
-        Required when ``update_noise != "none"``.
+        Required when ``update_noise != "none"``; for exact noise the multiplier.
     rng : numpy.random.Generator, int or None
         Source of all noise, advanced in place; ``None`` uses fresh OS entropy.
     tol : float
@@ -169,7 +299,13 @@ def coordinate_descent(
         changed: O(touched coordinates * log n_coords) per update. The two
         consume the random stream differently. ``"auto"`` takes the heap from
         ``HEAP_MIN_COORDS`` coordinates on: below, one row touches a large share
-        of the coordinates and the plain pass is faster.
+        of the coordinates and the plain pass is faster. For the exact
+        ``"exponential"`` selection, ``"heap"`` and ``"pass"`` pick the sampler's
+        dynamic sum tree and its one-pass scan (same law); ``"auto"`` lets it choose.
+    selection_sensitivity : float, optional
+        How much one score may move between neighbouring data sets.
+    update_sensitivity : float or array of shape (n_coords,), optional
+        How much ``g_j`` may move between neighbouring data sets.
 
     Returns
     -------
@@ -214,11 +350,17 @@ def coordinate_descent(
     smoothness = _coord_array("smoothness", smoothness, n_coords, allow_inf=False)
     if (smoothness == 0).any():
         raise ValueError("smoothness must hold positive numbers")
+    exact_sel = _SELECTION_NOISES[selection_noise] >= K.NOISE_EXACT_EM
+    exact_upd = _UPDATE_NOISES[update_noise] == K.NOISE_EXACT
+    if exact_sel and not greedy:
+        raise ValueError(f"selection_noise={selection_noise!r} needs greedy selection")
+    if (exact_sel or exact_upd) and not np.isfinite(clip).all():
+        raise ValueError("exact noise needs a finite clip")
     if update_noise == "none":
         update_scale = np.zeros(n_coords)
     elif update_scale is None:
         raise ValueError(f"update_noise={update_noise!r} needs update_scale")
-    else:
+    elif not exact_upd:
         update_scale = _coord_array("update_scale", update_scale, n_coords,
                                     allow_inf=False)
     rng = check_generator(rng)
@@ -252,6 +394,23 @@ def coordinate_descent(
     else:
         tree = _EMPTY_DATA
         changed = (_EMPTY_IDX, _EMPTY_MARKS)
+    exact = _ExactNoise(
+        n_coords=n_coords, n_updates=n_updates, clip=clip, score_w=score_w,
+        penalty=penalty, w=w, g=g, n_features=p, selection_noise=selection_noise,
+        selection_scale=selection_scale, selection_sensitivity=selection_sensitivity,
+        update_noise=update_noise, update_scale=update_scale,
+        update_sensitivity=update_sensitivity, sampler=gumbel_sampler, rng=rng,
+    ) if n_coords else None
+    if exact_upd:
+        # The kernel scales each release by its coordinate's sensitivity.
+        update_scale = exact.sensitivity if n_coords else np.zeros(0)
+    if exact_sel and exact.selector is not None and exact.selector.dynamic:
+        # Only the tree needs to know which scores changed; the scan and
+        # report-noisy-max read every key anyway, and recomputing them all costs less
+        # than recording the coordinates each changed row touches.
+        changed = (np.zeros(1 + n_coords, dtype=np.int64),
+                   np.zeros(n_coords, dtype=np.uint8))
+    src = kernel_source(rng)
     refresh_work = np.int64(8 * (nnz + n + n_coords))
 
     def objective():
@@ -266,16 +425,25 @@ def coordinate_descent(
         chunk = max(1, n_updates)
 
     t = 0
+    forced_j, forced_g = -1, math.nan
     while t < n_updates and n_coords > 0:
-        steps = min(chunk, n_updates - t)
-        done, top, stopped = K.cd_run(
-            dense, data, y, p, loss.code, loss.param, penalty.code,
-            float(penalty.a), float(penalty.b), clip, smoothness, score_w, update_scale,
-            _SELECTIONS[selection], _SELECTION_NOISES[selection_noise],
-            selection_scale, _UPDATE_NOISES[update_noise], rng, check_tol,
-            float(tol), t, steps, w, z, d, g, work, refresh_work, tree, changed,
-        )
+        mark = min(n_updates, (t // chunk + 1) * chunk)
+        # The kernel draws the generator's words directly: no other thread may draw
+        # from it meanwhile.
+        with src.lock:
+            done, top, stopped, status, pending = K.cd_run(
+                dense, data, y, p, loss.code, loss.param, penalty.code,
+                float(penalty.a), float(penalty.b), clip, smoothness, score_w,
+                update_scale, _SELECTIONS[selection], _SELECTION_NOISES[selection_noise],
+                selection_scale, _UPDATE_NOISES[update_noise], rng, check_tol,
+                float(tol), t, mark - t, w, z, d, g, work, refresh_work, tree, changed,
+                exact.arrays(), src.next64, src.state, exact.fb, forced_j, forced_g,
+            )
         t += done
+        forced_j, forced_g = -1, math.nan
+        if status != K.DONE:
+            forced_j, forced_g = exact.resume(status, pending, src)
+            continue
         if verbose:
             msg = f"update {t}/{n_updates}"
             if noiseless:

@@ -6,10 +6,18 @@ bounds ``|x_ij| <= b_j`` and per-example coordinate gradients to ``[-C_j, C_j]``
 so a coordinate gradient moves by at most ``2 C_j / n``; coordinate ``j`` of the
 objective is ``M_j = beta b_j^2``-smooth. The accounting of each variant and of
 the private curvature estimate is in ``doc/proofs/coordinate_descent.rst``.
+
+With ``floating_point_safe`` (the default) every noisy quantity is drawn exactly
+(:mod:`skdp_sparse.privacy.discrete`): the selection by the exact exponential
+mechanism or report-noisy-max with discrete Laplace noise on lattice keys of the
+scores, the update as a lattice release with discrete Gaussian or discrete Laplace
+noise; the events are those samplers' guarantees. ``floating_point_safe=False`` keeps
+the float path (Gumbel-max or Laplace report-noisy-max, continuous noise).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -17,6 +25,7 @@ import numpy as np
 
 from ..optim.coordinate_descent import coordinate_descent
 from ..privacy.accounting import PrivacyEvent, calibrate_scale
+from ..privacy.discrete import gaussian_rho, laplace_epsilon, selection_scale_for
 from ..privacy.statistics import release_column_second_moments
 from ..utils._warnings import warn
 from ._base import Plan, Solver, SolverResult
@@ -59,6 +68,8 @@ class CoordinateDescentPlan(Plan):
 
     ``smoothness`` and ``clip`` are the bounds' ``M_j`` and ``C_j`` (the intercept
     last); the run rescales them by the curvature estimate when ``curvature``.
+    ``scale`` is the noise multiplier: the update of coordinate j has noise of scale
+    ``scale * 2 C_j / n``.
     """
 
     smoothness: np.ndarray
@@ -117,12 +128,8 @@ class _CoordinateDescent(Solver):
             problem.gradient_clip is None or not private)
         safe = bool(options.get("floating_point_safe", True))
         if private:
-            scale = calibrate_scale(
-                lambda s: self._events(s, n_updates, n_targets, pure, curvature, delta, safe),
-                epsilon, delta,
-            )
-            events = tuple(self._events(scale, n_updates, n_targets, pure, curvature, delta,
-                                        safe))
+            scale, events = _calibration(type(self), n_updates, n_targets, pure, curvature,
+                                         float(delta), safe, float(epsilon))
         else:
             scale, events = 0.0, ()
         return CoordinateDescentPlan(
@@ -180,7 +187,8 @@ class _CoordinateDescent(Solver):
         return ratios
 
     def _noise(self, plan, smoothness, sensitivity):
-        """``(selection noise, selection scale, update noise, update scale)``."""
+        """The engine's noise arguments (selection and update noise, their scales and,
+        for exact noise, the sensitivities)."""
         raise NotImplementedError
 
     def solve(self, problem, data, plan, rng):
@@ -194,12 +202,7 @@ class _CoordinateDescent(Solver):
             if plan.private:
                 clip = clip * np.sqrt(ratios)
         sensitivity = 2.0 * clip / plan.n_samples
-        if plan.private:
-            selection_noise, selection_scale, update_noise, update_scale = self._noise(
-                plan, smoothness, sensitivity)
-        else:
-            selection_noise, selection_scale = "none", 0.0
-            update_noise, update_scale = "none", np.zeros(clip.size)
+        noise = self._noise(plan, smoothness, sensitivity) if plan.private else {}
         X = data.entries_clipped(problem.feature_bound)
         coefs, intercepts, n_iters = [], [], []
         for k in range(plan.n_targets):
@@ -208,10 +211,8 @@ class _CoordinateDescent(Solver):
             res = coordinate_descent(
                 X, data.target(k), problem.loss, problem.penalty,
                 fit_intercept=problem.fit_intercept, clip=clip, smoothness=smoothness,
-                n_updates=plan.n_iter, selection=self.selection,
-                selection_noise=selection_noise, selection_scale=selection_scale,
-                update_noise=update_noise, update_scale=update_scale, rng=rng,
-                tol=0.0 if plan.private else plan.tol, verbose=plan.verbose,
+                n_updates=plan.n_iter, selection=self.selection, rng=rng,
+                tol=0.0 if plan.private else plan.tol, verbose=plan.verbose, **noise,
             )
             coefs.append(res.coef)
             intercepts.append(res.intercept)
@@ -224,10 +225,12 @@ class GreedyCoordinateDescent(_CoordinateDescent):
     """DP-GCD: each step selects the coordinate of largest noisy GS-s score
     ``dist(g_j, -d psi_j(w_j)) / sqrt(M_j)`` and updates it with noise.
 
-    ``selection="exponential"``: exponential mechanism (Gumbel-max) with
-    ``_SELECTION_SHARE`` of each step's zCDP budget and a Gaussian update, all
-    composed in zCDP (needs ``delta > 0``). ``selection="laplace"``: report-noisy-max
-    with Laplace noise and a Laplace update, each ``eps0``-DP (pure DP possible).
+    ``selection="exponential"``: exponential mechanism with ``_SELECTION_SHARE`` of
+    each step's zCDP budget and a Gaussian update, all composed in zCDP (needs
+    ``delta > 0``); exact on lattice keys with a discrete Gaussian update by default,
+    Gumbel-max and a continuous update with ``floating_point_safe=False``.
+    ``selection="laplace"``: report-noisy-max with (discrete) Laplace noise and a
+    (discrete) Laplace update, each ``eps0``-DP (pure DP possible).
     """
 
     name = "greedy_cd"
@@ -247,10 +250,20 @@ class GreedyCoordinateDescent(_CoordinateDescent):
 
     def _events(self, scale, n_updates, n_problems, pure, curvature, delta, safe):
         k = n_updates * n_problems
-        if pure:
+        if pure and safe:
+            # Report-noisy-max and the update are each calibrated to the same epsilon.
+            eps0 = laplace_epsilon(1.0, scale)
+            events = [PrivacyEvent.pure(eps0, count=k, name="noisy max (discrete laplace)"),
+                      PrivacyEvent.pure(eps0, count=k, name="update (discrete laplace)")]
+        elif pure:
             eps0 = 1.0 / scale
             events = [PrivacyEvent.pure(eps0, count=k, name="noisy max (laplace)"),
                       PrivacyEvent.pure(eps0, count=k, name="update (laplace)")]
+        elif safe:
+            rho = gaussian_rho(1.0, scale)
+            events = [PrivacyEvent.exponential(_selection_epsilon_for(rho), count=k,
+                                               name="selection (exact exponential)"),
+                      PrivacyEvent.zcdp(rho, count=k, name="update (discrete gaussian)")]
         else:
             mu = 1.0 / scale
             events = [PrivacyEvent.exponential(_selection_epsilon(mu), count=k,
@@ -260,19 +273,35 @@ class GreedyCoordinateDescent(_CoordinateDescent):
 
     def _noise(self, plan, smoothness, sensitivity):
         delta_u = float(np.max(sensitivity / np.sqrt(smoothness)))
+        if plan.floating_point_safe:
+            # The selection's nominal scale meets the plan's epsilon exactly, on the
+            # lattice of the scores (sensitivity delta_u) that the engine plans.
+            if plan.pure:
+                eps_sel, noise, update = laplace_epsilon(1.0, plan.scale), \
+                    "discrete_laplace", "discrete_laplace"
+            else:
+                eps_sel = _selection_epsilon_for(gaussian_rho(1.0, plan.scale))
+                noise, update = "exponential", "discrete_gaussian"
+            return dict(selection_noise=noise,
+                        selection_scale=selection_scale_for(delta_u, eps_sel),
+                        selection_sensitivity=delta_u, update_noise=update,
+                        update_scale=plan.scale, update_sensitivity=sensitivity)
         if plan.pure:
             # Update: Laplace with b_j = Delta_j / eps0. Selection: report-noisy-max
             # on scores of sensitivity Delta_u with Laplace(2 Delta_u / eps0),
             # eps0-DP for arbitrary (non-monotone) scores.
-            return "laplace", 2 * delta_u * plan.scale, "laplace", sensitivity * plan.scale
+            return dict(selection_noise="laplace", selection_scale=2 * delta_u * plan.scale,
+                        update_noise="laplace", update_scale=sensitivity * plan.scale)
         mu = 1.0 / plan.scale
         # Gumbel-max: argmax eps u / (2 Delta_u) + G == argmax u + (2 Delta_u / eps) G.
-        return ("gumbel", 2 * delta_u / _selection_epsilon(mu), "gaussian",
-                sensitivity / mu)
+        return dict(selection_noise="gumbel",
+                    selection_scale=2 * delta_u / _selection_epsilon(mu),
+                    update_noise="gaussian", update_scale=sensitivity / mu)
 
 
 class RandomCoordinateDescent(_CoordinateDescent):
-    """DP-CD: a coordinate drawn uniformly at random, a Gaussian update; the
+    """DP-CD: a coordinate drawn uniformly at random, a Gaussian update. Safe path
+    (default): discrete Gaussian lattice releases, composed in zCDP; float path: the
     updates compose exactly as one Gaussian mechanism (GDP)."""
 
     name = "cd"
@@ -288,18 +317,47 @@ class RandomCoordinateDescent(_CoordinateDescent):
         return 5 * n_coords
 
     def _events(self, scale, n_updates, n_problems, pure, curvature, delta, safe):
-        events = [PrivacyEvent.gaussian(1.0 / scale, count=n_updates * n_problems,
-                                        name="cd update")]
+        k = n_updates * n_problems
+        if safe:
+            events = [PrivacyEvent.zcdp(gaussian_rho(1.0, scale), count=k,
+                                        name="cd update (discrete gaussian)")]
+        else:
+            events = [PrivacyEvent.gaussian(1.0 / scale, count=k, name="cd update")]
         return events + _curvature_events(events, pure, curvature, delta, safe)
 
     def _noise(self, plan, smoothness, sensitivity):
-        return "none", 0.0, "gaussian", sensitivity * plan.scale
+        if plan.floating_point_safe:
+            return dict(update_noise="discrete_gaussian", update_scale=plan.scale,
+                        update_sensitivity=sensitivity)
+        return dict(update_noise="gaussian", update_scale=sensitivity * plan.scale)
 
 
 def _selection_epsilon(mu):
     """Exponential-mechanism epsilon with ``_SELECTION_SHARE`` of a step's zCDP rho:
     ``eps^2 / 8 = share / (1 - share) * mu^2 / 2``."""
     return math.sqrt(8 * _SELECTION_SHARE / (1 - _SELECTION_SHARE) * mu**2 / 2)
+
+
+def _selection_epsilon_for(rho):
+    """Exponential-mechanism epsilon with ``_SELECTION_SHARE`` of a step's zCDP budget,
+    the update's being ``rho``: ``eps^2 / 8 = share / (1 - share) * rho``."""
+    return math.sqrt(8 * _SELECTION_SHARE / (1 - _SELECTION_SHARE) * rho)
+
+
+@functools.lru_cache(maxsize=256)
+def _calibration(solver_type, n_updates, n_problems, pure, curvature, delta, safe, epsilon):
+    """The noise multiplier whose events compose to ``(epsilon, delta)``, and the events.
+
+    A function of public values, cached because its bisection costs more than a small
+    fit.
+    """
+    solver = solver_type()
+
+    def events(scale):
+        return solver._events(scale, n_updates, n_problems, pure, curvature, delta, safe)
+
+    scale = calibrate_scale(events, epsilon, delta)
+    return scale, tuple(events(scale))
 
 
 def _curvature_events(events, pure, curvature, delta, safe):
