@@ -195,7 +195,7 @@ def test_greedy_calibration_includes_curvature_share(cd_calls, safe):
     delta_u = np.max(delta_j / np.sqrt(kw["smoothness"]))
     if safe:
         np.testing.assert_allclose(kw["update_sensitivity"], delta_j)
-        assert kw["selection_sensitivity"] == delta_u
+        assert kw["selection_sensitivity"] == pytest.approx(delta_u, rel=1e-15)
         rho_update = gaussian_rho(1.0, kw["update_scale"])
         eps_sel = selection_epsilon(delta_u, kw["selection_scale"])
     else:

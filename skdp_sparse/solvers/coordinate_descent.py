@@ -274,6 +274,10 @@ class GreedyCoordinateDescent(_CoordinateDescent):
     def _noise(self, plan, smoothness, sensitivity):
         delta_u = float(np.max(sensitivity / np.sqrt(smoothness)))
         if plan.floating_point_safe:
+            sensitivity = _exact_sensitivity(sensitivity)
+            # The engine weighs scores by 1 / sqrt(M_j) computed as here.
+            delta_u = float(np.max(np.nextafter(sensitivity * (1.0 / np.sqrt(smoothness)),
+                                                np.inf)))
             # The selection's nominal scale meets the plan's epsilon exactly, on the
             # lattice of the scores (sensitivity delta_u) that the engine plans.
             if plan.pure:
@@ -328,7 +332,7 @@ class RandomCoordinateDescent(_CoordinateDescent):
     def _noise(self, plan, smoothness, sensitivity):
         if plan.floating_point_safe:
             return dict(update_noise="discrete_gaussian", update_scale=plan.scale,
-                        update_sensitivity=sensitivity)
+                        update_sensitivity=_exact_sensitivity(sensitivity))
         return dict(update_noise="gaussian", update_scale=sensitivity * plan.scale)
 
 
@@ -336,6 +340,12 @@ def _selection_epsilon(mu):
     """Exponential-mechanism epsilon with ``_SELECTION_SHARE`` of a step's zCDP rho:
     ``eps^2 / 8 = share / (1 - share) * mu^2 / 2``."""
     return math.sqrt(8 * _SELECTION_SHARE / (1 - _SELECTION_SHARE) * mu**2 / 2)
+
+
+def _exact_sensitivity(sensitivity):
+    """``2 C_j / n`` rounded up: the double above the rounded quotient is above the exact
+    one, so the lattices' sensitivity bounds the exact change of ``g_j``."""
+    return np.nextafter(sensitivity, np.inf)
 
 
 def _selection_epsilon_for(rho):
