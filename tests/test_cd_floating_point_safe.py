@@ -54,7 +54,8 @@ def _capture(monkeypatch, name):
 
 
 # ------------------------------------------------------------ events, calibration
-def _regression(n=300, p=12, seed=0):
+def _regression(n=299, p=12, seed=0):
+    # 2 C / n rounds down for n = 299 and C in {1, 0.3, 0.5}: the rounding up is tested.
     rng = np.random.default_rng(seed)
     X = sp.random(n, p, density=0.3, random_state=seed, format="csr")
     X.data = rng.uniform(-1, 1, X.data.size)
@@ -76,14 +77,20 @@ def _exact_sensitivities(kw, n):
         assert kw["selection_sensitivity"] == pytest.approx(float(top), rel=1e-15)
 
 
-@pytest.mark.parametrize("curvature", ["bound", "private"])
-def test_greedy_exponential_events_and_calibration(cd_calls, monkeypatch, curvature):
+@pytest.mark.parametrize("params", [
+    dict(curvature="bound"), dict(curvature="private"),
+    # C_j / sqrt(M_j) then differs between coordinates: Delta_u is its maximum.
+    dict(curvature="bound", gradient_clip=0.3, feature_bound=np.linspace(0.2, 1.0, 12),
+         fit_intercept=False),
+], ids=["bound", "private", "clipped"])
+def test_greedy_exponential_events_and_calibration(cd_calls, monkeypatch, params):
     lattices = _capture(monkeypatch, "plan_selection")
     units = _capture(monkeypatch, "plan_unit_gaussian")
     X, y = _regression()
     eps, delta, T = 1.0, 1e-6, 30
     reg = DPGreedyCDRegressor(epsilon=eps, delta=delta, solver="greedy_cd", max_iter=T,
-                              curvature=curvature, random_state=0).fit(X, y)
+                              random_state=0, **params).fit(X, y)
+    curvature = params["curvature"]
     kw = cd_calls[0]
     assert (kw["selection_noise"], kw["update_noise"]) == ("exponential", "discrete_gaussian")
     _exact_sensitivities(kw, X.shape[0])
