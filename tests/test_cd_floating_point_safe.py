@@ -378,6 +378,25 @@ def test_keys_follow_the_iterates(monkeypatch):
             assert _chi2(out, _em_law(held, lat.t)) > MIN_P
 
 
+def test_invalidated_tree_rebuilds_to_the_new_keys():
+    # A stale tree only stores the keys it is given and is rebuilt from them before the
+    # next selection, whatever it held: keys far above and far below its reference.
+    rng = np.random.default_rng(8)
+    sel = discrete.ExponentialSelector(rng.integers(0, 400, 50), 40, dynamic=True)
+    sel.select(rng)
+    assert sel.arrays[2][1] == 0
+    discrete.em_invalidate(sel.arrays)
+    assert sel.arrays[2][1] == 1
+    new = rng.integers(-300, 300, 50) + np.where(np.arange(50) < 5, 10**4, 0)
+    sel.set(np.arange(50), new)
+    out = sel.select(np.random.default_rng(9), 20_000)
+    assert sel.arrays[2][1] == 0
+    assert _chi2(out, _em_law(new, 40)) > MIN_P
+    scan = discrete.ExponentialSelector(new, 40, dynamic=False)
+    discrete.em_invalidate(scan.arrays)  # no state to rebuild
+    assert _chi2(scan.select(np.random.default_rng(10), 20_000), _em_law(new, 40)) > MIN_P
+
+
 def test_release_continuation_rounds_the_exact_sum(monkeypatch):
     runs = _capture(monkeypatch, "_ExactNoise")
     _one_step(np.ones((3, 2)), np.ones(3), SquaredLoss(), "random", 0,

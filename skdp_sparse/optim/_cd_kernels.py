@@ -35,6 +35,7 @@ import numba
 import numpy as np
 
 from ..privacy.discrete import (
+    em_invalidate,
     em_select,
     em_set,
     lattice_key,
@@ -255,6 +256,10 @@ def _refresh_keys(sel, em, changed, w, g, n_features, pen_code, pen_a, pen_b, sc
     tracked = dirty.size > 0
     count = dirty[0] if tracked else -1
     n = w.size if count < 0 else count
+    # Past about p / log2(p) changed keys, one O(p) rebuild of the tree costs less than
+    # their O(log p) scattered path updates (the heap's rule in _tree_refresh).
+    if em and n * (np.log2(w.size) + 1.0) > w.size:
+        em_invalidate(sel)
     for r in range(n):
         k = r if count < 0 else dirty[1 + r]
         if tracked:

@@ -87,6 +87,7 @@ from ._kernels import lattice_release as lattice_release
 from ._process import next_exceedance as next_exceedance
 from ._samplers import kernel_source as kernel_source
 from ._selection import finish_report_noisy_max as finish_report_noisy_max
+from ._selection_bulk import em_invalidate as em_invalidate
 from ._selection_kernels import em_select as em_select
 from ._selection_kernels import em_set as em_set
 from ._selection_kernels import rnm_select as rnm_select
