@@ -19,18 +19,7 @@ from scipy.stats import ks_2samp, kstest
 
 import skdp_sparse.mean._release as mean_module
 from skdp_sparse import DPSparseMeanEstimator
-from skdp_sparse.mean._kernels import (
-    fill_truncated as _fill_truncated,
-)
-from skdp_sparse.mean._kernels import (
-    sample_band as _sample_band,
-)
-from skdp_sparse.mean._kernels import (
-    sample_exceedances as _sample_exceedances,
-)
-from skdp_sparse.mean._kernels import (
-    threshold_above as _threshold_above,
-)
+from skdp_sparse.mean._kernels import threshold_above as _threshold_above
 from skdp_sparse.mean._plan import MEASUREMENT_CLIP as _MEASUREMENT_CLIP
 from skdp_sparse.mean._plan import choose_method as _choose_method
 from skdp_sparse.mean._plan import n_measurements as _n_measurements
@@ -52,6 +41,9 @@ from skdp_sparse.optim.projections import project_l1_ball
 from skdp_sparse.privacy import discrete
 from skdp_sparse.privacy.auditing import epsilon_lower_bound
 from skdp_sparse.privacy.clipping import clip_rows
+from skdp_sparse.privacy.gaussian_ladder import fill_truncated as _fill_truncated
+from skdp_sparse.privacy.gaussian_ladder import sample_band as _sample_band
+from skdp_sparse.privacy.gaussian_ladder import sample_exceedances as _sample_exceedances
 from skdp_sparse.privacy.mechanisms import GaussianMechanism, LaplaceMechanism
 
 

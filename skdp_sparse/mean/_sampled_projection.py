@@ -14,7 +14,8 @@ import numpy as np
 from scipy.special import ndtri
 
 from ..optim.projections import project_l1_ball, screening_threshold, simplex_threshold
-from ._kernels import fill_truncated, sample_exceedances, shrink_into, threshold_above
+from ..privacy.gaussian_ladder import fill_truncated, sample_exceedances
+from ._kernels import shrink_into, threshold_above
 
 # --------------------------------------------------------------------------
 # Gaussian projection without drawing the d noise values
