@@ -169,13 +169,14 @@ class GaussianBlocks:
 
     def tail_bracket(self, k, prec):
         """Integers bracketing ``2^prec P(I >= k)``, I the block of a proposal."""
-        key = (k, prec)
-        if key not in self._brackets:
-            work = prec + 32 + max(k, 1).bit_length()
-            tails, rest, total_lo, total_hi = self._tails(work)
-            t_lo, t_hi = tails[k] if k < len(tails) else (0, rest)
-            self._brackets[key] = ((t_lo << prec) // total_hi, -((-t_hi << prec) // total_lo))
-        return self._brackets[key]
+        # one set of tails serves every k at a working precision (a multiple of 32 bits
+        # with room for k rounding errors)
+        work = -(-(prec + 40 + max(k, 1).bit_length()) // 32) * 32
+        if work not in self._brackets:
+            self._brackets[work] = self._tails(work)
+        tails, rest, total_lo, total_hi = self._brackets[work]
+        t_lo, t_hi = tails[k] if k < len(tails) else (0, rest)
+        return (t_lo << prec) // total_hi, -((-t_hi << prec) // total_lo)
 
     def _table(self):
         """``floor(2^wbits P(I >= k))`` for k = 0.. until it is 0, then -1 (-1 at once when
