@@ -276,8 +276,8 @@ def sampled_discrete_projection(mean, sensitivity, sigma, radius, t, rng, overwr
     vector is projected with the reference's code. The equality in law is the continuous
     argument with ``|Z_j|`` in place of ``|z_j|`` for the bands (``doc/proofs/mean.rst``).
 
-    Keys from ``2^52`` on (a mean of ``2^22`` noise scales or more) take the unsampled
-    release.
+    Keys from ``2^52`` on (a mean of ``2^22`` noise scales or more), or no public t, take
+    the unsampled release.
     Returns what :func:`sampled_gaussian_projection` returns, with ``z`` the values
     ``gamma (a + Z)`` drawn and ``stop = gamma u*``.
     """
@@ -287,11 +287,13 @@ def sampled_discrete_projection(mean, sensitivity, sigma, radius, t, rng, overwr
     k = lattice.k
     if t is None:
         t = sampling_threshold(sigma, d, radius)
-    levels = [math.floor(math.ldexp(v, -k)) for v in sampling_levels(sigma, t, n_levels)]
-    scale = Fraction(sigma) / Fraction(2) ** k
-    bound = min(math.floor(SMALL_MEAN * scale), levels[-1])
-    draw = discrete.ladder_exceedances(mean, lattice, scale, levels, bound,
-                                       math.ldexp(radius, -k), rng)
+    draw = None
+    if t is not None:
+        levels = [math.floor(math.ldexp(v, -k)) for v in sampling_levels(sigma, t, n_levels)]
+        scale = Fraction(sigma) / Fraction(2) ** k
+        bound = min(math.floor(SMALL_MEAN * scale), levels[-1])
+        draw = discrete.ladder_exceedances(mean, lattice, scale, levels, bound,
+                                           math.ldexp(radius, -k), rng)
     if draw is None:
         mech = GaussianMechanism(sensitivity, sigma=sigma, floating_point_safe=True)
         x = mech.randomise(mean, rng)
