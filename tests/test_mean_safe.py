@@ -71,7 +71,8 @@ _BLOCK_CASES = [
     (5000, 8000, 9000, True),  # a band: blocks run out
     (5000, 8000, None, False),
     (5000, 0, 7000, True),  # a truncated law (the completion's)
-    (5000, 500_000, None, True),  # far tail: every acceptance test handed to Python
+    (5000, 200_000, None, True),  # far tail: the in-block acceptance shapes the law
+    (5000, 500_000, None, True),  # farther: every acceptance test handed to Python
 ]
 
 
@@ -134,6 +135,38 @@ def test_block_table_continuation(short_words, s, c, e, signed):
     z = blocks.sample(40_000, np.random.default_rng(3))
     assert short_words.count(_blocks._FB_BLOCK) > 100
     assert _chi2_law(z, s2, c, e, signed, s) > MIN_P
+
+
+# --------------------------------------------------------------------------
+# The ladder: the envelope for small keys, and the completion
+# --------------------------------------------------------------------------
+def test_ladder_reveals_every_exceedance_of_small_keys():
+    # keys spread over [-B, B] with a wide envelope B = s/2, one level u = 1.5 s: every
+    # position with |a + Z| > u is revealed, as often as the law says; the others are
+    # completed from Z given |Z| <= u - B
+    d, sigma = 200_000, 1.0
+    lattice = discrete.plan_gaussian(0.1, sigma, d)
+    k = lattice.k
+    scale = Fraction(sigma) / Fraction(2) ** k
+    s = float(scale)
+    bound, u = math.floor(0.5 * s), math.floor(1.5 * s)
+    keys = np.random.default_rng(0).integers(-bound, bound + 1, d).astype(float)
+    draw = discrete.ladder_exceedances(np.ldexp(keys, k), lattice, scale, [u], bound, np.inf,
+                                       np.random.default_rng(1))
+    assert draw.level == 0 and not draw.found and draw.idx.size < d / 2
+    y = keys[draw.idx] + draw.z
+    assert np.all(np.abs(draw.z) > u - bound)
+    a = keys / s
+    p = stats.norm.sf(1.5 - a) + stats.norm.cdf(-1.5 - a)
+    count = np.sum(np.abs(y) > u)
+    assert abs(count - p.sum()) < 5 * math.sqrt(np.sum(p * (1 - p)))
+    rest, noise = draw.complete()
+    assert np.array_equal(np.sort(np.concatenate([rest, draw.idx])), np.arange(d))
+    v = (u - bound) / s
+    assert np.all(np.abs(noise) <= u - bound)
+    inside = 1 - 2 * stats.norm.sf(v)
+    assert stats.kstest(noise / s, lambda x: (stats.norm.cdf(np.clip(x, -v, v))
+                                              - stats.norm.cdf(-v)) / inside).pvalue > MIN_P
 
 
 # --------------------------------------------------------------------------
