@@ -77,28 +77,30 @@ def _scaled(monkeypatch, module, name, factor):
 # sparse_sgd (DP-AdaFEST). The noisy counts and the noisy gradient sum form one
 # Gaussian mechanism, split by selection_share. At CI size neither channel can be
 # audited through the other, so each is audited alone with (almost) the whole
-# budget: share -> 0 audits the gradient step, share -> 1 the selection step.
+# budget: share -> 0 audits the gradient step, share -> 1 the selection step. Both
+# noise paths: the floating-point-safe one (exact discrete Gaussian noise on integer
+# keys, the absent features by an exceedance process) is the default.
 # --------------------------------------------------------------------------
-def _sparse_gradient_outputs(y, runs, seed, n_steps):
+def _sparse_gradient_outputs(y, runs, seed, n_steps, safe):
     X = sp.csr_matrix(np.tile(ROW, (y.size, 1)))
     out = np.empty(runs)
     for i in range(runs):
         coef, b, _, events, _ = sparse_sgd(
             X, y, SquaredLoss(), derivative_clip=1.0, epsilon=CLAIM, delta=DELTA,
             n_steps=n_steps, batch_size=y.size, selection_share=1e-9, threshold=-1e12,
-            learning_rate=1.0, average=False, rng=seed + i)
+            learning_rate=1.0, average=False, rng=seed + i, floating_point_safe=safe)
         out[i] = _projection(coef, b)
     return out, events
 
 
-def _sparse_gradient_audit(runs, n_steps):
+def _sparse_gradient_audit(runs, n_steps, safe):
     # Full batch (no subsampling to amplify), both features selected at every step
     # (threshold far below any noisy count): the last iterate moves by -(sum of the
     # T noisy gradient sums)/n, whose projection on (x, 1) is a Gaussian mechanism
     # of ratio 2 sqrt(T) / z, exactly the accounted one.
     y, y_prime = _neighbours(4)
-    s, events = _sparse_gradient_outputs(y, runs, 0, n_steps)
-    s_prime, _ = _sparse_gradient_outputs(y_prime, runs, 10**6, n_steps)
+    s, events = _sparse_gradient_outputs(y, runs, 0, n_steps, safe)
+    s_prime, _ = _sparse_gradient_outputs(y_prime, runs, 10**6, n_steps, safe)
     return _audit(s, s_prime), events
 
 
@@ -106,15 +108,16 @@ def _sparse_gradient_audit(runs, n_steps):
     (6000, 3),
     pytest.param(20_000, 10, marks=pytest.mark.slow, id="many_steps"),
 ])
+@pytest.mark.parametrize("safe", [False, True], ids=["float", "fp_safe"])
 @pytest.mark.parametrize("undernoised", [False, True])
-def test_sparse_sgd_gradient_step_audit(undernoised, runs, n_steps, monkeypatch):
+def test_sparse_sgd_gradient_step_audit(undernoised, safe, runs, n_steps, monkeypatch):
     if undernoised:
         _scaled(monkeypatch, sparse_module, "subsampled_noise_multiplier", 0.5)
-    result, events = _sparse_gradient_audit(runs=runs, n_steps=n_steps)
+    result, events = _sparse_gradient_audit(runs=runs, n_steps=n_steps, safe=safe)
     _check(result, undernoised, None if undernoised else events)
 
 
-def _sparse_selection_outputs(feature, runs, seed, threshold):
+def _sparse_selection_outputs(feature, runs, seed, threshold, safe):
     # Rows 0 and 1 hold feature 0; row 2 holds ``feature``. Only the selection is
     # read: a coordinate the step did not select keeps its exact zero.
     rows = [[0], [0], [feature]]
@@ -126,16 +129,18 @@ def _sparse_selection_outputs(feature, runs, seed, threshold):
         coef, _, _, events, _ = sparse_sgd(
             X, y, SquaredLoss(), derivative_clip=1.0, epsilon=CLAIM, delta=DELTA, n_steps=1,
             batch_size=3, selection_share=1 - 1e-9, threshold=threshold, learning_rate=1.0,
-            average=False, fit_intercept=False, rng=seed + i)
+            average=False, fit_intercept=False, rng=seed + i, floating_point_safe=safe)
         out[i] = float(coef[2] != 0) - float(coef[4] != 0)
     return out, events
 
 
+@pytest.mark.parametrize("safe", [False, True], ids=["float", "fp_safe"])
 @pytest.mark.parametrize("undernoised", [False, True])
-def test_sparse_sgd_selection_step_audit(undernoised, monkeypatch):
+def test_sparse_sgd_selection_step_audit(undernoised, safe, monkeypatch):
     # The replaced example holds feature 2 in S and feature 4 in S': in each dataset
     # one of the two counts is 1 and the other is 0, so one of them goes through the
-    # exact Binomial-plus-uniform-subset path of the absent features.
+    # path of the absent features (Binomial plus a uniform subset on the float path,
+    # the exceedance process on the safe one).
     #
     # The undernoised copy has a quarter of the noise, not half: the counts of
     # neighbours differ by at most sqrt(2) C_c (they are non-negative), not the
@@ -147,8 +152,8 @@ def test_sparse_sgd_selection_step_audit(undernoised, monkeypatch):
     if undernoised:
         _scaled(monkeypatch, sparse_module, "subsampled_noise_multiplier", 0.25)
     runs, threshold = 6000, 1.5
-    s, events = _sparse_selection_outputs(2, runs, 0, threshold)
-    s_prime, _ = _sparse_selection_outputs(4, runs, 10**6, threshold)
+    s, events = _sparse_selection_outputs(2, runs, 0, threshold, safe)
+    s_prime, _ = _sparse_selection_outputs(4, runs, 10**6, threshold, safe)
     # Both outcomes occur on both sides: the audit reads the selection, not noise.
     assert 0 < np.mean(s == 1) < 1 and 0 < np.mean(s_prime == -1) < 1
     _check(_audit(s, s_prime), undernoised, None if undernoised else events)

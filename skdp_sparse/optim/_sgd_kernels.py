@@ -15,8 +15,31 @@ import math
 import numba
 import numpy as np
 
-from ..privacy.discrete import lattice_release, next_exceedance, noise_take
+from ..privacy.discrete import lattice_release, noise_take
 from ._cd_kernels import _clip
+from ._sgd_selection import (
+    _ABSENT,
+    _ACCUMULATE,
+    _BATCH,
+    _GB_KEY,
+    _LIGHT,
+    _M,
+    _N_SEL,
+    _N_TOUCHED,
+    _OPS,
+    _PHASE,
+    _PRESENT,
+    DONE,
+    GROW_TOUCHED,
+    NEED_GRAD_NOISE,
+    ST_N_GRAD,
+    ST_NEED,
+    ST_T,
+    _select_absent_float,
+    _select_absent_safe,
+    _select_light,
+    _select_present,
+)
 from .losses import loss_derivative
 
 
@@ -204,23 +227,6 @@ def _poisson_batch(rng, n, q, batch, row_mark):
     return m
 
 
-# Requests of sparse_sgd_steps: it stops before any draw it could not finish, the caller
-# serves the request (``st[ST_NEED]`` says how much) and calls it again with the same state.
-DONE, GROW_TOUCHED, GROW_SELECTED, NEED_COUNT_NOISE, NEED_GRAD_NOISE, HANDOFF = range(6)
-# How the floating-point-safe path selects features (``lat[0]``): noisy counts against an
-# integer threshold ``u >= 0``, the absent features by an exceedance process, or
-# ``u < 0``, every absent feature drawing its noise (more than half of them pass); every
-# feature (threshold -inf) or none (+inf), without noise.
-SELECT_PROCESS, SELECT_DRAW, SELECT_ALL, SELECT_NONE = range(4)
-# The int64 state record ``st`` of a run: its step, the phase of that step and what the
-# phase has computed so far. A handed-back exceedance step is resumed from
-# ``ST_PENDING`` (1), ``ST_PJ`` and ``ST_PZ``.
-(ST_T, _PHASE, _POS, _M, _N_TOUCHED, _N_SEL, _EXTRA, _OPS, _GB_KEY, ST_NEED, ST_PENDING,
- ST_PJ, ST_PZ, ST_N_GRAD) = range(14)
-STATE_SLOTS = 14
-_BATCH, _ACCUMULATE, _PRESENT, _ABSENT, _UPDATE = range(5)
-
-
 @numba.njit(cache=True)
 def _batch_margins(st, t, rng, n, q, batch, row_mark, margins, data, indices, indptr, w,
                    wsum, last, c, a, fit_intercept, intercept):
@@ -288,124 +294,6 @@ def _accumulate(st, data, indices, indptr, y, code, param, dclip, batch, margins
     st[_N_TOUCHED] = n_touched
     st[_OPS] += ops
     st[_PHASE] = _PRESENT
-
-
-@numba.njit(cache=True)
-def _select_present(st, rng, touched, selected, counts, count_sigma, threshold, safe, lat,
-                    count_keys, cnoise, cpos):
-    """Selection among the features present in the batch (noisy count > threshold)."""
-    n_touched = st[_N_TOUCHED]
-    if selected.size < n_touched:
-        st[ST_NEED] = n_touched
-        return GROW_SELECTED
-    mode, u = lat[0], lat[1]
-    noisy = mode == SELECT_PROCESS or mode == SELECT_DRAW
-    if safe and noisy and cnoise.size - cpos[0] < n_touched:
-        st[ST_NEED] = n_touched
-        return NEED_COUNT_NOISE
-    n_sel = 0
-    for r in range(n_touched):
-        j = touched[r]
-        if not safe:
-            keep = counts[j] + count_sigma * rng.standard_normal() > threshold
-        elif noisy:
-            _, z = noise_take(cnoise, cpos)
-            # key + z > u, without overflow: keys and |u| stay below 2^62.
-            keep = z > u - count_keys[j]
-        else:
-            keep = mode == SELECT_ALL
-        if keep:
-            selected[n_sel] = j
-            n_sel += 1
-    st[_N_SEL] = n_sel
-    st[_OPS] += n_touched
-    st[_EXTRA] = -1
-    st[_POS] = 0
-    st[_PHASE] = _ABSENT
-    return DONE
-
-
-@numba.njit(cache=True)
-def _select_absent_float(st, rng, n_features, p_zero_pass, feat_mark, selected):
-    """The features absent from the batch: Binomial(d - k, p0) of them, a uniform subset."""
-    n_sel = st[_N_SEL]
-    if st[_EXTRA] < 0:
-        n_absent = n_features - st[_N_TOUCHED]
-        st[_EXTRA] = rng.binomial(n_absent, p_zero_pass) if n_absent > 0 else 0
-    extra = st[_EXTRA]
-    if selected.size < n_sel + extra:
-        st[ST_NEED] = n_sel + extra
-        return GROW_SELECTED
-    added = 0
-    ops = 0
-    while added < extra:
-        j = rng.integers(0, n_features)
-        ops += 1
-        if feat_mark[j] == 0:
-            feat_mark[j] = 2
-            selected[n_sel] = j
-            n_sel += 1
-            added += 1
-    st[_N_SEL] = n_sel
-    st[_OPS] += ops
-    st[_PHASE] = _UPDATE
-    return DONE
-
-
-@numba.njit(cache=True)
-def _select_absent_safe(st, n_features, feat_mark, selected, lat, cnoise, cpos, proc, next64,
-                        state, fb):
-    """The features absent from the batch (exact count 0): each passes independently with
-    probability ``P(Z > u)``. ``u >= 0``: the exceedance process of ``Z > u0`` over all
-    ``d`` positions, ``u0 = lat[2] <= u``, keeping the absent positions (and, when ``u0 <
-    u``, those whose value given the exceedance is above ``u``); work about ``d P(Z >
-    u0)`` candidates. ``u < 0``: one draw per absent feature."""
-    mode, u, with_value = lat[0], lat[1], lat[3] != 0
-    n_sel = st[_N_SEL]
-    pos = st[_POS]
-    if mode == SELECT_PROCESS:
-        while True:
-            if n_sel == selected.size:
-                st[_POS], st[_N_SEL], st[ST_NEED] = pos, n_sel, n_sel + 1
-                return GROW_SELECTED
-            if st[ST_PENDING]:
-                j, z = st[ST_PJ], st[ST_PZ]
-                st[ST_PENDING] = 0
-            else:
-                j, z = next_exceedance(proc, pos, n_features, with_value, next64, state, fb)
-                if j < 0:
-                    st[_POS], st[_N_SEL] = pos, n_sel
-                    return HANDOFF
-            st[_OPS] += 1
-            if j >= n_features:
-                break
-            if feat_mark[j] == 0 and (not with_value or z > u):
-                feat_mark[j] = 2
-                selected[n_sel] = j
-                n_sel += 1
-            pos = j + 1
-    elif mode != SELECT_NONE:
-        for j in range(pos, n_features):
-            if feat_mark[j] != 0:
-                continue
-            if n_sel == selected.size:
-                st[_POS], st[_N_SEL], st[ST_NEED] = j, n_sel, n_sel + 1
-                return GROW_SELECTED
-            if mode == SELECT_DRAW:
-                ok, z = noise_take(cnoise, cpos)
-                if not ok:
-                    st[_POS], st[_N_SEL] = j, n_sel
-                    st[ST_NEED] = min(n_features - j, 1 << 20)
-                    return NEED_COUNT_NOISE
-                if z <= u:
-                    continue
-            feat_mark[j] = 2
-            selected[n_sel] = j
-            n_sel += 1
-        st[_OPS] += n_features - pos
-    st[_N_SEL] = n_sel
-    st[_PHASE] = _UPDATE
-    return DONE
 
 
 @numba.njit(cache=True, inline="always")
@@ -485,7 +373,7 @@ def sparse_sgd_steps(data, indices, indptr, y, code, param, dclip, fit_intercept
                      contribution_bound, w, wsum, last, intercept, feat_mark, counts, grads,
                      batch, row_mark, margins, touched, selected, st, rng, selected_trace, ops,
                      safe, lat, keys, count_keys, grad_keys, cnoise, cpos, gnoise, gpos, proc,
-                     next64, state, fb):
+                     lproc, next64, state, fb):
     """DP-AdaFEST from step ``st[ST_T] + 1`` to ``t_end``, in place on the state arrays.
 
     Returns ``DONE``, or a request (``GROW_TOUCHED``/``GROW_SELECTED``: a larger
@@ -512,7 +400,9 @@ def sparse_sgd_steps(data, indices, indptr, y, code, param, dclip, fit_intercept
        k, ``p_zero_pass``) absent features pass and, given that number, the passing set
        is a uniform subset. Safe path: integer count keys (see :func:`_accumulate`),
        discrete Gaussian noise from the buffer ``cnoise``/``cpos`` and the threshold
-       ``lat[1]`` in lattice units; the absent features by :func:`_select_absent_safe`;
+       ``lat[1]`` in lattice units; the present features with small keys by
+       :func:`_select_light` (process ``lproc``), the absent ones by
+       :func:`_select_absent_safe` (process ``proc``);
     2. noisy gradient: the clipped per-example gradients are summed and noise is added on
        the selected coordinates and the intercept only (the noise the other coordinates
        would get is never looked at, so the release is a post-processing of the
@@ -547,6 +437,11 @@ def sparse_sgd_steps(data, indices, indptr, y, code, param, dclip, fit_intercept
         if st[_PHASE] == _PRESENT:
             request = _select_present(st, rng, touched, selected, counts, count_sigma,
                                       threshold, safe, lat, count_keys, cnoise, cpos)
+            if request != DONE:
+                return request
+        if st[_PHASE] == _LIGHT:
+            request = _select_light(st, touched, selected, lat, count_keys, lproc, next64,
+                                    state, fb)
             if request != DONE:
                 return request
         if st[_PHASE] == _ABSENT:

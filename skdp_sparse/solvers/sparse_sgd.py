@@ -28,6 +28,7 @@ continuous curves at multiplier ``z / (1 + 2^-16)``). Details:
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ import numpy as np
 from scipy.stats import norm
 
 from ..optim import _sgd_kernels as K
+from ..optim import _sgd_selection as S
 from ..privacy.discrete import (
     HANDOFF_SLOTS,
     SENSITIVITY_SLACK,
@@ -74,7 +76,9 @@ class SafeSelection:
     units (``sigma / gamma``, exact rationals; the samplers use ``s^2`` rounded up). A
     feature is selected when its count key plus noise exceeds ``u``; ``mode`` is one of
     the kernel's ``SELECT_*``; absent features go through ``process``, the exceedance
-    process of the noise above ``u0 <= u`` (values compared with ``u`` when ``u0 < u``).
+    process of the noise above ``u0 <= u`` (values compared with ``u`` when ``u0 < u``),
+    present features with a count key at most ``light`` through ``light_process``, that
+    of the noise above ``u - light`` (``light = -1``: none).
     """
 
     count_k: int
@@ -82,18 +86,27 @@ class SafeSelection:
     count_scale: Fraction
     grad_scale: Fraction
     mode: int
-    u: int
-    u0: int
-    process: ExceedancePlan | None
+    u: int = 0
+    u0: int = 0
+    process: ExceedancePlan | None = None
+    light: int = -1
+    light_process: ExceedancePlan | None = None
 
     def kernel_arrays(self):
-        """``lat`` (mode, u, u0, with values) and ``keys`` ((1 - 2^-50) / gamma of the
-        counts and of the gradients, then the gradient lattice step)."""
-        lat = np.array([self.mode, self.u, self.u0, int(self.u0 < self.u)], dtype=np.int64)
+        """``lat`` (mode, u, u0, with values, light) and ``keys`` ((1 - 2^-50) / gamma of
+        the counts and of the gradients, then the gradient lattice step)."""
+        lat = np.array([self.mode, self.u, self.u0, int(self.u0 < self.u), self.light],
+                       dtype=np.int64)
         shrink = 1.0 - 2.0**-50
         keys = np.array([math.ldexp(shrink, -self.count_k), math.ldexp(shrink, -self.grad_k),
                          math.ldexp(1.0, self.grad_k)])
         return lat, keys
+
+
+# The process of the present features starts this many count noise scales below the
+# threshold: a candidate rate of 2.3%, and only counts above the threshold minus two noise
+# scales draw their own noise.
+_LIGHT_TAIL = 2.0
 
 
 def float_error(n_features):
@@ -123,8 +136,10 @@ def _lattice_exponent(bound, sigma, n):
     return k
 
 
+@functools.lru_cache(maxsize=64)
 def plan_safe_selection(n, d, z, c_count, count_sigma, grad_bound, grad_sigma, threshold):
-    """The :class:`SafeSelection` of a private run, from public values only.
+    """The :class:`SafeSelection` of a private run, from public values only (cached:
+    repeated fits of one configuration share it).
 
     Checks in exact arithmetic that an example's contribution, in noise units, is at most
     ``(1 + 2^-16) / z`` (what the accounting at ``z / (1 + 2^-16)`` assumes): its count
@@ -145,26 +160,31 @@ def plan_safe_selection(n, d, z, c_count, count_sigma, grad_bound, grad_sigma, t
     default = max(0, round(float(count_scale) * tail)) if math.isfinite(tail) else 0
     if threshold is None:
         threshold = -math.inf if d == 1 else default * math.ldexp(1.0, count_k)
+    lattices = (count_k, grad_k, count_scale, grad_scale)
     if math.isinf(threshold):
-        mode = K.SELECT_ALL if threshold < 0 else K.SELECT_NONE
-        return SafeSelection(count_k, grad_k, count_scale, grad_scale, mode, 0, 0, None)
+        return SafeSelection(*lattices, S.SELECT_ALL if threshold < 0 else S.SELECT_NONE)
     # A noisy integer count c + Z exceeds threshold iff it exceeds floor(threshold / gamma).
     u = math.floor(Fraction(threshold) / Fraction(2) ** count_k)
     if abs(u) >= 1 << 61:
         raise ValueError("floating_point_safe=True needs a threshold within 2^30 count "
                          "noise scales")
     if u < 0:
-        return SafeSelection(count_k, grad_k, count_scale, grad_scale, K.SELECT_DRAW, u, u,
-                             None)
+        return SafeSelection(*lattices, S.SELECT_DRAW, u, u)
     u0 = min(u, default)
-    return SafeSelection(count_k, grad_k, count_scale, grad_scale, K.SELECT_PROCESS, u, u0,
-                         plan_exceedance("gaussian", count_scale, u0))
+    process = plan_exceedance("gaussian", count_scale, u0)
+    # Present features whose count is at most u - v pass only if their noise exceeds v:
+    # one process over them replaces most draws when counts are small against the noise.
+    v = min(u, round(_LIGHT_TAIL * float(count_scale)))
+    if u - v <= 0:
+        return SafeSelection(*lattices, S.SELECT_PROCESS, u, u0, process)
+    return SafeSelection(*lattices, S.SELECT_PROCESS, u, u0, process, u - v,
+                         plan_exceedance("gaussian", count_scale, v))
 
 
 def _selection_probability(safe):
     """``P(Z > u)``, the chance that an absent feature is selected (float, for reports)."""
-    if safe.mode in (K.SELECT_ALL, K.SELECT_NONE):
-        return float(safe.mode == K.SELECT_ALL)
+    if safe.mode in (S.SELECT_ALL, S.SELECT_NONE):
+        return float(safe.mode == S.SELECT_ALL)
     if safe.process is not None and safe.u0 == safe.u:
         return safe.process.probability
     return float(norm.sf((safe.u + 0.5) / float(safe.count_scale)))
@@ -249,8 +269,8 @@ class SparseSGD(GradientSolver):
             safe = plan_safe_selection(n, d, z, c_count, count_sigma, bounds.grad_l2,
                                        grad_sigma, threshold)
             threshold = (math.ldexp(safe.u, safe.count_k) if safe.mode in
-                         (K.SELECT_PROCESS, K.SELECT_DRAW) else
-                         -math.inf if safe.mode == K.SELECT_ALL else math.inf)
+                         (S.SELECT_PROCESS, S.SELECT_DRAW) else
+                         -math.inf if safe.mode == S.SELECT_ALL else math.inf)
             p_zero = _selection_probability(safe)
         else:
             if threshold is None:
@@ -313,9 +333,9 @@ class SparseSGD(GradientSolver):
                         run.row_mark, run.margins, run.touched, run.selected, run.state, rng,
                         selected_trace, ops, run.safe, run.lat, run.keys, run.count_keys,
                         run.grad_keys, run.count_noise.values, run.count_noise.pos,
-                        run.grad_noise.values, run.grad_noise.pos, run.process, run.src.next64,
-                        run.src.state, run.fb)
-                if request == K.DONE:
+                        run.grad_noise.values, run.grad_noise.pos, run.process,
+                        run.light_process, run.src.next64, run.src.state, run.fb)
+                if request == S.DONE:
                     break
                 run.serve(request)
             if plan.verbose:
@@ -331,7 +351,7 @@ class SparseSGD(GradientSolver):
         if trace is not None:
             tr = {"selected": selected_trace, "ops": ops, "threshold": plan.threshold,
                   "p_zero": plan.p_zero}
-        return coef, b, int(run.state[K.ST_N_GRAD]), tr
+        return coef, b, int(run.state[S.ST_N_GRAD]), tr
 
 
 class _Run:
@@ -340,11 +360,10 @@ class _Run:
 
     def __init__(self, plan, rng, d, n):
         safe = plan.safe
-        self.n_features = d
         self.safe = safe is not None
         self.src = kernel_source(rng)
         self.fb = np.zeros(HANDOFF_SLOTS, dtype=np.int64)
-        self.state = np.zeros(K.STATE_SLOTS, dtype=np.int64)
+        self.state = np.zeros(S.STATE_SLOTS, dtype=np.int64)
         self.batch = np.empty(n, dtype=np.int64)
         self.row_mark = np.zeros(n, dtype=np.uint8)
         self.margins = np.empty(n)
@@ -356,33 +375,40 @@ class _Run:
         self.grad_keys = np.zeros(keys, dtype=np.int64)
         if self.safe:
             self.lat, self.keys = safe.kernel_arrays()
-            # Buffers draw only when a request asks (a fresh buffer is empty).
-            self.count_noise = NoiseBuffer("gaussian", safe.count_scale, rng, 1 << 16)
-            self.grad_noise = NoiseBuffer("gaussian", safe.grad_scale, rng, 1 << 14)
-            self._process = safe.process
+            # Buffers draw only when a request asks (a fresh buffer is empty), and grow
+            # with use, so a short run draws little more than it uses.
+            self.count_noise = NoiseBuffer("gaussian", safe.count_scale, rng, 16)
+            self.grad_noise = NoiseBuffer("gaussian", safe.grad_scale, rng, 16)
+            self._processes = (safe.process, safe.light_process)
         else:
-            self.lat, self.keys = np.zeros(4, dtype=np.int64), np.zeros(3)
+            self.lat, self.keys = np.array([0, 0, 0, 0, -1], dtype=np.int64), np.zeros(3)
             self.count_noise = self.grad_noise = _NoNoise()
-            self._process = None
+            self._processes = (None, None)
         # The kernel's argument types do not depend on the path: an unused plan stands in.
-        self.process = (self._process or plan_exceedance("gaussian", 1, 0)).arrays
+        unused = plan_exceedance("gaussian", 1, 0)
+        self.process, self.light_process = ((p or unused).arrays for p in self._processes)
 
     def serve(self, request):
-        need = int(self.state[K.ST_NEED])
-        if request == K.GROW_TOUCHED:
+        need = int(self.state[S.ST_NEED])
+        if request == S.GROW_TOUCHED:
             self.touched = _grown(self.touched, need)
-        elif request == K.GROW_SELECTED:
+        elif request == S.GROW_SELECTED:
             self.selected = _grown(self.selected, need)
-        elif request == K.NEED_COUNT_NOISE:
-            self.count_noise.refill(need)
-        elif request == K.NEED_GRAD_NOISE:
-            self.grad_noise.refill(need)
-        elif request == K.HANDOFF:
-            j, z = self._process.finish(self.fb, self.src, self.n_features, bool(self.lat[3]))
-            self.state[K.ST_PJ], self.state[K.ST_PZ] = j, z
-            self.state[K.ST_PENDING] = 1
+        elif request in (S.NEED_COUNT_NOISE, S.NEED_GRAD_NOISE):
+            buffer = self.count_noise if request == S.NEED_COUNT_NOISE else self.grad_noise
+            buffer.refill(max(need, min(2 * buffer.values.size, _MAX_BUFFER)))
+        elif request == S.HANDOFF:
+            which = int(self.state[S.ST_WHICH])
+            with_value = bool(self.lat[3]) or which == 1
+            j, z = self._processes[which].finish(self.fb, self.src, int(self.state[S.ST_M]),
+                                                 with_value)
+            self.state[S.ST_PJ], self.state[S.ST_PZ] = j, z
+            self.state[S.ST_PENDING] = 1
         else:
             raise RuntimeError(f"unknown kernel request {request}")
+
+
+_MAX_BUFFER = 1 << 16
 
 
 class _NoNoise:
