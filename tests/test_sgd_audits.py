@@ -22,10 +22,12 @@ import scipy.sparse as sp
 import skdp_sparse.solvers.bias_reduced_sgd as bias_reduced_module
 import skdp_sparse.solvers.phased_sgd as phased_module
 import skdp_sparse.solvers.sparse_sgd as sparse_module
+from skdp_sparse import DPSparseLogisticRegression
 from skdp_sparse.data import LocalData
 from skdp_sparse.optim.losses import SquaredLoss
-from skdp_sparse.privacy.accounting import compose
+from skdp_sparse.privacy.accounting import PrivacyEvent, compose, gaussian_mu
 from skdp_sparse.privacy.auditing import epsilon_lower_bound
+from skdp_sparse.privacy.discrete import SENSITIVITY_SLACK, discrete_gaussian_event
 from skdp_sparse.privacy.mechanisms import GaussianMechanism
 from skdp_sparse.solvers._gradient import gradient_bounds, gradient_sum
 from skdp_sparse.solvers.bias_reduced_sgd import step_privacy
@@ -157,6 +159,90 @@ def test_sparse_sgd_selection_step_audit(undernoised, safe, monkeypatch):
     # Both outcomes occur on both sides: the audit reads the selection, not noise.
     assert 0 < np.mean(s == 1) < 1 and 0 < np.mean(s_prime == -1) < 1
     _check(_audit(s, s_prime), undernoised, None if undernoised else events)
+
+
+# --------------------------------------------------------------------------
+# The same channel through DPSparseLogisticRegression's fit (safe path, the default).
+# A flipped label moves a logistic derivative by exactly 1 whatever the margin, half
+# the 2 G the accounting charges, so no pair reaches the fit's claim; the audit is set
+# against the epsilon the fit's own events give for the pair. One full-batch step from 0
+# with an l2 penalty moves coefficient j by -eta (noisy gradient sum j) / n, a function
+# of the rows holding feature j only: with B blocks of rows, one feature each, one fit
+# gives B independent samples of one coordinate's release.
+# --------------------------------------------------------------------------
+_BLOCKS, _BLOCK_ROWS = 250, 16
+
+
+def _logistic_blocks(flipped):
+    n = _BLOCKS * _BLOCK_ROWS
+    X = sp.csr_matrix((np.ones(n), np.repeat(np.arange(_BLOCKS), _BLOCK_ROWS), np.arange(n + 1)),
+                      shape=(n, _BLOCKS))
+    y = np.ones(n, dtype=int)
+    if flipped:
+        y[::_BLOCK_ROWS] = 0  # the first row of every block
+    return X, y
+
+
+def _logistic_fit_outputs(flipped, fits, seed, epsilon):
+    X, y = _logistic_blocks(flipped)
+    out = []
+    for i in range(fits):
+        model = DPSparseLogisticRegression(
+            epsilon=epsilon, delta=DELTA, classes=[0, 1], penalty="l2", solver="sparse_sgd",
+            batch_size=X.shape[0], max_iter=1, random_state=seed + i).fit(X, y)
+        out.append(model.coef_[0])
+    return np.concatenate(out), model
+
+
+def _pair_epsilon(model):
+    """Epsilon of one coordinate's release for a flipped label, from the fit's events.
+
+    The event of one full-batch safe step is ``discrete_gaussian_event(2, z)``: ``rho =
+    ((1 + 2^-16) 2 / z)^2 / 2`` gives ``z``. The gradient noise is ``sigma_g = z C2 /
+    sqrt(1 - share)`` (``share = 1/2``, ``C2 = sqrt(L^2 + 1) = sqrt(2)``), and the flip
+    moves the coordinate's integer key sum by at most ``1 / gamma`` against noise of ``s
+    >= sigma_g / gamma`` units: a discrete Gaussian pair of ratio at most ``1 /
+    sigma_g``. At ``s >= 2^30`` units its (epsilon, delta) curve is the continuous
+    Gaussian's to within far less than the audit resolves.
+    """
+    (event,) = model.privacy_events_
+    assert event.name == "discrete_gaussian" and event.count == 1
+    z = 2 * (1 + SENSITIVITY_SLACK) / math.sqrt(2 * event.rho)
+    return compose([PrivacyEvent.gaussian(1 / _gradient_sigma(z))], DELTA)[0]
+
+
+def _gradient_sigma(z):
+    # z C2 / sqrt(1 - share) with C2 = sqrt(2) (unit rows and an intercept), share 1/2.
+    return z * math.sqrt(2) / math.sqrt(0.5)
+
+
+@pytest.mark.parametrize("samples", [
+    6000,
+    pytest.param(20_000, marks=pytest.mark.slow, id="many_samples"),
+])
+@pytest.mark.parametrize("undernoised", [False, True])
+def test_sparse_logistic_regression_fit_audit(undernoised, samples, monkeypatch):
+    # The requested epsilon that puts the honest pair at CLAIM: noise ratio 1 / sigma_g
+    # = gaussian_mu(CLAIM, DELTA), so half the noise is the ratio of (5.1, 1e-2).
+    z = 1 / (_gradient_sigma(1.0) * gaussian_mu(CLAIM, DELTA))
+    epsilon = compose([discrete_gaussian_event(2.0, z, 1)], DELTA)[0]
+    honest = _logistic_fit_outputs(False, 1, 0, epsilon)[1]
+    bound = _pair_epsilon(honest)
+    assert bound == pytest.approx(CLAIM, rel=1e-3)
+    if undernoised:
+        _scaled(monkeypatch, sparse_module, "subsampled_noise_multiplier", 0.5)
+    fits = -(-samples // _BLOCKS)
+    s, model = _logistic_fit_outputs(False, fits, 0, epsilon)
+    s_prime, _ = _logistic_fit_outputs(True, fits, 10**6, epsilon)
+    assert model.epsilon_spent_ > epsilon if undernoised else \
+        model.epsilon_spent_ == pytest.approx(epsilon, rel=1e-6)
+    result = _audit(s, s_prime)
+    if undernoised:
+        # Caught above what the honest fit can leak on this pair, and below what the
+        # half-noise fit's own events allow (the audit overstates nothing).
+        assert bound < result.epsilon_lb <= _pair_epsilon(model)
+    else:
+        assert result.epsilon_lb <= bound <= epsilon
 
 
 # --------------------------------------------------------------------------
