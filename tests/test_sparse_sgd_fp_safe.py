@@ -139,15 +139,23 @@ def test_released_gradient_sums_lie_on_their_lattice_with_discrete_gaussian_nois
 # --------------------------------------------------------------------------
 # The selection: absent features Binomial(d - k, q), uniform; present ones exact
 # --------------------------------------------------------------------------
-def _selection_run(d, n_steps, sigmas, seed):
-    """A full-batch run on 4 rows holding feature 0 only, with the threshold ``sigmas``
-    count noise scales above that feature's count; the plan and each step's selection."""
-    X = sp.csr_matrix((np.ones(4), np.zeros(4, dtype=np.int64), np.arange(5)), shape=(4, d))
-    y = np.array([1.0, -1.0, 1.0, -1.0])
-    kw = dict(epsilon=1.0, delta=1e-6, n_steps=n_steps, batch_size=4)
+def _selection_run(d, n_steps, sigmas, seed, rows=400, safe=True):
+    """A full-batch run on ``rows`` rows holding feature 0 only (its count, about half a
+    noise scale, matters), with the threshold ``sigmas`` count noise scales above that
+    count; the plan, the count (key) and each step's selection."""
+    X = sp.csr_matrix((np.ones(rows), np.zeros(rows, dtype=np.int64), np.arange(rows + 1)),
+                      shape=(rows, d))
+    y = np.where(np.arange(rows) % 2 == 0, 1.0, -1.0)
+    kw = dict(epsilon=1.0, delta=1e-6, n_steps=n_steps, batch_size=rows,
+              floating_point_safe=safe)
     base = _plan(X, **kw)
-    key0 = 4 * math.floor(math.ldexp(1 - 2.0**-50, -base.safe.count_k))
-    threshold = math.ldexp(key0 + sigmas * float(base.safe.count_scale), base.safe.count_k)
+    if safe:
+        key0 = rows * math.floor(math.ldexp(1 - 2.0**-50, -base.safe.count_k))
+        threshold = math.ldexp(key0 + sigmas * float(base.safe.count_scale),
+                               base.safe.count_k)
+    else:
+        key0 = float(rows)
+        threshold = key0 + sigmas * base.count_sigma
     plan = _plan(X, threshold=threshold, **kw)
     *_, info = sparse_sgd(X, y, LogisticLoss(), threshold=threshold, rng=seed,
                           _trace=(n_steps, d + 1), **kw)
@@ -181,8 +189,13 @@ def _binomial_pvalue(samples, trials, q):
 
 def _check_selection(plan, key0, selected, d):
     safe = plan.safe
-    q = _exceedance(safe.count_scale, safe.u)
-    q0 = _exceedance(safe.count_scale, safe.u - key0)
+    if safe is None:
+        # The float path: Gaussian noise on counts in doubles.
+        q = plan.p_zero
+        q0 = stats.norm.sf((plan.threshold - key0) / plan.count_sigma)
+    else:
+        q = _exceedance(safe.count_scale, safe.u)
+        q0 = _exceedance(safe.count_scale, safe.u - key0)
     counts = selected[:, 0]
     chosen = np.zeros((selected.shape[0], d), dtype=bool)
     for t, row in enumerate(selected):
@@ -202,20 +215,27 @@ def _check_selection(plan, key0, selected, d):
 @pytest.mark.parametrize("sigmas, light_tail, path", [
     (1.0, 2.0, "present feature drawn, absent process at u"),
     (1.0, 0.5, "present feature by the light process"),
-    (3.2, 2.0, "absent process above u0 < u with values, light process"),
-    (3.2, 10.0, "present feature drawn, absent process with values"),
+    (2.6, 2.0, "absent process above u0 < u with values, light process"),
+    (2.6, 10.0, "present feature drawn, absent process with values"),
+    (1.0, None, "float path: Gaussian count noise, Binomial and uniform absent features"),
 ])
 def test_selection_law(sigmas, light_tail, path, monkeypatch):
+    d = 400
+    if light_tail is None:
+        plan, key0, selected = _selection_run(d, 3000, sigmas, seed=1, safe=False)
+        _check_selection(plan, key0, selected, d)
+        return
     monkeypatch.setattr(sparse_module, "_LIGHT_TAIL", light_tail)
     sparse_module.plan_safe_selection.cache_clear()
-    d = 400
     plan, key0, selected = _selection_run(d, 3000, sigmas, seed=1)
     safe = plan.safe
     light = 0 <= key0 <= safe.light
     assert light == ("light" in path)
+    assert 0.2 < key0 / float(safe.count_scale) < 2
     assert (safe.u0 < safe.u) == ("with values" in path)
     q = _check_selection(plan, key0, selected, d)
     assert 1e-4 < q < 0.5
+    assert q == pytest.approx(plan.p_zero, rel=1e-6)
     sparse_module.plan_safe_selection.cache_clear()
 
 
@@ -233,7 +253,7 @@ def test_selection_law_through_handoffs(monkeypatch):
 
     monkeypatch.setattr(ExceedancePlan, "finish", counted)
     d = 400
-    plan, key0, selected = _selection_run(d, 1500, 3.2, seed=2)
+    plan, key0, selected = _selection_run(d, 1500, 2.6, seed=2)
     assert plan.safe.light >= key0 and plan.safe.u0 < plan.safe.u
     # Both processes handed steps over.
     assert {plan.safe.u0, plan.safe.u - plan.safe.light} <= set(finished)
