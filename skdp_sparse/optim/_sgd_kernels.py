@@ -301,8 +301,9 @@ def _released(key_sum, z, unit):
     """``unit * fl(key_sum + z)``: a function of the noisy integer alone."""
     ok, v = lattice_release(key_sum, z, unit)
     if not ok:
-        # |z| near 2^62, about 2^32 noise scales: data-independent, never seen.
-        raise OverflowError("a noise value exceeded the int64 range")
+        # Unreachable while the plan keeps key sums below 2^52 (the integer sum is then
+        # formed exactly); kept so a broken plan fails loudly instead of releasing.
+        raise OverflowError("a key sum exceeded the lattice's range")
     return v
 
 

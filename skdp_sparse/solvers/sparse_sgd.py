@@ -129,6 +129,8 @@ def _lattice_exponent(bound, sigma, n):
     k = plan_gaussian(float(bound), float(sigma), 1).k
     while Fraction(n) * Fraction(bound) > Fraction(2) ** (52 + k):
         k += 1
+    # A lattice coarser than 2^-12 noise scales would turn the truncation of the keys
+    # into a bias comparable with the noise.
     if Fraction(sigma) < Fraction(2) ** (k + 12):
         raise ValueError(
             "floating_point_safe=True needs the noise above 2^-40 n times the per-example "
