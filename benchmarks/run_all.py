@@ -30,6 +30,7 @@ SCRIPTS = {
     "bench_sgd": {"quick": ["--quick"], "full": []},
     "bench_model_selection": {"quick": ["--quick"], "full": []},
     "bench_fp_safe": {"quick": ["--quick"], "full": []},
+    "bench_fp_safe_sparse": {"quick": ["--quick"], "full": []},
 }
 
 
