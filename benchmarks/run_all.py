@@ -31,6 +31,7 @@ SCRIPTS = {
     "bench_model_selection": {"quick": ["--quick"], "full": []},
     "bench_fp_safe": {"quick": ["--quick"], "full": []},
     "bench_fp_safe_cd": {"quick": ["--quick"], "full": []},
+    "bench_fp_safe_sparse": {"quick": ["--quick"], "full": []},
 }
 
 

@@ -49,11 +49,11 @@ delta = 1.0 / n_samples**2
 # not timed. Each time is the best of two fits.
 
 estimators = {
-    "DPSparseLogisticRegression, greedy CD": lambda: DPSparseLogisticRegression(
+    "DPSparseLogisticRegression, greedy CD": lambda: DPSparseLogisticRegression(classes=[0, 1],
         epsilon=1.0, delta=delta, solver="greedy_cd", random_state=0),
-    "DPSparseLogisticRegression, randomised CD": lambda: DPSparseLogisticRegression(
+    "DPSparseLogisticRegression, randomised CD": lambda: DPSparseLogisticRegression(classes=[0, 1],
         epsilon=1.0, delta=delta, solver="cd", random_state=0),
-    "DPOutputPerturbationClassifier": lambda: DPOutputPerturbationClassifier(
+    "DPOutputPerturbationClassifier": lambda: DPOutputPerturbationClassifier(classes=[0, 1],
         epsilon=1.0, delta=delta, random_state=0),
     "LogisticRegression (not private)": lambda: LogisticRegression(max_iter=1000),
 }

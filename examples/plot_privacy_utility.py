@@ -72,16 +72,17 @@ print(f"{n_train} training rows, delta = 1/n^2 = {delta:.1e}, "
 # ``delta`` and the public bounds.
 
 methods = {
-    "greedy CD (zCDP)": lambda eps, seed: DPSparseLogisticRegression(
+    "greedy CD (zCDP)": lambda eps, seed: DPSparseLogisticRegression(classes=[0, 1],
         epsilon=eps, delta=delta, solver="greedy_cd", random_state=seed),
-    "greedy CD, Laplace (pure DP)": lambda eps, seed: DPSparseLogisticRegression(
+    "greedy CD, Laplace (pure DP)": lambda eps, seed: DPSparseLogisticRegression(classes=[0, 1],
         epsilon=eps, delta=0.0, solver="greedy_cd", selection="laplace", random_state=seed),
-    "randomised CD": lambda eps, seed: DPSparseLogisticRegression(
+    "randomised CD": lambda eps, seed: DPSparseLogisticRegression(classes=[0, 1],
         epsilon=eps, delta=delta, solver="cd", random_state=seed),
     "output perturbation, Gaussian": lambda eps, seed: DPOutputPerturbationClassifier(
-        epsilon=eps, delta=delta, norm_bound=1.0, random_state=seed),
+        classes=[0, 1], epsilon=eps, delta=delta, norm_bound=1.0, random_state=seed),
     "output perturbation, Laplace (pure DP)": lambda eps, seed: DPOutputPerturbationClassifier(
-        epsilon=eps, delta=0.0, norm_bound=1.0, sparsity=nnz_per_row, random_state=seed),
+        classes=[0, 1], epsilon=eps, delta=0.0, norm_bound=1.0, sparsity=nnz_per_row,
+        random_state=seed),
 }
 
 epsilons = np.geomspace(0.05, 20, 7)

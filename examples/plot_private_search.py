@@ -34,7 +34,8 @@ grid = {"solver": ["greedy_cd", "sgd"], "max_iter": [30, 300]}
 # %%
 # A plain grid search at epsilon = 1 per fit: the ledger records every fit.
 with privacy_ledger() as ledger:
-    plain = GridSearchCV(DPSparseLogisticRegression(epsilon=1.0, delta=delta, random_state=0),
+    plain = GridSearchCV(DPSparseLogisticRegression(classes=[0, 1], epsilon=1.0, delta=delta,
+                                                    random_state=0),
                          grid, cv=3).fit(X_train, y_train)
 eps_basic, _ = ledger.spent(composition="basic")
 eps_tight, _ = ledger.spent(delta=10 * delta)
@@ -44,13 +45,13 @@ print(f"GridSearchCV: {len(ledger.records())} fits, basic total epsilon {eps_bas
 # %%
 # The private search, with a total budget of epsilon = 1 for everything.
 search = PrivateHyperparameterSearch(
-    DPSparseLogisticRegression(delta=delta, random_state=0), grid, epsilon=1.0,
+    DPSparseLogisticRegression(classes=[0, 1], delta=delta, random_state=0), grid, epsilon=1.0,
     delta=10 * delta, random_state=0,
 ).fit(X_train, y_train)
 print(f"PrivateHyperparameterSearch: best {search.best_params_}, "
       f"total epsilon {search.epsilon_spent_:.3f}")
 
-default = DPSparseLogisticRegression(epsilon=1.0, delta=delta, random_state=0)
+default = DPSparseLogisticRegression(classes=[0, 1], epsilon=1.0, delta=delta, random_state=0)
 default.fit(X_train, y_train)
 
 # %%

@@ -97,7 +97,7 @@ def private_pipeline(n_features, epsilon, seed=0):
     return make_pipeline(
         HashingVectorizer(n_features=n_features, alternate_sign=False, binary=True,
                           norm=None),
-        DPSparseLogisticRegression(epsilon=epsilon, delta=delta, feature_bound=1.0,
+        DPSparseLogisticRegression(classes=[0, 1], epsilon=epsilon, delta=delta, feature_bound=1.0,
                                    random_state=seed),
     )
 
@@ -137,7 +137,7 @@ for n_features in sizes:
                                norm=None)
     X_train, X_test = hasher.transform(docs_train), hasher.transform(docs_test)
     accuracy[n_features] = [
-        DPSparseLogisticRegression(epsilon=eps, delta=delta, feature_bound=1.0,
+        DPSparseLogisticRegression(classes=[0, 1], epsilon=eps, delta=delta, feature_bound=1.0,
                                    random_state=0).fit(X_train, y_train).score(X_test, y_test)
         for eps in epsilons
     ]

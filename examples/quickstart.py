@@ -52,7 +52,7 @@ def main():
     y = (score + 0.3 * rng.standard_normal(n) > np.median(score)).astype(int)
     X_train, X_test, y_train, y_test = train_test_split(X, y, random_state=0)
     delta = 1.0 / X_train.shape[0] ** 2
-    clf = DPSparseLogisticRegression(epsilon=1.0, delta=delta, feature_bound=1.0,
+    clf = DPSparseLogisticRegression(classes=[0, 1], epsilon=1.0, delta=delta, feature_bound=1.0,
                                      random_state=0)
     start = time.perf_counter()
     clf.fit(X_train, y_train)

@@ -19,18 +19,8 @@ from scipy.stats import ks_2samp, kstest
 
 import skdp_sparse.mean._release as mean_module
 from skdp_sparse import DPSparseMeanEstimator
-from skdp_sparse.mean._kernels import (
-    fill_truncated as _fill_truncated,
-)
-from skdp_sparse.mean._kernels import (
-    sample_band as _sample_band,
-)
-from skdp_sparse.mean._kernels import (
-    sample_exceedances as _sample_exceedances,
-)
-from skdp_sparse.mean._kernels import (
-    threshold_above as _threshold_above,
-)
+from skdp_sparse.exceptions import PrivacyLeakWarning
+from skdp_sparse.mean._kernels import threshold_above as _threshold_above
 from skdp_sparse.mean._plan import MEASUREMENT_CLIP as _MEASUREMENT_CLIP
 from skdp_sparse.mean._plan import choose_method as _choose_method
 from skdp_sparse.mean._plan import n_measurements as _n_measurements
@@ -43,6 +33,9 @@ from skdp_sparse.mean._sampled_projection import LEVEL_RATIO as _LEVEL_RATIO
 from skdp_sparse.mean._sampled_projection import SMALL_MEAN as _SMALL_MEAN
 from skdp_sparse.mean._sampled_projection import l1_threshold as _l1_threshold
 from skdp_sparse.mean._sampled_projection import (
+    sampled_discrete_projection as _sampled_discrete_projection,
+)
+from skdp_sparse.mean._sampled_projection import (
     sampled_gaussian_projection as _sampled_gaussian_projection,
 )
 from skdp_sparse.mean._sampled_projection import sampling_levels as _sampling_levels
@@ -52,6 +45,9 @@ from skdp_sparse.optim.projections import project_l1_ball
 from skdp_sparse.privacy import discrete
 from skdp_sparse.privacy.auditing import epsilon_lower_bound
 from skdp_sparse.privacy.clipping import clip_rows
+from skdp_sparse.privacy.gaussian_ladder import fill_truncated as _fill_truncated
+from skdp_sparse.privacy.gaussian_ladder import sample_band as _sample_band
+from skdp_sparse.privacy.gaussian_ladder import sample_exceedances as _sample_exceedances
 from skdp_sparse.privacy.mechanisms import GaussianMechanism, LaplaceMechanism
 
 
@@ -119,10 +115,12 @@ def test_fit_is_release_of_clipped_mean(delta):
     if delta == 0:  # Laplace: the release is _perturb's
         np.testing.assert_array_equal(expected, _perturb(mean, plan,
                                                          np.random.default_rng(3))[0])
-    else:  # this size takes the sampled Gaussian projection
-        assert _sampling_threshold(plan.mechanism.sigma, 3000, plan.radius) is not None
-        sampled = _sampled_gaussian_projection(mean, plan.mechanism.sigma, plan.radius, None,
-                                               np.random.default_rng(3))
+    else:  # this size takes the sampled (floating-point-safe) Gaussian projection
+        mech = plan.mechanism
+        assert mech.floating_point_safe
+        assert _sampling_threshold(mech.sigma, 3000, plan.radius) is not None
+        sampled = _sampled_discrete_projection(mean, mech.sensitivity, mech.sigma, plan.radius,
+                                               None, np.random.default_rng(3))
         np.testing.assert_array_equal(expected, sampled[0])
     assert est.method_ == "projection"
     assert est.n_features_in_ == 3000
@@ -263,8 +261,12 @@ def test_gaussian_sigma_is_analytic_calibration(method, eps, delta):
 
     n, d, s, L = 500, 5000, 4, 1.7
     X = zipf_rows(n, d, s)
+    # the float path (the safe one is accounted in zCDP: test_mean_safe.py)
     est = DPSparseMeanEstimator(epsilon=eps, delta=delta, norm_bound=L, sparsity=s,
-                                method=method, random_state=0).fit(X)
+                                method=method, floating_point_safe=False,
+                                random_state=0)
+    with pytest.warns(PrivacyLeakWarning):
+        est.fit(X)
     sensitivity = 2 * L / n
     multiplier = est.noise_scale_ / sensitivity
     # Balle & Wang's calibration as implemented independently by dp_accounting:
@@ -325,21 +327,22 @@ def test_fitted_attributes_are_public_only():
     assert est2.privacy_events_ == est.privacy_events_
 
 
-def test_floating_point_safe_auto_is_safe_for_laplace_only():
+def test_floating_point_safe_auto_is_safe_for_every_method():
     X = zipf_rows(200, 3000, 4, seed=2)
-    for method, delta, safe in [("projection", 0.0, True), ("laplace", 0.0, True),
-                                ("projection", 1e-6, False), ("gaussian", 1e-6, False),
-                                ("l1_recovery", 1e-6, False)]:
+    for method, delta, name in [("projection", 0.0, "discrete_laplace"),
+                                ("laplace", 0.0, "discrete_laplace"),
+                                ("projection", 1e-6, "discrete_gaussian"),
+                                ("gaussian", 1e-6, "discrete_gaussian"),
+                                ("l1_recovery", 1e-6, "discrete_gaussian")]:
         est = DPSparseMeanEstimator(delta=delta, sparsity=4, method=method,
                                     random_state=0).fit(X)
-        assert est.floating_point_safe_ is safe
-        names = {"discrete_laplace", "laplace", "gaussian"}
-        assert est.privacy_events_[0].name in names
+        assert est.floating_point_safe_ is True
+        assert est.privacy_events_[0].name == name
 
 
 @pytest.mark.parametrize("method", ["projection", "gaussian"])
 def test_floating_point_safe_gaussian_is_lattice_noise_with_its_spend(method):
-    # projection (the sampled path does not apply) and the plain baseline
+    # the projection (which takes the sampled path at this size) and the plain baseline
     n, d, s, eps, delta = 400, 20_000, 5, 1.0, 1e-6
     X = zipf_rows(n, d, s, seed=6)
     est = DPSparseMeanEstimator(epsilon=eps, delta=delta, sparsity=s, method=method,
@@ -361,7 +364,9 @@ def test_floating_point_safe_gaussian_is_lattice_noise_with_its_spend(method):
     if method == "gaussian":
         np.testing.assert_array_equal(est.mean_, noisy)
     else:
-        np.testing.assert_array_equal(est.mean_, project_l1_ball(noisy, math.sqrt(s)))
+        sampled = _sampled_discrete_projection(mean, 2 / n, est.noise_scale_, math.sqrt(s),
+                                               None, np.random.default_rng(3))
+        np.testing.assert_array_equal(est.mean_, sampled[0])
         assert np.abs(est.mean_).sum() == pytest.approx(math.sqrt(s), rel=1e-12)
 
 
@@ -926,10 +931,12 @@ def test_l1_recovery_compressed_branch():
                                 random_state=0).fit(X)
     m = _n_measurements(n, d, s, 2.0, delta)
     assert est.n_measurements_ == m > 0
-    # sensitivity 3L/n for every A; sigma by the analytic calibration, full budget
+    # sensitivity 3L/n for every A; sigma calibrated (zCDP on the safe path), full budget
     assert est.noise_scale_ == pytest.approx(
-        GaussianMechanism(3 / n, epsilon=2.0, delta=delta).sigma, rel=1e-12)
-    assert est.epsilon_spent_ == pytest.approx(2.0, rel=1e-6)
+        GaussianMechanism(3 / n, epsilon=2.0, delta=delta, floating_point_safe=True).sigma,
+        rel=1e-12)
+    assert est.epsilon_spent_ <= 2.0
+    assert est.epsilon_spent_ == pytest.approx(2.0, rel=1e-3)
     assert est.delta_spent_ == delta
     assert np.linalg.norm(est.mean_) <= 2.0
     again = DPSparseMeanEstimator(epsilon=2.0, delta=delta, sparsity=s,

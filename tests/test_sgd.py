@@ -26,6 +26,7 @@ from skdp_sparse.privacy.subsampling import (
     poisson_gaussian_rdp,
     sampled_without_replacement_gaussian_rdp,
     subsampled_gaussian_event,
+    subsampled_noise_multiplier,
     wor_amplified_epsilon_delta,
 )
 from skdp_sparse.solvers._gradient import gradient_bounds, gradient_sum
@@ -175,14 +176,26 @@ def test_sgd_events_compose_to_the_budget(kwargs, epsilon):
     assert coef.shape == (X.shape[1],) and np.isfinite(b)
 
 
-def test_sparse_and_phased_sgd_events_compose_to_the_budget():
+@pytest.mark.parametrize("safe", [False, True], ids=["float", "fp_safe"])
+def test_sparse_and_phased_sgd_events_compose_to_the_budget(safe):
     X, y = _logistic_data()
     delta = 1e-6
     for solver, kw in [(sparse_sgd, dict(batch_size=50, n_steps=20)),
+                       (sparse_sgd, dict(batch_size=X.shape[0], n_steps=4)),
                        (phased_sgd, dict()), (phased_sgd, dict(sampling="with_replacement"))]:
-        out = solver(X, y, LogisticLoss(), epsilon=1.0, delta=delta, rng=0, **kw)
+        out = solver(X, y, LogisticLoss(), epsilon=1.0, delta=delta, rng=0,
+                     floating_point_safe=safe, **kw)
         assert compose(out[3], delta)[0] == pytest.approx(1.0, rel=1e-6)
         assert compose(out[3], delta)[0] <= 1.0
+    # sparse_sgd's events are those of its noise path: the safe path is accounted at the
+    # multiplier z / (1 + 2^-16), and its z is calibrated for that.
+    (event,) = sparse_sgd(X, y, LogisticLoss(), epsilon=1.0, delta=delta, rng=0, batch_size=50,
+                          n_steps=20, floating_point_safe=safe)[3]
+    z = subsampled_noise_multiplier(50 / X.shape[0], 20, "poisson", 1.0, delta, safe)
+    ref = subsampled_gaussian_event(z, 50 / X.shape[0], 20, floating_point_safe=safe)
+    assert event.rdp == ref.rdp and event.count == 20
+    other = subsampled_gaussian_event(z, 50 / X.shape[0], 20, floating_point_safe=not safe)
+    assert event.rdp != other.rdp
 
 
 def test_bias_reduced_sgd_spend():
@@ -420,11 +433,12 @@ def _one_hot(n, n_fields, vocab, p, seed):
     return X, y
 
 
-def test_sparse_sgd_updates_only_selected_coordinates():
+@pytest.mark.parametrize("safe", [False, True], ids=["float", "fp_safe"])
+def test_sparse_sgd_updates_only_selected_coordinates(safe):
     X, y = _one_hot(2000, 5, 5000, 5000, seed=0)
     coef, b, steps, events, n_grad, info = sparse_sgd(
         X, y, LogisticLoss(), epsilon=1.0, delta=1e-6, batch_size=400, n_steps=1,
-        average=False, rng=0, _trace=(1, 5000))
+        average=False, rng=0, _trace=(1, 5000), floating_point_safe=safe)
     selected = info["selected"][0]
     chosen = set(selected[1: 1 + selected[0]].tolist())
     assert 0 < len(chosen) < np.unique(X.indices).size
@@ -432,7 +446,8 @@ def test_sparse_sgd_updates_only_selected_coordinates():
     assert set(np.flatnonzero(coef).tolist()) == chosen  # noise makes every update non-zero
 
 
-def test_sparse_sgd_work_per_step_does_not_grow_with_dimension():
+@pytest.mark.parametrize("safe", [False, True], ids=["float", "fp_safe"])
+def test_sparse_sgd_work_per_step_does_not_grow_with_dimension(safe):
     # The same rows in 10^4 and 10^6 columns: the operation counts per step match.
     X_small, y = _one_hot(3000, 6, 6000, 10_000, seed=1)
     X_big = sp.csr_matrix((X_small.data, X_small.indices, X_small.indptr),
@@ -440,7 +455,7 @@ def test_sparse_sgd_work_per_step_does_not_grow_with_dimension():
     ops = {}
     for name, X in [("small", X_small), ("big", X_big)]:
         *_, info = sparse_sgd(X, y, LogisticLoss(), epsilon=1.0, delta=1e-6, batch_size=300,
-                              n_steps=50, rng=0, _trace=(0, 1))
+                              n_steps=50, rng=0, _trace=(0, 1), floating_point_safe=safe)
         ops[name] = info["ops"]
         # Expected absent features passing the threshold: one per step, whatever d.
         assert info["p_zero"] * X.shape[1] == pytest.approx(1.0, rel=1e-6)

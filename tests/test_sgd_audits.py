@@ -22,10 +22,12 @@ import scipy.sparse as sp
 import skdp_sparse.solvers.bias_reduced_sgd as bias_reduced_module
 import skdp_sparse.solvers.phased_sgd as phased_module
 import skdp_sparse.solvers.sparse_sgd as sparse_module
+from skdp_sparse import DPSparseLogisticRegression
 from skdp_sparse.data import LocalData
 from skdp_sparse.optim.losses import SquaredLoss
-from skdp_sparse.privacy.accounting import compose
+from skdp_sparse.privacy.accounting import PrivacyEvent, compose, gaussian_mu
 from skdp_sparse.privacy.auditing import epsilon_lower_bound
+from skdp_sparse.privacy.discrete import SENSITIVITY_SLACK, discrete_gaussian_event
 from skdp_sparse.privacy.mechanisms import GaussianMechanism
 from skdp_sparse.solvers._gradient import gradient_bounds, gradient_sum
 from skdp_sparse.solvers.bias_reduced_sgd import step_privacy
@@ -77,28 +79,30 @@ def _scaled(monkeypatch, module, name, factor):
 # sparse_sgd (DP-AdaFEST). The noisy counts and the noisy gradient sum form one
 # Gaussian mechanism, split by selection_share. At CI size neither channel can be
 # audited through the other, so each is audited alone with (almost) the whole
-# budget: share -> 0 audits the gradient step, share -> 1 the selection step.
+# budget: share -> 0 audits the gradient step, share -> 1 the selection step. Both
+# noise paths: the floating-point-safe one (exact discrete Gaussian noise on integer
+# keys, the absent features by an exceedance process) is the default.
 # --------------------------------------------------------------------------
-def _sparse_gradient_outputs(y, runs, seed, n_steps):
+def _sparse_gradient_outputs(y, runs, seed, n_steps, safe):
     X = sp.csr_matrix(np.tile(ROW, (y.size, 1)))
     out = np.empty(runs)
     for i in range(runs):
         coef, b, _, events, _ = sparse_sgd(
             X, y, SquaredLoss(), derivative_clip=1.0, epsilon=CLAIM, delta=DELTA,
             n_steps=n_steps, batch_size=y.size, selection_share=1e-9, threshold=-1e12,
-            learning_rate=1.0, average=False, rng=seed + i)
+            learning_rate=1.0, average=False, rng=seed + i, floating_point_safe=safe)
         out[i] = _projection(coef, b)
     return out, events
 
 
-def _sparse_gradient_audit(runs, n_steps):
+def _sparse_gradient_audit(runs, n_steps, safe):
     # Full batch (no subsampling to amplify), both features selected at every step
     # (threshold far below any noisy count): the last iterate moves by -(sum of the
     # T noisy gradient sums)/n, whose projection on (x, 1) is a Gaussian mechanism
     # of ratio 2 sqrt(T) / z, exactly the accounted one.
     y, y_prime = _neighbours(4)
-    s, events = _sparse_gradient_outputs(y, runs, 0, n_steps)
-    s_prime, _ = _sparse_gradient_outputs(y_prime, runs, 10**6, n_steps)
+    s, events = _sparse_gradient_outputs(y, runs, 0, n_steps, safe)
+    s_prime, _ = _sparse_gradient_outputs(y_prime, runs, 10**6, n_steps, safe)
     return _audit(s, s_prime), events
 
 
@@ -106,15 +110,16 @@ def _sparse_gradient_audit(runs, n_steps):
     (6000, 3),
     pytest.param(20_000, 10, marks=pytest.mark.slow, id="many_steps"),
 ])
+@pytest.mark.parametrize("safe", [False, True], ids=["float", "fp_safe"])
 @pytest.mark.parametrize("undernoised", [False, True])
-def test_sparse_sgd_gradient_step_audit(undernoised, runs, n_steps, monkeypatch):
+def test_sparse_sgd_gradient_step_audit(undernoised, safe, runs, n_steps, monkeypatch):
     if undernoised:
         _scaled(monkeypatch, sparse_module, "subsampled_noise_multiplier", 0.5)
-    result, events = _sparse_gradient_audit(runs=runs, n_steps=n_steps)
+    result, events = _sparse_gradient_audit(runs=runs, n_steps=n_steps, safe=safe)
     _check(result, undernoised, None if undernoised else events)
 
 
-def _sparse_selection_outputs(feature, runs, seed, threshold):
+def _sparse_selection_outputs(feature, runs, seed, threshold, safe):
     # Rows 0 and 1 hold feature 0; row 2 holds ``feature``. Only the selection is
     # read: a coordinate the step did not select keeps its exact zero.
     rows = [[0], [0], [feature]]
@@ -126,16 +131,18 @@ def _sparse_selection_outputs(feature, runs, seed, threshold):
         coef, _, _, events, _ = sparse_sgd(
             X, y, SquaredLoss(), derivative_clip=1.0, epsilon=CLAIM, delta=DELTA, n_steps=1,
             batch_size=3, selection_share=1 - 1e-9, threshold=threshold, learning_rate=1.0,
-            average=False, fit_intercept=False, rng=seed + i)
+            average=False, fit_intercept=False, rng=seed + i, floating_point_safe=safe)
         out[i] = float(coef[2] != 0) - float(coef[4] != 0)
     return out, events
 
 
+@pytest.mark.parametrize("safe", [False, True], ids=["float", "fp_safe"])
 @pytest.mark.parametrize("undernoised", [False, True])
-def test_sparse_sgd_selection_step_audit(undernoised, monkeypatch):
+def test_sparse_sgd_selection_step_audit(undernoised, safe, monkeypatch):
     # The replaced example holds feature 2 in S and feature 4 in S': in each dataset
     # one of the two counts is 1 and the other is 0, so one of them goes through the
-    # exact Binomial-plus-uniform-subset path of the absent features.
+    # path of the absent features (Binomial plus a uniform subset on the float path,
+    # the exceedance process on the safe one).
     #
     # The undernoised copy has a quarter of the noise, not half: the counts of
     # neighbours differ by at most sqrt(2) C_c (they are non-negative), not the
@@ -147,11 +154,95 @@ def test_sparse_sgd_selection_step_audit(undernoised, monkeypatch):
     if undernoised:
         _scaled(monkeypatch, sparse_module, "subsampled_noise_multiplier", 0.25)
     runs, threshold = 6000, 1.5
-    s, events = _sparse_selection_outputs(2, runs, 0, threshold)
-    s_prime, _ = _sparse_selection_outputs(4, runs, 10**6, threshold)
+    s, events = _sparse_selection_outputs(2, runs, 0, threshold, safe)
+    s_prime, _ = _sparse_selection_outputs(4, runs, 10**6, threshold, safe)
     # Both outcomes occur on both sides: the audit reads the selection, not noise.
     assert 0 < np.mean(s == 1) < 1 and 0 < np.mean(s_prime == -1) < 1
     _check(_audit(s, s_prime), undernoised, None if undernoised else events)
+
+
+# --------------------------------------------------------------------------
+# The same channel through DPSparseLogisticRegression's fit (safe path, the default).
+# A flipped label moves a logistic derivative by exactly 1 whatever the margin, half
+# the 2 G the accounting charges, so no pair reaches the fit's claim; the audit is set
+# against the epsilon the fit's own events give for the pair. One full-batch step from 0
+# with an l2 penalty moves coefficient j by -eta (noisy gradient sum j) / n, a function
+# of the rows holding feature j only: with B blocks of rows, one feature each, one fit
+# gives B independent samples of one coordinate's release.
+# --------------------------------------------------------------------------
+_BLOCKS, _BLOCK_ROWS = 250, 16
+
+
+def _logistic_blocks(flipped):
+    n = _BLOCKS * _BLOCK_ROWS
+    X = sp.csr_matrix((np.ones(n), np.repeat(np.arange(_BLOCKS), _BLOCK_ROWS), np.arange(n + 1)),
+                      shape=(n, _BLOCKS))
+    y = np.ones(n, dtype=int)
+    if flipped:
+        y[::_BLOCK_ROWS] = 0  # the first row of every block
+    return X, y
+
+
+def _logistic_fit_outputs(flipped, fits, seed, epsilon):
+    X, y = _logistic_blocks(flipped)
+    out = []
+    for i in range(fits):
+        model = DPSparseLogisticRegression(
+            epsilon=epsilon, delta=DELTA, classes=[0, 1], penalty="l2", solver="sparse_sgd",
+            batch_size=X.shape[0], max_iter=1, random_state=seed + i).fit(X, y)
+        out.append(model.coef_[0])
+    return np.concatenate(out), model
+
+
+def _pair_epsilon(model):
+    """Epsilon of one coordinate's release for a flipped label, from the fit's events.
+
+    The event of one full-batch safe step is ``discrete_gaussian_event(2, z)``: ``rho =
+    ((1 + 2^-16) 2 / z)^2 / 2`` gives ``z``. The gradient noise is ``sigma_g = z C2 /
+    sqrt(1 - share)`` (``share = 1/2``, ``C2 = sqrt(L^2 + 1) = sqrt(2)``), and the flip
+    moves the coordinate's integer key sum by at most ``1 / gamma`` against noise of ``s
+    >= sigma_g / gamma`` units: a discrete Gaussian pair of ratio at most ``1 /
+    sigma_g``. At ``s >= 2^30`` units its (epsilon, delta) curve is the continuous
+    Gaussian's to within far less than the audit resolves.
+    """
+    (event,) = model.privacy_events_
+    assert event.name == "discrete_gaussian" and event.count == 1
+    z = 2 * (1 + SENSITIVITY_SLACK) / math.sqrt(2 * event.rho)
+    return compose([PrivacyEvent.gaussian(1 / _gradient_sigma(z))], DELTA)[0]
+
+
+def _gradient_sigma(z):
+    # z C2 / sqrt(1 - share) with C2 = sqrt(2) (unit rows and an intercept), share 1/2.
+    return z * math.sqrt(2) / math.sqrt(0.5)
+
+
+@pytest.mark.parametrize("samples", [
+    6000,
+    pytest.param(20_000, marks=pytest.mark.slow, id="many_samples"),
+])
+@pytest.mark.parametrize("undernoised", [False, True])
+def test_sparse_logistic_regression_fit_audit(undernoised, samples, monkeypatch):
+    # The requested epsilon that puts the honest pair at CLAIM: noise ratio 1 / sigma_g
+    # = gaussian_mu(CLAIM, DELTA), so half the noise is the ratio of (5.1, 1e-2).
+    z = 1 / (_gradient_sigma(1.0) * gaussian_mu(CLAIM, DELTA))
+    epsilon = compose([discrete_gaussian_event(2.0, z, 1)], DELTA)[0]
+    honest = _logistic_fit_outputs(False, 1, 0, epsilon)[1]
+    bound = _pair_epsilon(honest)
+    assert bound == pytest.approx(CLAIM, rel=1e-3)
+    if undernoised:
+        _scaled(monkeypatch, sparse_module, "subsampled_noise_multiplier", 0.5)
+    fits = -(-samples // _BLOCKS)
+    s, model = _logistic_fit_outputs(False, fits, 0, epsilon)
+    s_prime, _ = _logistic_fit_outputs(True, fits, 10**6, epsilon)
+    assert model.epsilon_spent_ > epsilon if undernoised else \
+        model.epsilon_spent_ == pytest.approx(epsilon, rel=1e-6)
+    result = _audit(s, s_prime)
+    if undernoised:
+        # Caught above what the honest fit can leak on this pair, and below what the
+        # half-noise fit's own events allow (the audit overstates nothing).
+        assert bound < result.epsilon_lb <= _pair_epsilon(model)
+    else:
+        assert result.epsilon_lb <= bound <= epsilon
 
 
 # --------------------------------------------------------------------------

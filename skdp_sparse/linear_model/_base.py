@@ -18,6 +18,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..base import DPEstimatorMixin
 from ..data import LocalData
+from ..optim.losses import HuberLoss, SquaredLoss
 from ..optim.penalties import L1, L2, ElasticNet, NoPenalty
 from ..solvers import SOLVERS, get_solver
 from ..utils._labels import encode_labels
@@ -32,7 +33,7 @@ from ..utils.validation import (
     validate_predict_data,
 )
 
-__all__ = ["DPLinearModel", "LinearClassifierMixin", "make_penalty"]
+__all__ = ["DPLinearModel", "LinearClassifierMixin", "LinearRegressorMixin", "make_penalty"]
 
 
 def make_penalty(penalty, alpha, l1_ratio):
@@ -179,6 +180,35 @@ class LinearClassifierMixin:
         scores = self.decision_function(X)
         idx = (scores > 0).astype(int) if scores.ndim == 1 else scores.argmax(axis=1)
         return self.classes_[idx]
+
+
+class LinearRegressorMixin:
+    """Real targets (squared or Huber loss, clipped to ``target_bound``) and
+    predictions ``X @ coef_ + intercept_``."""
+
+    _y_numeric = True
+
+    def _loss(self):
+        if self.loss == "huber":
+            return HuberLoss(float(self.huber_threshold))
+        return SquaredLoss()
+
+    def _target_bound(self):
+        return float(self.target_bound)
+
+    def _targets(self, y):
+        return np.asarray(y, dtype=float).reshape(-1, 1), {}
+
+    def _linear_attributes(self, public, result):
+        return {"coef_": np.asarray(result.coef[0]), "intercept_": float(result.intercept[0])}
+
+    def fit(self, X, y):
+        """Fit the model privately on ``X`` (dense or sparse) and real targets ``y``."""
+        return self._fit(X, y)
+
+    def predict(self, X):
+        """Predicted targets ``X @ coef_ + intercept_``."""
+        return np.asarray(self._decision(X)).ravel()
 
 
 class DPMultiSolverModel(DPLinearModel):

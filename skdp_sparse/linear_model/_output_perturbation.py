@@ -3,17 +3,19 @@
 
 from __future__ import annotations
 
-import numbers
-
-import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
 
-from ..optim.linf_projections import DOMAINS
-from ..optim.losses import HuberLoss, LogisticLoss, SquaredLoss
+from ..optim.losses import LogisticLoss
 from ..solvers import Problem
+from ..solvers.output_perturbation import OPTION_CONSTRAINTS
 from ..utils._warnings import warn_float_noise
-from ..utils.validation import Bound, Interval, Options
-from ._base import COMMON_CONSTRAINTS, DPLinearModel, LinearClassifierMixin
+from ..utils.validation import Bound, Options
+from ._base import (
+    COMMON_CONSTRAINTS,
+    DPLinearModel,
+    LinearClassifierMixin,
+    LinearRegressorMixin,
+)
 
 __all__ = [
     "DPOutputPerturbation",
@@ -95,16 +97,7 @@ _FITTED_DOC = """    alpha_ : float
 class _BaseOutputPerturbation(DPLinearModel):
     """Parameters of output perturbation and its call through the registry."""
 
-    _parameter_constraints = {
-        **COMMON_CONSTRAINTS,
-        "alpha": [Bound(), None],
-        "domain": [Options(*DOMAINS)],
-        "radius": [Bound(), None],
-        "tol": [Interval(numbers.Real, 0, None, closed="neither")],
-        "intercept_bound": [Bound()],
-        "max_iter": [Interval(numbers.Integral, 1, None)],
-        "floating_point_safe": [Options("auto", True, False)],
-    }
+    _parameter_constraints = {**COMMON_CONSTRAINTS, **OPTION_CONSTRAINTS}
 
     def __init__(self, *, epsilon=1.0, delta=0.0, norm_bound=1.0, sparsity=None,
                  alpha=None, domain="none", radius=None, tol=1e-3, fit_intercept=True,
@@ -206,7 +199,8 @@ class DPOutputPerturbationClassifier(LinearClassifierMixin, ClassifierMixin,
         return self._fit(X, y)
 
 
-class DPOutputPerturbationRegressor(RegressorMixin, _BaseOutputPerturbation):
+class DPOutputPerturbationRegressor(LinearRegressorMixin, RegressorMixin,
+                                    _BaseOutputPerturbation):
     __doc__ = (
         """Differentially private L2-regularised linear regression by output perturbation.
 
@@ -233,7 +227,6 @@ class DPOutputPerturbationRegressor(RegressorMixin, _BaseOutputPerturbation):
     _parameter_constraints = {**_BaseOutputPerturbation._parameter_constraints,
                               "loss": [Options("squared", "huber")],
                               "huber_threshold": [Bound()], "target_bound": [Bound()]}
-    _y_numeric = True
 
     def __init__(self, *, loss="squared", huber_threshold=1.0, target_bound=1.0,
                  epsilon=1.0, delta=0.0, norm_bound=1.0, sparsity=None, alpha=None,
@@ -249,28 +242,6 @@ class DPOutputPerturbationRegressor(RegressorMixin, _BaseOutputPerturbation):
         self.loss = loss
         self.huber_threshold = huber_threshold
         self.target_bound = target_bound
-
-    def _loss(self):
-        if self.loss == "huber":
-            return HuberLoss(float(self.huber_threshold))
-        return SquaredLoss()
-
-    def _target_bound(self):
-        return float(self.target_bound)
-
-    def _targets(self, y):
-        return np.asarray(y, dtype=float).reshape(-1, 1), {}
-
-    def _linear_attributes(self, public, result):
-        return {"coef_": np.asarray(result.coef[0]), "intercept_": float(result.intercept[0])}
-
-    def fit(self, X, y):
-        """Fit on ``X`` (dense or sparse) and real targets ``y``."""
-        return self._fit(X, y)
-
-    def predict(self, X):
-        """``X @ coef_ + intercept_``."""
-        return np.asarray(self._decision(X)).ravel()
 
 
 # The short name is the classifier (logistic loss, the paper's main use); an alias,

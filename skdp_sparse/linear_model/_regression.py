@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import numpy as np
 from sklearn.base import RegressorMixin
 
-from ..optim.losses import HuberLoss, SquaredLoss
 from ..utils.validation import Bound, Options
-from ._base import SOLVER_CONSTRAINTS, DPMultiSolverModel
+from ._base import SOLVER_CONSTRAINTS, DPMultiSolverModel, LinearRegressorMixin
 
 __all__ = ["DPGreedyCDRegressor"]
 
 
-class DPGreedyCDRegressor(RegressorMixin, DPMultiSolverModel):
+class DPGreedyCDRegressor(LinearRegressorMixin, RegressorMixin, DPMultiSolverModel):
     """Linear regression trained with differential privacy on sparse data.
 
     Minimises ``(1/n) sum_i l(y_i, x_i . w + b) + psi(w)`` with the squared or
@@ -172,7 +170,6 @@ class DPGreedyCDRegressor(RegressorMixin, DPMultiSolverModel):
         "target_bound": [Bound()],
     }
     _default_alpha = 1e-3
-    _y_numeric = True
 
     def __init__(self, *, epsilon=1.0, delta=1e-6, loss="squared", huber_threshold=1.35,
                  penalty="l1", alpha=None, l1_ratio=0.5, feature_bound=1.0, norm_bound=1.0,
@@ -203,23 +200,3 @@ class DPGreedyCDRegressor(RegressorMixin, DPMultiSolverModel):
         self.random_state = random_state
         self.verbose = verbose
         self.floating_point_safe = floating_point_safe
-
-    def _loss(self):
-        return HuberLoss(float(self.huber_threshold)) if self.loss == "huber" else SquaredLoss()
-
-    def _target_bound(self):
-        return float(self.target_bound)
-
-    def _targets(self, y):
-        return np.asarray(y, dtype=float).reshape(-1, 1), {}
-
-    def _linear_attributes(self, public, result):
-        return {"coef_": np.asarray(result.coef[0]), "intercept_": float(result.intercept[0])}
-
-    def fit(self, X, y):
-        """Fit the model privately on ``X`` (dense or sparse) and targets ``y``."""
-        return self._fit(X, y)
-
-    def predict(self, X):
-        """Predicted targets ``X @ coef_ + intercept_``."""
-        return np.asarray(self._decision(X)).ravel()

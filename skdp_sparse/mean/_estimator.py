@@ -48,11 +48,12 @@ class DPSparseMeanEstimator(DPEstimatorMixin, BaseEstimator):
         sensitivity ``2 L sqrt(s) / n``; epsilon-DP, Thm 3.2 of [1]). With
         ``delta > 0``, ``xi`` is Gaussian with the smallest sigma meeting
         (epsilon, delta) for l2 sensitivity ``2L/n`` by the analytic Gaussian
-        mechanism (Balle & Wang 2018; Thm 3.3 of [1]). The projection is
-        post-processing. (With continuous Gaussian noise in high dimension the fit
-        draws only the noise values that can survive the projection, from
-        thresholds fixed by public quantities; the release has exactly the law of
-        drawing all d, so the guarantee is the same.) Error:
+        mechanism (Balle & Wang 2018; Thm 3.3 of [1]), or, on the default
+        floating-point-safe path, discrete Gaussian noise calibrated through zCDP.
+        The projection is post-processing. (In high dimension the fit draws only the
+        noise values that can survive the projection, from thresholds fixed by
+        public quantities; the release has exactly the law of drawing all d, so the
+        guarantee is the same.) Error:
         ``min(||xi||_2, sqrt(2 L sqrt(s) ||xi||_inf))`` at most (Lemma 3.1), that is
         ``L min(sqrt(s ln d / (eps n)), sqrt(s d) / (eps n))`` for pure DP and
         ``L min((s ln d ln(1/delta))^(1/4) / sqrt(eps n), sqrt(d ln(1/delta)) / (eps n))``
@@ -113,11 +114,11 @@ class DPSparseMeanEstimator(DPEstimatorMixin, BaseEstimator):
         post-processing of that vector. The rounding costs a relative ``2^-16`` of
         sensitivity, included in the reported spend; the discrete Gaussian is
         accounted in zCDP, which needs a sigma 4 to 9% larger than the analytic
-        calibration for the same (epsilon, delta), and its sampler takes about 5
-        times as long, on all d coordinates (the projection's sampled noise does not
-        apply). False: continuous noise added in doubles, not private against an
-        adversary who reads the low-order bits of the output. ``"auto"``: True for
-        Laplace noise (pure DP), False for Gaussian noise.
+        calibration for the same (epsilon, delta). The Gaussian projection still draws
+        only the noise that can survive it, with the law of drawing all d values.
+        False: continuous noise added in doubles, not private against an adversary
+        who reads the low-order bits of the output (a ``PrivacyLeakWarning`` says
+        so). ``"auto"``: True, for every method.
     random_state : None, int or numpy.random.Generator, default=None
         Source of the noise. ``None`` draws fresh OS entropy (use it for a
         release); an int makes the fit reproducible.

@@ -14,7 +14,11 @@ from ..privacy.clipping import clip_rows, with_summed_duplicates
 from ..privacy.mechanisms import GaussianMechanism
 from ._kernels import clipped_mean_csr
 from ._plan import MEASUREMENT_CLIP
-from ._sampled_projection import sampled_gaussian_projection, sampling_threshold
+from ._sampled_projection import (
+    sampled_discrete_projection,
+    sampled_gaussian_projection,
+    sampling_threshold,
+)
 
 _BP_MAX_ITER = 500
 _BP_TOL = 1e-4
@@ -96,20 +100,25 @@ def perturb(mean, plan, rng, n_draws=None):
 def release(mean, plan, rng, overwrite=False):
     """The fit's release of a clipped mean: ``perturb``'s law, without its noise.
 
-    The continuous Gaussian projection goes through ``sampled_gaussian_projection``
-    where its public threshold exists; everything else through ``perturb``.
+    The Gaussian projection goes through ``sampled_gaussian_projection`` (continuous
+    noise) or ``sampled_discrete_projection`` (floating-point-safe noise) where its public
+    threshold exists; everything else through ``perturb``.
     ``overwrite`` lets the release reuse ``mean``'s memory.
     """
     mech = plan.mechanism
-    if (isinstance(mech, GaussianMechanism) and not mech.floating_point_safe
-            and mech.sigma > 0 and math.isfinite(plan.radius)):
+    if (isinstance(mech, GaussianMechanism) and mech.sigma > 0
+            and math.isfinite(plan.radius)):
         mean = np.asarray(mean, dtype=np.float64)
         if mean.ndim == 1:
             t = sampling_threshold(mech.sigma, mean.size, plan.radius)
             if t is not None:
+                mean = np.ascontiguousarray(mean)
+                if mech.floating_point_safe:
+                    return sampled_discrete_projection(
+                        mean, mech.sensitivity, mech.sigma, plan.radius, t, rng,
+                        overwrite=overwrite)[0]
                 return sampled_gaussian_projection(
-                    np.ascontiguousarray(mean), mech.sigma, plan.radius, t, rng,
-                    overwrite=overwrite)[0]
+                    mean, mech.sigma, plan.radius, t, rng, overwrite=overwrite)[0]
     return perturb(mean, plan, rng)[0]
 
 

@@ -1,20 +1,25 @@
-"""The continuous Gaussian projection without drawing the d noise values.
+"""The Gaussian projection without drawing the d noise values.
 
 Only the noise that can survive the l1-ball projection is drawn, from thresholds
 fixed by public values; the release has exactly the law of drawing all d values
-(the argument is in :func:`sampled_gaussian_projection`).
+(the argument is in :func:`sampled_gaussian_projection` for continuous noise, and in
+:func:`sampled_discrete_projection` for the floating-point-safe release).
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from fractions import Fraction
 
 import numpy as np
 from scipy.special import ndtri
 
 from ..optim.projections import project_l1_ball, screening_threshold, simplex_threshold
-from ._kernels import fill_truncated, sample_exceedances, shrink_into, threshold_above
+from ..privacy import discrete
+from ..privacy.gaussian_ladder import fill_truncated, sample_exceedances
+from ..privacy.mechanisms import GaussianMechanism
+from ._kernels import shrink_into, threshold_above
 
 # --------------------------------------------------------------------------
 # Gaussian projection without drawing the d noise values
@@ -239,6 +244,75 @@ def sampled_gaussian_projection(mean, sigma, radius, t, rng, overwrite=False,
     drawn[idx] = True
     full[idx] = z
     fill_truncated(full, mean, drawn, sigma, reached, rng)
+    a = np.abs(full)
+    tau = l1_threshold(a, radius) if float(a.sum()) > radius else 0.0
+    return project_l1_ball(full, radius), tau, True, (np.arange(d), full), reached
+
+
+def sampled_discrete_projection(mean, sensitivity, sigma, radius, t, rng, overwrite=False,
+                                n_levels=_N_LEVELS):
+    """``P_K`` of the floating-point-safe Gaussian release of ``mean``, with its exact law,
+    drawing the noise only where it can survive.
+
+    **Reference.** ``GaussianMechanism(sensitivity, sigma=sigma, floating_point_safe=True)``
+    then the projection (``perturb``): the keys ``a = rint(mean / gamma)`` on the lattice
+    of ``discrete.plan_gaussian(sensitivity, sigma, d)``, i.i.d. discrete Gaussian noise
+    ``Z`` of its ``s^2`` (lattice units), the vector ``x = gamma (a + Z)`` and ``P_K(x)``,
+    K the l1 ball of radius R. The release is private because ``a + Z`` is (zCDP, with
+    the rounding accounted), and ``P_K`` is post-processing; this function returns a
+    vector with exactly the law of ``P_K(x)``, so the guarantee is the same.
+
+    **Construction** (``discrete.ladder_exceedances``): the public threshold t and levels
+    of the continuous version (``sampling_threshold``, ``sampling_levels``), in lattice
+    units ``u_0 > ... > u_{L-1}`` (floors), and ``B = floor(SMALL_MEAN s) <= u_{L-1}``.
+    Stage 1 reveals ``Z_j`` where ``|a_j| > B``, then level by level the positions with
+    ``u_i - B < |Z_j| <= u_{i-1} - B`` among the others, with ``Z_j``; off the revealed
+    set U, ``|a_j + Z_j| <= |a_j| + u_i - B <= u_i``. It stops after level i when
+    ``g_U(u_i) = sum_U (|a_j + Z_j| - u_i)_+ >= R / gamma``. Stage 2 is the continuous
+    one: if the root ``tau_U`` of ``g_U`` (on the doubles ``gamma (a_j + Z_j)``, which are
+    exact) is ``>= gamma u*`` at the level ``u*`` reached, the projection's threshold is
+    ``tau_U`` and every coordinate off U projects to 0; otherwise the noise off U is drawn
+    from its law given stage 1 (``|Z_j| <= u* - B``, independently) and the completed
+    vector is projected with the reference's code. The equality in law is the continuous
+    argument with ``|Z_j|`` in place of ``|z_j|`` for the bands (``doc/proofs/mean.rst``).
+
+    Keys from ``2^52`` on (a mean of ``2^22`` noise scales or more), or no public t, take
+    the unsampled release.
+    Returns what :func:`sampled_gaussian_projection` returns, with ``z`` the values
+    ``gamma (a + Z)`` drawn and ``stop = gamma u*``.
+    """
+    d = mean.size
+    sigma, radius = float(sigma), float(radius)
+    lattice = discrete.plan_gaussian(float(sensitivity), sigma, max(d, 1))
+    k = lattice.k
+    if t is None:
+        t = sampling_threshold(sigma, d, radius)
+    draw = None
+    if t is not None:
+        levels = [math.floor(math.ldexp(v, -k)) for v in sampling_levels(sigma, t, n_levels)]
+        scale = Fraction(sigma) / Fraction(2) ** k
+        bound = min(math.floor(SMALL_MEAN * scale), levels[-1])
+        draw = discrete.ladder_exceedances(mean, lattice, scale, levels, bound,
+                                           math.ldexp(radius, -k), rng)
+    if draw is None:
+        mech = GaussianMechanism(sensitivity, sigma=sigma, floating_point_safe=True)
+        x = mech.randomise(mean, rng)
+        return project_l1_ball(x, radius), None, True, (np.arange(d), x), 0.0
+    keys = discrete._to_lattice(mean[draw.idx], k)
+    idx = draw.idx
+    z = np.ldexp(keys + draw.z, k)  # a + Z is an integer below 2^53: exact
+    reached = math.ldexp(levels[draw.level], k)
+    tau = -1.0
+    if draw.found:
+        tau = threshold_above(z, reached, radius, np.empty(z.size))
+    if tau >= 0.0:
+        out = mean if overwrite else np.empty(d)
+        shrink_into(out, idx, z, tau, True)
+        return out, tau, False, (idx, z), reached
+    rest, noise = draw.complete()
+    full = np.empty(d)
+    full[idx] = z
+    full[rest] = np.ldexp(discrete._to_lattice(mean[rest], k) + noise, k)
     a = np.abs(full)
     tau = l1_threshold(a, radius) if float(a.sum()) > radius else 0.0
     return project_l1_ball(full, radius), tau, True, (np.arange(d), full), reached

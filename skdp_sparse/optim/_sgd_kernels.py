@@ -15,7 +15,31 @@ import math
 import numba
 import numpy as np
 
+from ..privacy.discrete import lattice_release, noise_take
 from ._cd_kernels import _clip
+from ._sgd_selection import (
+    _ABSENT,
+    _ACCUMULATE,
+    _BATCH,
+    _GB_KEY,
+    _LIGHT,
+    _M,
+    _N_SEL,
+    _N_TOUCHED,
+    _OPS,
+    _PHASE,
+    _PRESENT,
+    DONE,
+    GROW_TOUCHED,
+    NEED_GRAD_NOISE,
+    ST_N_GRAD,
+    ST_NEED,
+    ST_T,
+    _select_absent_float,
+    _select_absent_safe,
+    _select_light,
+    _select_present,
+)
 from .losses import loss_derivative
 
 
@@ -204,149 +228,239 @@ def _poisson_batch(rng, n, q, batch, row_mark):
 
 
 @numba.njit(cache=True)
-def sparse_sgd_steps(data, indices, indptr, y, code, param, dclip, fit_intercept, q,
-                     t_start, t_end, eta, l2, l1, count_sigma, grad_sigma, threshold,
-                     p_zero_pass, contribution_bound, w, wsum, last, counts, grads, feat_mark,
-                     intercept, rng, selected_trace, ops):
-    """Steps ``t_start + 1 .. t_end`` of DP-AdaFEST, in place on the state arrays.
+def _batch_margins(st, t, rng, n, q, batch, row_mark, margins, data, indices, indptr, w,
+                   wsum, last, c, a, fit_intercept, intercept):
+    m = _poisson_batch(rng, n, q, batch, row_mark)
+    b = intercept[0]
+    nnz = 0
+    # Margins at the current point: bring the rows' coordinates up to date.
+    for r in range(m):
+        i = batch[r]
+        z = b if fit_intercept else 0.0
+        for k in range(indptr[i], indptr[i + 1]):
+            j = indices[k]
+            _catch_up(j, t - 1, w, wsum, last, c, a)
+            z += data[k] * w[j]
+        margins[r] = z
+        nnz += indptr[i + 1] - indptr[i]
+    st[_M] = m
+    st[ST_N_GRAD] += m
+    st[_OPS] = m + nnz
+    st[ST_NEED] = min(w.size, nnz)
+    st[_PHASE] = _ACCUMULATE
 
-    State: ``w`` (current coefficients, lazily up to date: coordinate j is
-    current as of step ``last[j]``), ``wsum`` (sum of its iterates up to
-    ``last[j]``), ``intercept = [b, sum of b iterates]``; ``counts``, ``grads``
-    and ``feat_mark`` are zero scratch arrays of length n_features, returned zero.
+
+@numba.njit(cache=True)
+def _accumulate(st, data, indices, indptr, y, code, param, dclip, batch, margins,
+                contribution_bound, feat_mark, touched, counts, grads, safe, keys, count_keys,
+                grad_keys, intercept):
+    """Contribution counts and gradient sums on the batch's features.
+
+    Safe path: every example's terms become integer keys rounded towards zero, ``keys[0]``
+    and ``keys[1]`` being ``(1 - 2^-50) / gamma`` of the count and gradient lattices, so
+    an example's key vector is no longer than its terms over gamma and the sums are exact.
+    """
+    n_touched = 0
+    gb = 0.0
+    gb_key = np.int64(0)
+    ops = 0
+    for r in range(st[_M]):
+        i = batch[r]
+        g = _clipped_derivative(code, y[i], margins[r], param, dclip)
+        if safe:
+            gb_key += np.int64(g * keys[1])
+        else:
+            gb += g
+        nnz = indptr[i + 1] - indptr[i]
+        if nnz == 0:
+            continue
+        weight = min(1.0, contribution_bound / math.sqrt(nnz))
+        count_key = np.int64(weight * keys[0])
+        for k in range(indptr[i], indptr[i + 1]):
+            j = indices[k]
+            if feat_mark[j] == 0:
+                feat_mark[j] = 1
+                touched[n_touched] = j
+                n_touched += 1
+            if safe:
+                count_keys[j] += count_key
+                grad_keys[j] += np.int64(g * data[k] * keys[1])
+            else:
+                counts[j] += weight
+                grads[j] += g * data[k]
+        ops += nnz
+    intercept[2] = gb
+    st[_GB_KEY] = gb_key
+    st[_N_TOUCHED] = n_touched
+    st[_OPS] += ops
+    st[_PHASE] = _PRESENT
+
+
+@numba.njit(cache=True, inline="always")
+def _released(key_sum, z, unit):
+    """``unit * fl(key_sum + z)``: a function of the noisy integer alone."""
+    ok, v = lattice_release(key_sum, z, unit)
+    if not ok:
+        # Unreachable while the plan keeps key sums below 2^52 (the integer sum is then
+        # formed exactly); kept so a broken plan fails loudly instead of releasing.
+        raise OverflowError("a key sum exceeded the lattice's range")
+    return v
+
+
+@numba.njit(cache=True)
+def _update(st, t, rng, w, wsum, last, c, a, eta, denom, fit_intercept, intercept, grad_sigma,
+            feat_mark, touched, selected, counts, grads, safe, keys, count_keys, grad_keys,
+            gnoise, gpos, selected_trace, ops):
+    """Noisy proximal step on the selected coordinates and the intercept; end of step t."""
+    n_sel = st[_N_SEL]
+    if safe and gnoise.size - gpos[0] < n_sel + 1:
+        st[ST_NEED] = n_sel + 1
+        return NEED_GRAD_NOISE
+    for r in range(n_sel):
+        j = selected[r]
+        _catch_up(j, t - 1, w, wsum, last, c, a)
+        if safe:
+            _, z = noise_take(gnoise, gpos)
+            gj = _released(grad_keys[j], z, keys[2]) / denom
+        else:
+            gj = (grads[j] + grad_sigma * rng.standard_normal()) / denom
+        v = c * w[j] - eta * gj
+        if v > a:
+            v -= a
+        elif v < -a:
+            v += a
+        else:
+            v = 0.0
+        w[j] = v
+        wsum[j] += v
+        last[j] = t
+    st[_OPS] += n_sel
+    b = intercept[0]
+    if fit_intercept:
+        if safe:
+            _, z = noise_take(gnoise, gpos)
+            b -= eta * _released(st[_GB_KEY], z, keys[2]) / denom
+        else:
+            b -= eta * (intercept[2] + grad_sigma * rng.standard_normal()) / denom
+    intercept[0] = b
+    intercept[1] += b
+    row = t - 1
+    if row < selected_trace.shape[0]:
+        selected_trace[row, 0] = n_sel
+        for r in range(min(n_sel, selected_trace.shape[1] - 1)):
+            selected_trace[row, r + 1] = selected[r]
+    # Reset the scratch entries this step used.
+    for r in range(st[_N_TOUCHED]):
+        j = touched[r]
+        if safe:
+            count_keys[j] = 0
+            grad_keys[j] = 0
+        else:
+            counts[j] = 0.0
+            grads[j] = 0.0
+        feat_mark[j] = 0
+    for r in range(n_sel):
+        feat_mark[selected[r]] = 0
+    if row < ops.size:
+        ops[row] = st[_OPS]
+    st[ST_T] = t
+    st[_PHASE] = _BATCH
+    return DONE
+
+
+@numba.njit(cache=True)
+def sparse_sgd_steps(data, indices, indptr, y, code, param, dclip, fit_intercept, q, t_end,
+                     eta, l2, l1, count_sigma, grad_sigma, threshold, p_zero_pass,
+                     contribution_bound, w, wsum, last, intercept, feat_mark, counts, grads,
+                     batch, row_mark, margins, touched, selected, st, rng, selected_trace, ops,
+                     safe, lat, keys, count_keys, grad_keys, cnoise, cpos, gnoise, gpos, proc,
+                     lproc, next64, state, fb):
+    """DP-AdaFEST from step ``st[ST_T] + 1`` to ``t_end``, in place on the state arrays.
+
+    Returns ``DONE``, or a request (``GROW_TOUCHED``/``GROW_SELECTED``: a larger
+    ``touched``/``selected``; ``NEED_COUNT_NOISE``/``NEED_GRAD_NOISE``: at least
+    ``st[ST_NEED]`` values in a noise buffer; ``HANDOFF``: an exceedance step to finish
+    in Python) made before anything it cannot complete is drawn; the caller serves it
+    and calls again with the same arguments.
+
+    State: ``w`` (current coefficients, lazily up to date: coordinate j is current as of
+    step ``last[j]``), ``wsum`` (sum of its iterates up to ``last[j]``), ``intercept =
+    [b, sum of b iterates, scratch]``, ``st`` (int64, ``STATE_SLOTS``, zero at the
+    start); ``feat_mark``, ``counts``/``grads`` (float path) or ``count_keys``/
+    ``grad_keys`` (safe path) are zero scratch arrays of length n_features, returned zero;
+    ``batch``, ``row_mark`` (zero), ``margins``: scratch of length n_samples.
 
     Per step, with a Poisson batch B of rate q:
 
-    1. noisy counts: each example's indicator of its non-zero features is
-       scaled to l2 norm <= ``contribution_bound`` and summed; Gaussian noise
-       ``count_sigma`` is added to every one of the n_features counts, and the
-       features whose noisy count exceeds ``threshold`` are selected. The
-       ``n_features - k`` features with count 0 are handled exactly in
-       distribution without touching them: the number of them that pass is
-       Binomial(n_features - k, p_zero_pass) and, given that number, the passing
-       set is a uniform subset of them;
-    2. noisy gradient: the clipped per-example gradients are summed and Gaussian
-       noise ``grad_sigma`` is added on the selected coordinates and the
-       intercept only (the noise the other coordinates would get is never
-       looked at, so the release is a post-processing of the full-noise one);
-    3. update ``w_S <- prox(w_S - eta (g_S / (q n) + l2 w_S))``; the other
-       coordinates decay under the penalty lazily, in closed form on next access.
+    1. noisy counts: each example's indicator of its non-zero features is scaled to l2
+       norm <= ``contribution_bound`` and summed; noise is added to every one of the
+       n_features counts, and the features whose noisy count exceeds ``threshold`` are
+       selected. The ``n_features - k`` features absent from the batch (count exactly 0)
+       are selected exactly in distribution without touching them one by one.
+       Float path (``safe`` False): Gaussian noise ``count_sigma``; Binomial(n_features -
+       k, ``p_zero_pass``) absent features pass and, given that number, the passing set
+       is a uniform subset. Safe path: integer count keys (see :func:`_accumulate`),
+       discrete Gaussian noise from the buffer ``cnoise``/``cpos`` and the threshold
+       ``lat[1]`` in lattice units; the present features with small keys by
+       :func:`_select_light` (process ``lproc``), the absent ones by
+       :func:`_select_absent_safe` (process ``proc``);
+    2. noisy gradient: the clipped per-example gradients are summed and noise is added on
+       the selected coordinates and the intercept only (the noise the other coordinates
+       would get is never looked at, so the release is a post-processing of the
+       full-noise one). Float: Gaussian ``grad_sigma``; safe: the exact key sums plus
+       discrete Gaussian noise from ``gnoise``/``gpos``, released as ``keys[2] * fl(sum +
+       z)`` (``keys[2]`` the lattice step);
+    3. update ``w_S <- prox(w_S - eta (g_S / (q n) + l2 w_S))``; the other coordinates
+       decay under the penalty lazily, in closed form on next access.
 
-    ``ops[t - 1]`` counts the elementary operations of step t (row entries,
-    selection candidates, sampling draws); none is proportional to n_features.
-    ``selected_trace[t - 1]`` receives the number of selected coordinates and
-    then their indices, as far as it has room. Returns the number of
-    per-example gradients computed.
+    ``ops[t - 1]`` counts the elementary operations of step t (row entries, selection
+    candidates, sampling draws); none is proportional to n_features unless the threshold
+    selects more than half of the absent features on average. ``selected_trace[t - 1]``
+    receives the number of selected coordinates and then their indices, as far as it
+    has room. ``st[ST_N_GRAD]`` counts the per-example gradients computed.
     """
     n = indptr.size - 1
     n_features = w.size
     c = 1.0 - eta * l2
     a = eta * l1
     denom = q * n
-    touched = np.empty(min(n_features, 4096), dtype=np.int64)
-    selected = np.empty(min(n_features, 4096), dtype=np.int64)
-    batch = np.empty(n, dtype=np.int64)
-    row_mark = np.zeros(n, dtype=np.uint8)
-    margins = np.empty(n)
-    b = intercept[0]
-    n_grad = 0
-    for t in range(t_start + 1, t_end + 1):
-        op = 0
-        m = _poisson_batch(rng, n, q, batch, row_mark)
-        op += m
-        n_grad += m
-        # Margins at the current point: bring the rows' coordinates up to date.
-        for r in range(m):
-            i = batch[r]
-            z = b if fit_intercept else 0.0
-            for k in range(indptr[i], indptr[i + 1]):
-                j = indices[k]
-                _catch_up(j, t - 1, w, wsum, last, c, a)
-                z += data[k] * w[j]
-            margins[r] = z
-            op += indptr[i + 1] - indptr[i]
-        # Contribution counts and gradient sums on the batch's features.
-        n_touched = 0
-        gb = 0.0
-        for r in range(m):
-            i = batch[r]
-            g = _clipped_derivative(code, y[i], margins[r], param, dclip)
-            gb += g
-            nnz = indptr[i + 1] - indptr[i]
-            if nnz == 0:
-                continue
-            weight = min(1.0, contribution_bound / math.sqrt(nnz))
-            for k in range(indptr[i], indptr[i + 1]):
-                j = indices[k]
-                if feat_mark[j] == 0:
-                    if n_touched == touched.size:
-                        touched = _grow(touched)
-                    feat_mark[j] = 1
-                    touched[n_touched] = j
-                    n_touched += 1
-                counts[j] += weight
-                grads[j] += g * data[k]
-            op += nnz
-        # Selection among the features present in the batch ...
-        n_sel = 0
-        for r in range(n_touched):
-            j = touched[r]
-            if counts[j] + count_sigma * rng.standard_normal() > threshold:
-                if n_sel == selected.size:
-                    selected = _grow(selected)
-                selected[n_sel] = j
-                n_sel += 1
-        op += n_touched
-        # ... and among the n_features - k absent ones, exactly in distribution.
-        n_absent = n_features - n_touched
-        extra = rng.binomial(n_absent, p_zero_pass) if n_absent > 0 else 0
-        added = 0
-        while added < extra:
-            j = rng.integers(0, n_features)
-            op += 1
-            if feat_mark[j] == 0:
-                feat_mark[j] = 2
-                if n_sel == selected.size:
-                    selected = _grow(selected)
-                selected[n_sel] = j
-                n_sel += 1
-                added += 1
-        # Noisy proximal gradient step on the selected coordinates.
-        for r in range(n_sel):
-            j = selected[r]
-            _catch_up(j, t - 1, w, wsum, last, c, a)
-            gj = (grads[j] + grad_sigma * rng.standard_normal()) / denom
-            v = c * w[j] - eta * gj
-            if v > a:
-                v -= a
-            elif v < -a:
-                v += a
+    while st[ST_T] < t_end:
+        t = st[ST_T] + 1
+        if st[_PHASE] == _BATCH:
+            _batch_margins(st, t, rng, n, q, batch, row_mark, margins, data, indices, indptr,
+                           w, wsum, last, c, a, fit_intercept, intercept)
+        if st[_PHASE] == _ACCUMULATE:
+            if touched.size < st[ST_NEED]:
+                return GROW_TOUCHED
+            _accumulate(st, data, indices, indptr, y, code, param, dclip, batch, margins,
+                        contribution_bound, feat_mark, touched, counts, grads, safe, keys,
+                        count_keys, grad_keys, intercept)
+        if st[_PHASE] == _PRESENT:
+            request = _select_present(st, rng, touched, selected, counts, count_sigma,
+                                      threshold, safe, lat, count_keys, cnoise, cpos)
+            if request != DONE:
+                return request
+        if st[_PHASE] == _LIGHT:
+            request = _select_light(st, touched, selected, lat, count_keys, lproc, next64,
+                                    state, fb)
+            if request != DONE:
+                return request
+        if st[_PHASE] == _ABSENT:
+            if safe:
+                request = _select_absent_safe(st, n_features, feat_mark, selected, lat,
+                                              cnoise, cpos, proc, next64, state, fb)
             else:
-                v = 0.0
-            w[j] = v
-            wsum[j] += v
-            last[j] = t
-        op += n_sel
-        if fit_intercept:
-            b -= eta * (gb + grad_sigma * rng.standard_normal()) / denom
-        intercept[1] += b
-        row = t - 1
-        if row < selected_trace.shape[0]:
-            selected_trace[row, 0] = n_sel
-            for r in range(min(n_sel, selected_trace.shape[1] - 1)):
-                selected_trace[row, r + 1] = selected[r]
-        # Reset the scratch entries this step used.
-        for r in range(n_touched):
-            j = touched[r]
-            counts[j] = 0.0
-            grads[j] = 0.0
-            feat_mark[j] = 0
-        for r in range(n_sel):
-            feat_mark[selected[r]] = 0
-        if row < ops.size:
-            ops[row] = op
-    intercept[0] = b
-    return n_grad
+                request = _select_absent_float(st, rng, n_features, p_zero_pass, feat_mark,
+                                               selected)
+            if request != DONE:
+                return request
+        request = _update(st, t, rng, w, wsum, last, c, a, eta, denom, fit_intercept,
+                          intercept, grad_sigma, feat_mark, touched, selected, counts, grads,
+                          safe, keys, count_keys, grad_keys, gnoise, gpos, selected_trace,
+                          ops)
+        if request != DONE:
+            return request
+    return DONE
 
 
 @numba.njit(cache=True)
@@ -357,9 +471,3 @@ def lazy_finish(t, w, wsum, last, eta, l2, l1):
     for j in range(w.size):
         _catch_up(j, t, w, wsum, last, c, a)
 
-
-@numba.njit(cache=True)
-def _grow(arr):
-    out = np.empty(2 * arr.size, dtype=arr.dtype)
-    out[: arr.size] = arr
-    return out

@@ -38,11 +38,13 @@ __all__ = [
     "fit_output_perturbation",
     "output_perturbation_bounds",
     "default_alpha",
+    "OPTION_CONSTRAINTS",
 ]
 
 _CONFIDENCE_BETA = 0.05
 
-_OPTIONS = {
+#: Constraints of the solver's options (also the estimators' parameters).
+OPTION_CONSTRAINTS = {
     "alpha": [Bound(), None],
     "domain": [Options(*DOMAINS)],
     "radius": [Bound(), None],
@@ -214,7 +216,7 @@ class OutputPerturbation(Solver):
 
     def check(self, problem, options, epsilon, delta):
         options = {**_DEFAULTS, **options}
-        validate_params(_OPTIONS, options, f"solver {self.name!r}")
+        validate_params(OPTION_CONSTRAINTS, options, f"solver {self.name!r}")
         if options["domain"] != "none" and options["radius"] is None:
             raise ValueError(f"domain={options['domain']!r} needs a radius")
         pure = delta == 0 and math.isfinite(epsilon)

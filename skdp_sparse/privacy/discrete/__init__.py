@@ -27,7 +27,11 @@ Beyond the releases, exact samplers that other Numba kernels call per step:
 * :class:`NoiseBuffer` (i.i.d. draws ahead of use) and :func:`plan_unit_gaussian` /
   :func:`plan_unit_laplace` (one lattice for coordinates of different sensitivities);
 * :func:`plan_exceedance` (which of ``m`` draws exceed a threshold, in time
-  proportional to their number, with their exact conditional values).
+  proportional to their number, with their exact conditional values);
+* :func:`plan_blocks` (the discrete Gaussian given ``c <= |Z| <= e``, from a block table, in
+  about two words a draw at any scale) and :func:`ladder_exceedances` (the noise of a
+  lattice release revealed down a ladder of public levels, for releases that only keep
+  the coordinates that exceed a data-dependent threshold above them).
 
 A kernel calls them with the generator's ``next_uint64`` and state address and an
 int64 handoff record of ``HANDOFF_SLOTS``; when a draw cannot be decided within 63 bits
@@ -40,10 +44,12 @@ Modules: ``_kernels`` (Numba primitives and the Laplace / Gaussian kernels), ``_
 brackets of tail probabilities), ``_samplers`` (sampler parameters and the draw loop),
 ``_lattice`` (plans, guarantees and releases), ``_selection`` and
 ``_selection_kernels`` (selections), ``_buffer`` (noise buffers), ``_process``
-(exceedance processes).
+(exceedance processes), ``_blocks`` (block tables), ``_ladder`` (ladders of levels).
 """
 
+from ._blocks import GaussianBlocks, plan_blocks
 from ._buffer import NoiseBuffer
+from ._ladder import LadderDraw, ladder_exceedances
 from ._lattice import (
     LATTICE_RESOLUTION_BITS,
     SENSITIVITY_SLACK,
@@ -80,6 +86,7 @@ from ._selection import (
 
 # isort: split
 # Entry points for other Numba kernels (explicit re-exports; see their docstrings).
+from ._blocks import block_value as block_value
 from ._buffer import noise_take as noise_take
 from ._kernels import HANDOFF_SLOTS as HANDOFF_SLOTS
 from ._kernels import lattice_key as lattice_key
@@ -102,6 +109,7 @@ from ._exact import _PyBits as _PyBits
 from ._kernels import _FB_GAUSS_Y as _FB_GAUSS_Y
 from ._kernels import _FB_GEOMETRIC as _FB_GEOMETRIC
 from ._kernels import _FB_NOISE as _FB_NOISE
+from ._lattice import _to_lattice as _to_lattice
 from ._samplers import _gauss_draw_setup as _gauss_draw_setup
 from ._samplers import _gaussian_params as _gaussian_params
 
@@ -139,4 +147,8 @@ __all__ = [
     "plan_unit_gaussian",
     "ExceedancePlan",
     "plan_exceedance",
+    "GaussianBlocks",
+    "plan_blocks",
+    "LadderDraw",
+    "ladder_exceedances",
 ]

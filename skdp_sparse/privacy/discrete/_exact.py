@@ -115,12 +115,20 @@ def _geometric_table(lam, wbits):
             table = np.array(entries, dtype=np.int64)
             break
         prec += 64
+    guide, gshift = _inversion_guide(table, wbits)
+    return table, guide, gshift
+
+
+def _inversion_guide(table, wbits):
+    """The guide of an inversion table ``table[g] = floor(2^wbits P(G >= g))`` (non-increasing,
+    ``table[0]`` above every word, a final -1): ``(guide, gshift)`` with ``guide[i]`` the last
+    ``g >= 1`` with ``table[g] >= (i + 1) 2^gshift``, else 0, so a word ``w`` has
+    ``w < table[guide[w >> gshift]]``: the search for G starts there."""
     gbits = min(12, wbits)
     gshift = wbits - gbits
-    # guide[i]: the last g >= 1 with table[g] >= (i + 1) 2^gshift, else 0 (P(G >= 0) = 1).
     neg = [-int(x) for x in table[1:-1]]
     guide = [bisect.bisect_right(neg, -((i + 1) << gshift)) for i in range(1 << gbits)]
-    return table, np.asarray(guide, dtype=np.int64), gshift
+    return np.asarray(guide, dtype=np.int64), gshift
 
 
 @dataclass(frozen=True)

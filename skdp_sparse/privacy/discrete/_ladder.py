@@ -1,0 +1,247 @@
+"""Discrete Gaussian noise of a lattice release revealed down a ladder of public levels.
+
+For integer keys ``a_j`` (``j < d``) and i.i.d. discrete Gaussian noise ``Z_j`` (the law of
+:func:`release_gaussian` on the same lattice), :func:`ladder_exceedances` reveals, without
+drawing all d values:
+
+* ``Z_j`` itself where ``|a_j| > B`` ("big" positions), drawn directly;
+* level by level, for ``i = 0, 1, ...`` and the other positions, those with
+  ``v_i < |Z_j| <= v_{i-1}`` (``v_i = u_i - B``, ``v_{-1} = inf``) and their ``Z_j``: an
+  exceedance process of the band given ``|Z_j| <= v_{i-1}`` (:func:`plan_exceedance`)
+  chooses the positions, a block table (:mod:`._blocks`) the values, from the band's law.
+  Off the revealed set every ``|a_j + Z_j| <= B + v_i = u_i``: candidates are chosen on
+  ``|Z_j|`` alone (an envelope that does not depend on ``a_j``), and the exact test of
+  ``|a_j + Z_j|`` is left to the caller, which has the values;
+
+until the caller's stopping rule, ``sum_U (|a_j + Z_j| - u_i)_+ >= radius``, holds or the
+levels run out. :meth:`LadderDraw.complete` then draws, if asked, the noise of every
+position not revealed from its law given the bands: ``|Z_j| <= v_i`` at the level reached.
+Chaining the conditional laws gives every ``Z_j`` its discrete Gaussian law, independently
+(the argument is in ``doc/proofs/mean.rst``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from ...utils.random import check_generator
+from ..gaussian_ladder import _is_seen, _mark_seen
+from ._blocks import block_value, plan_blocks
+from ._kernels import HANDOFF_SLOTS
+from ._process import next_exceedance, plan_exceedance
+from ._samplers import _KernelSource
+
+# Keys at or beyond this go to the unsampled release, where a key and its noise may need
+# big integers (never for a statistic below 2^22 noise scales).
+MAX_KEY = 2.0**52
+
+
+@numba.njit(cache=True)
+def _key(value, inv_gamma):
+    """The lattice key ``rint(value / gamma)`` (``inv_gamma`` a power of two: exact)."""
+    return np.rint(value * inv_gamma)
+
+
+@numba.njit(cache=True)
+def _big_positions(value, inv_gamma, bound, idx, seen):
+    """Every j with ``|a_j| > bound``, increasing, into ``idx`` (marked in ``seen``), and
+    the largest ``|a_j|`` (infinite or NaN if some key is not finite)."""
+    k = 0
+    top = 0.0
+    for j in range(value.size):
+        a = abs(_key(value[j], inv_gamma))
+        top = max(top, a) if a == a else a
+        # branch-free: the test is unpredictable on a sparse mean
+        idx[k] = j
+        k += a > bound
+    seen[:] = 0
+    for r in range(k):
+        _mark_seen(seen, idx[r])
+    return k, top
+
+
+@numba.njit(cache=True)
+def _band_sums(value, inv_gamma, idx, z, start, stop, levels, band_sum, band_count):
+    """Add ``|a_j + z_j|`` of entries ``start .. stop - 1`` to the sums and counts of the
+    band of levels it falls in (band h: ``levels[h] < y <= levels[h - 1]``)."""
+    for r in range(start, stop):
+        y = abs(_key(value[idx[r]], inv_gamma) + z[r])
+        h = 0
+        while h < levels.size and y <= levels[h]:
+            h += 1
+        band_sum[h] += y
+        band_count[h] += 1.0
+
+
+@numba.njit(cache=True)
+def _values(blocks, out, start, stop, next64, state, fb):
+    """``out[start:stop]`` from the block table; the index of a handoff, or ``stop``."""
+    for i in range(start, stop):
+        ok, z = block_value(blocks, next64, state, fb)
+        if not ok:
+            return i
+        out[i] = z
+    return stop
+
+
+@numba.njit(cache=True)
+def _band(proc, blocks, d, pos, pending, seen, idx, val, count, next64, state, fb):
+    """One band of the ladder from position ``pos``: ``(pos, count, status)``.
+
+    Each position the process selects that is not yet in ``seen`` gets a value from the
+    band's block table and is appended. ``pending >= 0``: a position the process already
+    selected (after a handoff), handled first. Status 0: done; 1: the process handed
+    off (``pos`` where it stood); 2: the value of position ``pos`` handed off.
+    """
+    while True:
+        if pending >= 0:
+            j = pending
+            pending = -1
+        else:
+            j, _ = next_exceedance(proc, pos, d, False, next64, state, fb)
+            if j < 0:
+                return pos, count, 1
+            if j >= d:
+                return d, count, 0
+        if not _is_seen(seen, j):
+            ok, z = block_value(blocks, next64, state, fb)
+            if not ok:
+                return j, count, 2
+            idx[count] = j
+            val[count] = z
+            _mark_seen(seen, j)
+            count += 1
+        pos = j + 1
+
+
+class _Source:
+    """A kernel source with its handoff record."""
+
+    def __init__(self, rng):
+        self.src = _KernelSource(check_generator(rng))
+        self.fb = np.zeros(HANDOFF_SLOTS, dtype=np.int64)
+
+
+def _draw_values(blocks, out, start, stop, source):
+    src, fb = source.src, source.fb
+    i = start
+    while i < stop:
+        with src.lock:
+            i = _values(blocks.arrays, out, i, stop, src.next64, src.state, fb)
+        if i < stop:
+            out[i] = blocks.finish(fb, src)
+            i += 1
+
+
+def _draw_band(proc, blocks, d, seen, idx, val, count, source):
+    src, fb = source.src, source.fb
+    pos, pending = 0, -1
+    while True:
+        with src.lock:
+            pos, count, status = _band(proc.arrays, blocks.arrays, d, pos, pending, seen, idx,
+                                       val, count, src.next64, src.state, fb)
+        pending = -1
+        if status == 0:
+            return count
+        if status == 1:
+            pos, _ = proc.finish(fb, src, d, with_value=False)
+            if pos >= d:
+                return count
+            pending = pos
+        else:
+            val[count] = blocks.finish(fb, src)
+            idx[count] = pos
+            seen[pos >> 6] |= np.uint64(1) << np.uint64(pos & 63)
+            count += 1
+            pos += 1
+
+
+class LadderDraw:
+    """What :func:`ladder_exceedances` revealed: ``idx[:count]`` and the noise ``z`` there
+    (the big positions first, increasing, then each band's, increasing), the level
+    reached and whether the stopping rule held there."""
+
+    def __init__(self, lattice, levels, bound, idx, z, seen, size, level, found, source):
+        self._lattice, self.levels, self.bound, self._size = lattice, levels, bound, size
+        self.idx, self.z, self._seen = idx, z, seen
+        self.level, self.found = level, found
+        self._source = source
+
+    def complete(self):
+        """``(positions, noise)`` of every position not revealed: the noise given
+        ``|Z_j| <= v`` at the level reached (``v = levels[level] - bound``), drawn exactly."""
+        drawn = np.unpackbits(self._seen.view(np.uint8), bitorder="little")[:self._size]
+        rest = np.flatnonzero(drawn == 0)
+        lat = self._lattice
+        blocks = plan_blocks(lat.j, lat.pc, lat.f, 0, self.levels[self.level] - self.bound)
+        noise = np.empty(rest.size, dtype=np.int64)
+        _draw_values(blocks, noise, 0, rest.size, self._source)
+        return rest, noise
+
+
+def ladder_exceedances(value, lattice, scale, levels, bound, radius, rng):
+    """Reveal the noise of a discrete Gaussian release of ``value`` down public levels.
+
+    Parameters
+    ----------
+    value : ndarray of float64
+        The statistic; its keys ``a_j = rint(value_j / gamma)`` are those of
+        :func:`release_gaussian` on ``lattice``.
+    lattice : GaussianLattice
+        The lattice of the release (``gamma = 2^k``, ``s^2``); ``scale`` is ``s`` as its plan
+        computed it (a Fraction whose square gives the same ``s^2``; checked).
+    levels : sequence of int
+        Decreasing levels ``u_0 > u_1 > ...``, in lattice units, all ``>= bound``.
+    bound : int
+        ``B >= 0``: positions with ``|a_j| > B`` are drawn directly.
+    radius : float
+        The stopping rule: ``sum_U (|a_j + Z_j| - u_i)_+ >= radius`` (lattice units).
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    LadderDraw, or None when some key reaches ``2^52`` (the caller then releases
+    every coordinate).
+    """
+    value = np.ascontiguousarray(value, dtype=np.float64)
+    d = value.size
+    levels = [int(u) for u in levels]
+    if any(u < bound for u in levels) or any(np.diff(levels) >= 0):
+        raise ValueError("levels must decrease and stay at or above the bound")
+    if not -1022 <= lattice.k <= 1023:
+        return None
+    inv_gamma = math.ldexp(1.0, -lattice.k)
+    index = np.int32 if d < 2**31 else np.int64
+    idx, z = np.empty(d, index), np.empty(d, np.int64)
+    seen = np.empty(-(-d // 64), np.uint64)
+    count, top = _big_positions(value, inv_gamma, float(bound), idx, seen)
+    if not top < MAX_KEY:
+        return None
+    source = _Source(rng)
+    _draw_values(plan_blocks(lattice.j, lattice.pc, lattice.f), z, 0, count, source)
+    # sums and counts of |a + Z| by band, so each level's stopping test costs O(levels)
+    thresholds = np.array(levels, dtype=np.float64)
+    band_sum = np.zeros(len(levels) + 1)
+    band_count = np.zeros(len(levels) + 1)
+    _band_sums(value, inv_gamma, idx, z, 0, count, thresholds, band_sum, band_count)
+    upper = None
+    level, found = len(levels) - 1, False
+    for i, u in enumerate(levels):
+        v = u - bound
+        proc = plan_exceedance("gaussian", scale, v, True, upper)
+        if proc._law_params != lattice.sigma2_units:
+            raise ValueError("scale does not give the lattice's discrete Gaussian")
+        blocks = plan_blocks(lattice.j, lattice.pc, lattice.f, v + 1, upper)
+        start = count
+        count = _draw_band(proc, blocks, d, seen, idx, z, count, source)
+        _band_sums(value, inv_gamma, idx, z, start, count, thresholds, band_sum, band_count)
+        excess = float(np.sum(band_sum[:i + 1] - u * band_count[:i + 1]))
+        if excess >= radius:
+            level, found = i, True
+            break
+        upper = v
+    return LadderDraw(lattice, levels, bound, idx[:count], z[:count], seen, d, level, found,
+                      source)

@@ -1,0 +1,292 @@
+"""The floating-point-safe path of sparse_sgd (DP-AdaFEST), the default.
+
+What the privacy argument of ``doc/proofs/sparse_sgd.rst`` rests on, checked on the
+running code: an example's integer keys are never longer than its terms over the
+lattice step; the released gradient sums lie on their lattice and differ from the exact
+key sums by integer noise of the planned discrete Gaussian law; a feature absent from the
+batch passes with probability ``P(Z > u)`` exactly, independently of the others (so
+their number is Binomial(d - k, q) and their positions uniform), and a present one with
+``P(Z > u - key)``, whichever of its two paths (its own draw, or the exceedance process
+of the features with small counts) it takes, also when the samplers hand draws over to
+Python.
+"""
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy import stats
+
+import skdp_sparse.solvers.sparse_sgd as sparse_module
+from skdp_sparse.optim import _sgd_kernels as K
+from skdp_sparse.optim import _sgd_selection as S
+from skdp_sparse.optim.losses import LogisticLoss
+from skdp_sparse.privacy import discrete
+from skdp_sparse.privacy.discrete import ExceedancePlan, plan_exceedance
+from skdp_sparse.solvers import get_solver
+from skdp_sparse.testing.solver_api import make_problem, sparse_sgd
+
+MIN_P = 1e-3
+
+
+def _plan(X, epsilon, delta, n_steps, batch_size, **options):
+    """The plan the solver makes for these arguments (as ``sparse_sgd`` passes them)."""
+    problem = make_problem(LogisticLoss(), epsilon=epsilon)
+    options = {"max_iter": n_steps, "batch_size": batch_size, "learning_rate": None,
+               "verbose": 0, "tol": 0.0, "selection": "exponential", "curvature": "bound",
+               **options}
+    return get_solver("sparse_sgd").plan(problem, (*X.shape, 1), epsilon, delta, options)
+
+
+# --------------------------------------------------------------------------
+# Keys: an example's integer vector is no longer than its terms over gamma
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("nnz", [1, 3, 7, 50, 1000])
+def test_keys_round_towards_zero_and_sums_are_exact(nnz):
+    # One example per call of the accumulation kernel: its count keys times sqrt(nnz)
+    # and its gradient keys must not exceed C_c / gamma and |g x_j| / gamma, in exact
+    # arithmetic, and lose less than one lattice step each (plus the relative 2^-50 the
+    # keys give up to absorb the rounding of the products).
+    rng = np.random.default_rng(nnz)
+    d = 2000
+    shrink = 1.0 - 2.0**-50
+    for _ in range(40):
+        c_count = float(rng.choice([1.0, 0.3, 2.5, rng.uniform(0.1, 3)]))
+        k_c, k_g = int(rng.integers(-40, -10)), int(rng.integers(-40, -10))
+        keys = np.array([math.ldexp(shrink, -k_c), math.ldexp(shrink, -k_g),
+                         math.ldexp(1.0, k_g)])
+        cols = np.sort(rng.choice(d, size=nnz, replace=False)).astype(np.int64)
+        data = rng.normal(size=nnz)
+        data /= np.linalg.norm(data) * rng.uniform(1.0, 1.5)
+        indptr = np.array([0, nnz], dtype=np.int64)
+        margin = rng.normal() * 3
+        st = np.zeros(S.STATE_SLOTS, dtype=np.int64)
+        st[S._M] = 1
+        count_keys = np.zeros(d, dtype=np.int64)
+        grad_keys = np.zeros(d, dtype=np.int64)
+        intercept = np.zeros(3)
+        loss = LogisticLoss()
+        K._accumulate(st, data, cols, indptr, np.array([1.0]), loss.code, loss.param, 1.0,
+                      np.array([0], dtype=np.int64), np.array([margin]), c_count,
+                      np.zeros(d, dtype=np.uint8), np.empty(d, dtype=np.int64), np.zeros(0),
+                      np.zeros(0), True, keys, count_keys, grad_keys, intercept)
+        g = K._clipped_derivative(loss.code, 1.0, margin, loss.param, 1.0)
+        count_key = count_keys[cols]
+        assert np.all(count_key == count_key[0]) and np.all(np.delete(count_keys, cols) == 0)
+        bound = Fraction(c_count) / Fraction(2) ** k_c
+        assert Fraction(int(count_key[0])) ** 2 * nnz <= bound**2
+        assert count_key[0] + 1 > min(1.0, c_count / math.sqrt(nnz)) * 2.0**-k_c * (1 - 1e-12)
+        for j, x in zip(cols, data, strict=True):
+            exact = abs(Fraction(g) * Fraction(float(x))) / Fraction(2) ** k_g
+            key = abs(int(grad_keys[j]))
+            assert key <= exact < key + 1 + exact * 2.0**-49
+            assert np.sign(grad_keys[j]) in (0, np.sign(g * x))
+        exact_b = abs(Fraction(g)) / Fraction(2) ** k_g
+        key_b = abs(int(st[S._GB_KEY]))
+        assert key_b <= exact_b < key_b + 1 + exact_b * 2.0**-49
+        assert st[S._N_TOUCHED] == nnz
+
+
+# --------------------------------------------------------------------------
+# The gradient release: lattice values, integer noise of the planned law
+# --------------------------------------------------------------------------
+def _one_step(X, y, seed, safe):
+    # One full-batch step from 0 with learning rate 1 and no penalty: w = -g / n with g
+    # the released gradient sums (n a power of two, so the division is exact).
+    coef, b, *_ = sparse_sgd(X, y, LogisticLoss(), epsilon=4.0, delta=1e-5, n_steps=1,
+                             batch_size=X.shape[0], learning_rate=1.0, average=False,
+                             threshold=-1e6, rng=seed, floating_point_safe=safe)
+    return -X.shape[0] * np.append(coef, b)
+
+
+def test_released_gradient_sums_lie_on_their_lattice_with_discrete_gaussian_noise():
+    n, d = 64, 12
+    rng = np.random.default_rng(0)
+    X = sp.random(n, d, density=0.4, format="csr", random_state=rng)
+    X.data = rng.uniform(-1, 1, X.nnz)
+    norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
+    # Rows inside the unit ball, so clipping leaves them as they are.
+    X = sp.csr_matrix(X.multiply(0.9 / np.maximum(norms, 1e-12)[:, None]))
+    y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    plan = _plan(X, 4.0, 1e-5, 1, n, learning_rate=1.0, threshold=-1e6)
+    k, scale = plan.safe.grad_k, plan.safe.grad_scale
+    assert plan.safe.mode == S.SELECT_DRAW  # every feature selected at this threshold
+    # The exact key sums at w = 0 (margins 0, derivative -y / 2), as the kernel rounds.
+    g = -y / 2
+    shrink = math.ldexp(1.0 - 2.0**-50, -k)
+    keys = np.zeros(d + 1)
+    for i in range(n):
+        for p in range(X.indptr[i], X.indptr[i + 1]):
+            keys[X.indices[p]] += np.trunc(g[i] * X.data[p] * shrink)
+        keys[d] += np.trunc(g[i] * shrink)
+    noise = []
+    for seed in range(150):
+        released = _one_step(X, y, seed, True)
+        units = np.ldexp(released, -k)
+        assert np.all(units == np.round(units))  # on the lattice gamma Z
+        noise.append(units - keys)
+    noise = np.concatenate(noise) / float(scale)
+    assert abs(noise.mean()) < 4 / math.sqrt(noise.size)
+    assert abs(noise.std() - 1) < 4 / math.sqrt(2 * noise.size)
+    assert stats.kstest(noise, "norm").pvalue > MIN_P
+    # The float path's releases are not on that lattice: the check above can fail.
+    units = np.ldexp(_one_step(X, y, 0, False), -k)
+    assert np.any(units != np.round(units))
+
+
+# --------------------------------------------------------------------------
+# The selection: absent features Binomial(d - k, q), uniform; present ones exact
+# --------------------------------------------------------------------------
+def _selection_run(d, n_steps, sigmas, seed, rows=400, safe=True):
+    """A full-batch run on ``rows`` rows holding feature 0 only (its count, about half a
+    noise scale, matters), with the threshold ``sigmas`` count noise scales above that
+    count; the plan, the count (key) and each step's selection."""
+    X = sp.csr_matrix((np.ones(rows), np.zeros(rows, dtype=np.int64), np.arange(rows + 1)),
+                      shape=(rows, d))
+    y = np.where(np.arange(rows) % 2 == 0, 1.0, -1.0)
+    kw = dict(epsilon=1.0, delta=1e-6, n_steps=n_steps, batch_size=rows,
+              floating_point_safe=safe)
+    base = _plan(X, **kw)
+    if safe:
+        key0 = rows * math.floor(math.ldexp(1 - 2.0**-50, -base.safe.count_k))
+        threshold = math.ldexp(key0 + sigmas * float(base.safe.count_scale),
+                               base.safe.count_k)
+    else:
+        key0 = float(rows)
+        threshold = key0 + sigmas * base.count_sigma
+    plan = _plan(X, threshold=threshold, **kw)
+    *_, info = sparse_sgd(X, y, LogisticLoss(), threshold=threshold, rng=seed,
+                          _trace=(n_steps, d + 1), **kw)
+    return plan, key0, info["selected"]
+
+
+def _exceedance(scale, u):
+    """``P(Z > u)`` for the discrete Gaussian of ``scale`` lattice units, any integer u."""
+    if u >= 0:
+        return plan_exceedance("gaussian", scale, u).probability
+    return 1 - plan_exceedance("gaussian", scale, -u - 1).probability
+
+
+def _binomial_pvalue(samples, trials, q):
+    """Chi-square p-value of ``samples`` against Binomial(trials, q), on bins of the
+    support pooled from the left until each expects at least 5."""
+    expected = stats.binom.pmf(np.arange(trials + 1), trials, q) * samples.size
+    observed = np.bincount(samples, minlength=trials + 1)
+    bins_e, bins_o, e, o = [], [], 0.0, 0
+    for e_v, o_v in zip(expected, observed, strict=True):
+        e, o = e + e_v, o + o_v
+        if e >= 5:
+            bins_e.append(e)
+            bins_o.append(o)
+            e, o = 0.0, 0
+    bins_e[-1] += e
+    bins_o[-1] += o
+    assert len(bins_e) >= 2
+    return stats.chisquare(bins_o, np.array(bins_e) * samples.size / sum(bins_e)).pvalue
+
+
+def _check_selection(plan, key0, selected, d):
+    safe = plan.safe
+    if safe is None:
+        # The float path: Gaussian noise on counts in doubles.
+        q = plan.p_zero
+        q0 = stats.norm.sf((plan.threshold - key0) / plan.count_sigma)
+    else:
+        q = _exceedance(safe.count_scale, safe.u)
+        q0 = _exceedance(safe.count_scale, safe.u - key0)
+    counts = selected[:, 0]
+    chosen = np.zeros((selected.shape[0], d), dtype=bool)
+    for t, row in enumerate(selected):
+        chosen[t, row[1:1 + row[0]]] = True
+    assert np.all(chosen.sum(axis=1) == counts)  # no feature twice
+    # Feature 0 (present, count key0) passes with probability P(Z > u - key0).
+    assert stats.binomtest(int(chosen[:, 0].sum()), chosen.shape[0], q0).pvalue > MIN_P
+    # The d - 1 absent ones: their number per step is Binomial(d - 1, q) ...
+    absent = chosen[:, 1:].sum(axis=1)
+    assert _binomial_pvalue(absent, d - 1, q) > MIN_P
+    # ... and, pooled over the steps, spread uniformly over the absent features.
+    per_block = chosen[:, 1:].sum(axis=0).reshape(-1, (d - 1) // 7).sum(axis=1)
+    assert stats.chisquare(per_block).pvalue > MIN_P
+    return q
+
+
+@pytest.mark.parametrize("sigmas, light_tail, path", [
+    (1.0, 2.0, "present feature drawn, absent process at u"),
+    (1.0, 0.5, "present feature by the light process"),
+    (2.6, 2.0, "absent process above u0 < u with values, light process"),
+    (2.6, 10.0, "present feature drawn, absent process with values"),
+    (1.0, None, "float path: Gaussian count noise, Binomial and uniform absent features"),
+])
+def test_selection_law(sigmas, light_tail, path, monkeypatch):
+    d = 400
+    if light_tail is None:
+        plan, key0, selected = _selection_run(d, 3000, sigmas, seed=1, safe=False)
+        _check_selection(plan, key0, selected, d)
+        return
+    monkeypatch.setattr(sparse_module, "_LIGHT_TAIL", light_tail)
+    sparse_module.plan_safe_selection.cache_clear()
+    plan, key0, selected = _selection_run(d, 3000, sigmas, seed=1)
+    safe = plan.safe
+    light = 0 <= key0 <= safe.light
+    assert light == ("light" in path)
+    assert 0.2 < key0 / float(safe.count_scale) < 2
+    assert (safe.u0 < safe.u) == ("with values" in path)
+    q = _check_selection(plan, key0, selected, d)
+    assert 1e-4 < q < 0.5
+    assert q == pytest.approx(plan.p_zero, rel=1e-6)
+    sparse_module.plan_safe_selection.cache_clear()
+
+
+def test_selection_law_through_handoffs(monkeypatch):
+    # With 6-bit words the exceedance processes' table comparisons tie often: the kernel
+    # stops, Python finishes the step from the same generator and the kernel resumes.
+    monkeypatch.setattr(discrete, "_WORD_BITS", 6)
+    sparse_module.plan_safe_selection.cache_clear()
+    finished = []
+    real = ExceedancePlan.finish
+
+    def counted(self, *args, **kwargs):
+        finished.append(self.u)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(ExceedancePlan, "finish", counted)
+    d = 400
+    plan, key0, selected = _selection_run(d, 1500, 2.6, seed=2)
+    assert plan.safe.light >= key0 and plan.safe.u0 < plan.safe.u
+    # Both processes handed steps over.
+    assert {plan.safe.u0, plan.safe.u - plan.safe.light} <= set(finished)
+    _check_selection(plan, key0, selected, d)
+    sparse_module.plan_safe_selection.cache_clear()
+
+
+# --------------------------------------------------------------------------
+# Plans
+# --------------------------------------------------------------------------
+def test_plan_is_public_and_checks_the_joint_bound():
+    X = sp.random(500, 3000, density=0.01, format="csr", random_state=0)
+    plan = _plan(X, 1.0, 1e-6, 40, 50)
+    safe = plan.safe
+    z = plan.noise_multiplier
+    # The lattices are at least 2^30 times finer than the noise and sums stay below 2^52.
+    assert Fraction(plan.count_sigma) / Fraction(2) ** safe.count_k >= 2**30 - 1
+    assert safe.count_scale == Fraction(plan.count_sigma) / Fraction(2) ** safe.count_k
+    assert safe.grad_scale == Fraction(plan.grad_sigma) / Fraction(2) ** safe.grad_k
+    assert 500 * plan.contribution_bound * 2.0**-safe.count_k <= 2**52
+    # Default threshold: one absent feature passes per step on average, in lattice units.
+    assert plan.p_zero * 3000 == pytest.approx(1.0, rel=1e-6)
+    assert plan.threshold == math.ldexp(safe.u, safe.count_k)
+    # The joint per-example shift the accounting assumes, checked again here.
+    shift = (Fraction(plan.contribution_bound) / Fraction(plan.count_sigma)) ** 2 + (
+        (1 + sparse_module.float_error(3000)) * Fraction(plan.bounds.grad_l2)
+        / Fraction(plan.grad_sigma)) ** 2
+    assert shift <= ((1 + Fraction(discrete.SENSITIVITY_SLACK)) / Fraction(z)) ** 2
+    with pytest.raises(ValueError, match="n_features"):
+        sparse_module.plan_safe_selection(10, 2**62, z, 1.0, plan.count_sigma, 1.0,
+                                          plan.grad_sigma, None)
+    with pytest.raises(ValueError, match="threshold"):
+        sparse_module.plan_safe_selection(10, 100, z, 1.0, plan.count_sigma, 1.0,
+                                          plan.grad_sigma, 1e300)
+    # Without noise there is nothing to make safe.
+    assert _plan(X, math.inf, 0.0, 5, 50).safe is None
