@@ -40,19 +40,20 @@ def test_audited_fit_spends_its_claim(name):
     audit = AUDITS[name]
     fitted = _fit(audit, audit.epsilon)
     assert fitted.epsilon_spent_ <= audit.epsilon * (1 + 1e-9)
-    # The claim is spent (to the calibration's tolerance), so the audit checks it.
-    assert fitted.epsilon_spent_ >= audit.epsilon * 0.98
+    if name != "bias_reduced_sgd":  # its privacy filter stops below the budget
+        # The claim is spent (to the calibration's tolerance), so the audit checks it.
+        assert fitted.epsilon_spent_ >= audit.epsilon * 0.98
     assert fitted.delta_spent_ <= audit.delta * (1 + 1e-12)
 
 
-def _assert_events_halved(honest, halved, n_samples):
+def _assert_events_halved(honest, halved, n_samples, batch_sizes=None):
     assert len(honest) == len(halved)
-    expected = halved_events(honest, n_samples)
+    expected = halved_events(honest, n_samples, batch_sizes)
     for e, h, x in zip(honest, halved, expected, strict=True):
         assert (h.name, h.count) == (e.name, e.count)
         if e.rdp is not None:
-            q_e, z_e, s_e = subsampling_of(e, n_samples)
-            q_h, z_h, s_h = subsampling_of(h, n_samples)
+            q_e, z_e, s_e = subsampling_of(e, n_samples, batch_sizes=batch_sizes)
+            q_h, z_h, s_h = subsampling_of(h, n_samples, batch_sizes=batch_sizes)
             assert (q_h, s_h) == (q_e, s_e)
             assert z_h == pytest.approx(z_e / 2, rel=1e-6)
             continue
@@ -63,7 +64,8 @@ def _assert_events_halved(honest, halved, n_samples):
             assert h.epsilon == pytest.approx(2 * e.epsilon, rel=1e-6)
 
 
-@pytest.mark.parametrize("name", [n for n in HALVING if AUDITS[n].halved is None])
+@pytest.mark.parametrize(
+    "name", [n for n in HALVING if AUDITS[n].halved is None and n != "sgd_poisson"])
 def test_halved_noise_epsilon_halves_the_noise(name):
     """The fit at halved_noise_epsilon adds half the noise on every mechanism call."""
     audit = AUDITS[name]
@@ -77,8 +79,10 @@ def test_halved_noise_epsilon_halves_the_noise(name):
         return
     if hasattr(honest, "n_iter_"):
         assert halved.n_iter_ == honest.n_iter_
-    _assert_events_halved(honest.privacy_events_, halved.privacy_events_,
-                          audit.datasets[0][0].shape[0])
+    n_samples = audit.datasets[0][0].shape[0]
+    batch = getattr(honest, "batch_size", None)
+    _assert_events_halved(honest.privacy_events_, halved.privacy_events_, n_samples,
+                          None if batch is None else [min(batch, n_samples)])
 
 
 def test_halved_noise_epsilon_of_a_subsampled_fit():
@@ -86,10 +90,11 @@ def test_halved_noise_epsilon_of_a_subsampled_fit():
     audit = AUDITS["sgd_poisson"]
     honest = _fit(audit, audit.epsilon)
     (event,) = honest.privacy_events_
-    q, z, sampling = subsampling_of(event, 20)
-    assert (q, sampling) == (19 / 20, "poisson")
+    q, z, sampling = subsampling_of(event, 100, batch_sizes=[99])
+    assert (q, sampling) == (99 / 100, "poisson")
     halved = _fit(audit, halved_epsilon(audit))
-    assert subsampling_of(halved.privacy_events_[0], 20)[1] == pytest.approx(z / 2, rel=1e-6)
+    z_halved = subsampling_of(halved.privacy_events_[0], 100, batch_sizes=[99])[1]
+    assert z_halved == pytest.approx(z / 2, rel=1e-6)
 
 
 def test_bias_reduced_halving_keeps_the_run():

@@ -28,21 +28,25 @@ __all__ = ["halved_events", "halved_noise_epsilon", "noise_scale", "subsampling_
 _SAMPLINGS = ("poisson", "without_replacement")
 
 
-def subsampling_of(event, n_samples, *, rtol=1e-6):
+def subsampling_of(event, n_samples, *, batch_sizes=None, rtol=1e-6):
     """``(sampling_rate, noise_multiplier, sampling)`` of a subsampled-Gaussian RDP event.
 
     The sampling rate of a fit on ``n_samples`` rows is ``b / n_samples`` for an
-    integer batch size ``b``; for each ``b`` (and each sampling scheme) the noise
-    multiplier matching the curve at one order is found, and the pair whose whole
-    curve matches the event's is returned. Raises ``ValueError`` if none does.
+    integer batch size ``b`` (``batch_sizes`` to try first, then all); for each ``b``
+    (and each sampling scheme) the noise multiplier matching the curve at one order
+    is found, and the pair whose whole curve matches the event's is returned.
+    Raises ``ValueError`` if none does.
     """
     curve = np.asarray(event.rdp, dtype=float)
     finite = np.flatnonzero(np.isfinite(curve) & (curve > 0))
     if finite.size == 0:
         raise ValueError(f"event {event.name!r} has no finite positive RDP value")
     ref = int(finite[np.argmin(np.abs(finite - finite.size // 3))])
-    for sampling in _SAMPLINGS:
-        for b in range(1, int(n_samples)):
+    n_samples = int(n_samples)
+    first = [int(b) for b in (batch_sizes or ()) if 0 < int(b) < n_samples]
+    order = first + [b for b in range(n_samples - 1, 0, -1) if b not in first]
+    for b in order:
+        for sampling in _SAMPLINGS:
             q = b / n_samples
 
             def gap(log_z, q=q, sampling=sampling):
@@ -64,7 +68,7 @@ def subsampling_of(event, n_samples, *, rtol=1e-6):
     )
 
 
-def halved_events(events, n_samples=None):
+def halved_events(events, n_samples=None, batch_sizes=None):
     """The events of the same calls with half the noise.
 
     Gaussian events: ``mu`` doubled (``rho`` times 4). Pure and exponential-mechanism
@@ -78,7 +82,7 @@ def halved_events(events, n_samples=None):
         if e.rdp is not None:
             if n_samples is None:
                 raise ValueError("halving an RDP event needs n_samples")
-            q, z, sampling = subsampling_of(e, n_samples)
+            q, z, sampling = subsampling_of(e, n_samples, batch_sizes=batch_sizes)
             halved = subsampled_gaussian_event(z / 2, q, e.count, sampling=sampling,
                                                name=e.name)
             out.append(halved)
@@ -168,4 +172,7 @@ def halved_noise_epsilon(estimator, X, y=None, *, rtol=1e-3):
     if hasattr(fitted, "score_noise_"):
         return _bisect_noise(estimator, X, y, rtol)
     n_samples = X.shape[0]
-    return compose(halved_events(fitted.privacy_events_, n_samples), delta)[0]
+    batch = getattr(estimator, "batch_size", None)
+    batch_sizes = None if batch is None else [min(int(batch), n_samples)]
+    return compose(halved_events(fitted.privacy_events_, n_samples, batch_sizes),
+                   delta)[0]

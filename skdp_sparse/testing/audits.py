@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -114,21 +115,42 @@ class Audit:
 # --------------------------------------------------------------------------
 # Runners
 # --------------------------------------------------------------------------
-def fit_runner(audit):
+def _fit_statistics(audit, epsilon, side, seeds):
+    X, y = audit.datasets[side]
+    out = np.empty(len(seeds))
+    with warnings.catch_warnings():
+        # Audits fit on tiny, worst-case data: warnings about it are expected.
+        warnings.simplefilter("ignore")
+        for i, seed in enumerate(seeds):
+            est = audit.make(epsilon, audit.delta, int(seed))
+            est.fit(X) if y is None else est.fit(X, y)
+            out[i] = audit.statistic(est)
+    return out
+
+
+def default_jobs():
+    """Processes of :func:`fit_runner`: ``SKDP_AUDIT_JOBS`` (default 1)."""
+    return max(1, int(os.environ.get("SKDP_AUDIT_JOBS", "1")))
+
+
+def fit_runner(audit, n_jobs=None):
     """``run(epsilon, side, seeds)``: the statistic of one ``fit`` per seed on ``S`` (side
-    0) or ``S'`` (side 1), the estimator built by ``audit.make(epsilon, audit.delta, seed)``."""
+    0) or ``S'`` (side 1), the estimator built by ``audit.make(epsilon, audit.delta, seed)``.
+
+    With ``n_jobs > 1`` (default :func:`default_jobs`) the seeds are split over that
+    many processes; the statistics do not depend on it.
+    """
+    n_jobs = default_jobs() if n_jobs is None else int(n_jobs)
 
     def run(epsilon, side, seeds):
-        X, y = audit.datasets[side]
-        out = np.empty(len(seeds))
-        with warnings.catch_warnings():
-            # Audits fit on tiny, worst-case data: warnings about it are expected.
-            warnings.simplefilter("ignore")
-            for i, seed in enumerate(seeds):
-                est = audit.make(epsilon, audit.delta, int(seed))
-                est.fit(X) if y is None else est.fit(X, y)
-                out[i] = audit.statistic(est)
-        return out
+        if n_jobs == 1 or len(seeds) < 2 * n_jobs:
+            return _fit_statistics(audit, epsilon, side, seeds)
+        from joblib import Parallel, delayed
+
+        chunks = np.array_split(np.asarray(seeds), n_jobs)
+        parts = Parallel(n_jobs=n_jobs)(
+            delayed(_fit_statistics)(audit, epsilon, side, chunk) for chunk in chunks)
+        return np.concatenate(parts)
 
     return run
 
@@ -420,7 +442,8 @@ def _greedy_make(selection, curvature, p):
         return DPGreedyCDRegressor(
             epsilon=epsilon, delta=delta, solver="greedy_cd", selection=selection,
             curvature=curvature, max_iter=1, penalty=None, fit_intercept=False,
-            norm_bound=math.sqrt(p), random_state=seed)
+            # The rows' l2 norm is sqrt(p); a hair above it so that no row is clipped.
+            norm_bound=math.sqrt(p) * (1 + 1e-9), random_state=seed)
     return make
 
 
@@ -491,14 +514,14 @@ _register(Audit(
 # -- noisy gradient descent with Poisson subsampling ----------------------------
 def _sgd_poisson_make(epsilon, delta, seed):
     return DPGreedyCDRegressor(
-        epsilon=epsilon, delta=delta, solver="sgd", batch_size=19, max_iter=1,
+        epsilon=epsilon, delta=delta, solver="sgd", batch_size=99, max_iter=1,
         penalty=None, fit_intercept=False, random_state=seed)
 
 
-def _sgd_poisson_datasets():
-    X = np.zeros((20, 2))
+def _sgd_poisson_datasets(n=100):
+    X = np.zeros((n, 2))
     X[-1] = ROW
-    y = np.zeros(20)
+    y = np.zeros(n)
     y[-1] = TARGET
     y_prime = y.copy()
     y_prime[-1] = -TARGET
@@ -510,10 +533,13 @@ _register(Audit(
     make=_sgd_poisson_make,
     datasets=_sgd_poisson_datasets(),
     statistic=_projection_statistic,
-    epsilon=1.0, delta=0.1, n_runs=1500, slow_runs=6000,
-    pair="20 rows, 19 of them zero (no gradient), the last at the l2 bound with target "
-         "+100 -> -100; Poisson rate q = 19/20: when the row is in the batch the noisy "
-         "sum moves by the full 2 C2.",
+    epsilon=1.5, delta=0.2, n_runs=2000, slow_runs=6000,
+    pair="100 rows, 99 of them zero (no gradient), the last at the l2 bound with target "
+         "+100 -> -100; Poisson rate q = 99/100: when the row is in the batch (almost "
+         "always) the noisy sum moves by the full 2 C2. At this rate the accounting "
+         "is set by the unsubsampled Renyi bound at the orders that matter, so the audit "
+         "checks the Poisson path's noise against the claim; at small rates the "
+         "amplification is visible only in tails beyond a few thousand runs.",
     statistic_doc="coef_ . x after one step (no intercept).",
 ))
 
