@@ -32,6 +32,7 @@ SCRIPTS = {
     "bench_fp_safe": {"quick": ["--quick"], "full": []},
     "bench_fp_safe_cd": {"quick": ["--quick"], "full": []},
     "bench_fp_safe_sparse": {"quick": ["--quick"], "full": []},
+    "bench_fp_safe_defaults": {"quick": ["--quick"], "full": []},
 }
 
 
