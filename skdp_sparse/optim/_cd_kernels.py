@@ -61,7 +61,7 @@ SEL_SENSITIVITY, SEL_BOUND, SEL_INV_GAMMA, UPD_BOUND, UPD_INV_GAMMA, UPD_GAMMA =
 
 
 @numba.njit(cache=True, inline="always")
-def _clip(v, c):
+def clip_scalar(v, c):
     if v > c:
         return c
     if v < -c:
@@ -84,13 +84,13 @@ def column_gradient(dense, data, j, n_features, d, clip):
     s = 0.0
     if j >= n_features:
         for i in range(n):
-            s += _clip(d[i], c)
+            s += clip_scalar(d[i], c)
     elif dense:
         for i in range(n):
-            s += _clip(d[i] * Xf[i, j], c)
+            s += clip_scalar(d[i] * Xf[i, j], c)
     else:
         for kk in range(cptr[j], cptr[j + 1]):
-            s += _clip(d[cind[kk]] * cdata[kk], c)
+            s += clip_scalar(d[cind[kk]] * cdata[kk], c)
     return s / n
 
 
@@ -294,11 +294,11 @@ def _sparse_row_changed(data, i, d_old, d_new, n_features, clip, g, inv_n, chang
         k = rind[kk]
         x = rdata[kk]
         c = clip[k]
-        g[k] += (_clip(d_new * x, c) - _clip(d_old * x, c)) * inv_n
+        g[k] += (clip_scalar(d_new * x, c) - clip_scalar(d_old * x, c)) * inv_n
         _mark(changed, k)
     if g.size > n_features:
         c = clip[n_features]
-        g[n_features] += (_clip(d_new, c) - _clip(d_old, c)) * inv_n
+        g[n_features] += (clip_scalar(d_new, c) - clip_scalar(d_old, c)) * inv_n
         _mark(changed, n_features)
     return rptr[i + 1] - rptr[i] + 1
 
@@ -359,10 +359,10 @@ def apply_delta(
             for r in range(m):
                 i = rows_buf[r]
                 x = Xf[i, k]
-                acc += _clip(d[i] * x, c) - _clip(d_old_buf[r] * x, c)
+                acc += clip_scalar(d[i] * x, c) - clip_scalar(d_old_buf[r] * x, c)
         else:
             for r in range(m):
-                acc += _clip(d[rows_buf[r]], c) - _clip(d_old_buf[r], c)
+                acc += clip_scalar(d[rows_buf[r]], c) - clip_scalar(d_old_buf[r], c)
         g[k] += acc * inv_n
     work[0] += m * g.size
     if changed[0].size:

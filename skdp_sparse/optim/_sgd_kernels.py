@@ -16,7 +16,7 @@ import numba
 import numpy as np
 
 from ..privacy.discrete import lattice_release, noise_take
-from ._cd_kernels import _clip
+from ._cd_kernels import clip_scalar
 from ._sgd_selection import (
     _ABSENT,
     _ACCUMULATE,
@@ -45,7 +45,7 @@ from .losses import loss_derivative
 
 @numba.njit(cache=True, inline="always")
 def _clipped_derivative(code, y, z, param, dclip):
-    return _clip(loss_derivative(code, y, z, param), dclip)
+    return clip_scalar(loss_derivative(code, y, z, param), dclip)
 
 
 @numba.njit(cache=True)

@@ -86,12 +86,12 @@ def _inside(m, sigma, c):
 
 
 @numba.njit(cache=True)
-def _is_seen(seen, j):
+def is_seen(seen, j):
     return (seen[j >> 6] >> np.uint64(j & 63)) & np.uint64(1)
 
 
 @numba.njit(cache=True)
-def _mark_seen(seen, j):
+def mark_seen(seen, j):
     seen[j >> 6] |= np.uint64(1) << np.uint64(j & 63)
 
 
@@ -173,7 +173,7 @@ def sample_band(mean, sigma, lower, upper, b, rng, idx, val, k, seen, pos, cand)
         j += _geometric_gap(rng, inv_rate)
     for r in range(n_cand):
         j = pos[r]
-        cand[r] = math.inf if _is_seen(seen, j) else mean[j]
+        cand[r] = math.inf if is_seen(seen, j) else mean[j]
     for r in range(n_cand):
         m = cand[r]
         if m == 0.0:
@@ -183,7 +183,7 @@ def sample_band(mean, sigma, lower, upper, b, rng, idx, val, k, seen, pos, cand)
                 j = pos[r]
                 idx[k] = j
                 val[k] = y if u < half0 else -y
-                _mark_seen(seen, j)
+                mark_seen(seen, j)
                 k += 1
         elif abs(m) <= b:  # big or revealed positions: the mark is not used
             x = _normal_band(rng, lo, hi, lam, inv_lam)
@@ -201,7 +201,7 @@ def sample_band(mean, sigma, lower, upper, b, rng, idx, val, k, seen, pos, cand)
                 y = b + sigma * x
                 idx[k] = j
                 val[k] = y if positive else -y
-                _mark_seen(seen, j)
+                mark_seen(seen, j)
                 k += 1
     return k
 

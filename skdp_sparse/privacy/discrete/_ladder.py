@@ -28,7 +28,7 @@ import numba
 import numpy as np
 
 from ...utils.random import check_generator
-from ..gaussian_ladder import _is_seen, _mark_seen
+from ..gaussian_ladder import is_seen, mark_seen
 from ._blocks import block_value, plan_blocks
 from ._kernels import HANDOFF_SLOTS
 from ._process import next_exceedance, plan_exceedance
@@ -59,7 +59,7 @@ def _big_positions(value, inv_gamma, bound, idx, seen):
         k += a > bound
     seen[:] = 0
     for r in range(k):
-        _mark_seen(seen, idx[r])
+        mark_seen(seen, idx[r])
     return k, top
 
 
@@ -106,13 +106,13 @@ def _band(proc, blocks, d, pos, pending, seen, idx, val, count, next64, state, f
                 return pos, count, 1
             if j >= d:
                 return d, count, 0
-        if not _is_seen(seen, j):
+        if not is_seen(seen, j):
             ok, z = block_value(blocks, next64, state, fb)
             if not ok:
                 return j, count, 2
             idx[count] = j
             val[count] = z
-            _mark_seen(seen, j)
+            mark_seen(seen, j)
             count += 1
         pos = j + 1
 
