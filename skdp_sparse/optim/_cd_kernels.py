@@ -43,6 +43,7 @@ from ..privacy.discrete import (
     noise_take,
     rnm_select,
 )
+from ..privacy.float_noise import gaussian_noise, gumbel_noise, laplace_noise
 from .losses import loss_derivative, loss_value
 from .penalties import NONE, penalty_value, prox, subgrad_distance
 
@@ -140,9 +141,9 @@ def _select_greedy(w, g, n_features, pen_code, pen_a, pen_b, score_w, noise, sca
         if s > top:
             top = s
         if noise == NOISE_GUMBEL:
-            s -= scale * np.log(rng.standard_exponential())
+            s += gumbel_noise(rng, scale)
         elif noise == NOISE_LAPLACE:
-            s += scale * rng.laplace(0.0, 1.0)
+            s += laplace_noise(rng, scale)
         if s > best:
             best = s
             best_j = j
@@ -462,9 +463,9 @@ def cd_run(
         if given:
             gj = forced_g
         elif upd_noise == NOISE_GAUSSIAN:
-            gj += update_scale[j] * rng.standard_normal()
+            gj += gaussian_noise(rng, update_scale[j])
         elif upd_noise == NOISE_LAPLACE:
-            gj += update_scale[j] * rng.laplace(0.0, 1.0)
+            gj += laplace_noise(rng, update_scale[j])
         elif upd_noise == NOISE_EXACT:
             key = lattice_key(gj, update_scale[j], lattice[UPD_BOUND], lattice[UPD_INV_GAMMA])
             _, noise = noise_take(upd_values, upd_pos)

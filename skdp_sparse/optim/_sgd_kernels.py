@@ -16,6 +16,7 @@ import numba
 import numpy as np
 
 from ..privacy.discrete import lattice_release, noise_take
+from ..privacy.float_noise import gaussian_noise
 from ._cd_kernels import clip_scalar
 from ._sgd_selection import (
     _ABSENT,
@@ -323,7 +324,7 @@ def _update(st, t, rng, w, wsum, last, c, a, eta, denom, fit_intercept, intercep
             _, z = noise_take(gnoise, gpos)
             gj = _released(grad_keys[j], z, keys[2]) / denom
         else:
-            gj = (grads[j] + grad_sigma * rng.standard_normal()) / denom
+            gj = (grads[j] + gaussian_noise(rng, grad_sigma)) / denom
         v = c * w[j] - eta * gj
         if v > a:
             v -= a
@@ -341,7 +342,7 @@ def _update(st, t, rng, w, wsum, last, c, a, eta, denom, fit_intercept, intercep
             _, z = noise_take(gnoise, gpos)
             b -= eta * _released(st[_GB_KEY], z, keys[2]) / denom
         else:
-            b -= eta * (intercept[2] + grad_sigma * rng.standard_normal()) / denom
+            b -= eta * (intercept[2] + gaussian_noise(rng, grad_sigma)) / denom
     intercept[0] = b
     intercept[1] += b
     row = t - 1

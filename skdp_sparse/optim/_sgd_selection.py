@@ -13,6 +13,7 @@ it could not finish, with its progress in the state record ``st``.
 import numba
 
 from ..privacy.discrete import next_exceedance, noise_take
+from ..privacy.float_noise import gaussian_noise
 
 # Requests of sparse_sgd_steps: it stops before any draw it could not finish, the caller
 # serves the request (``st[ST_NEED]`` says how much) and calls it again with the same state.
@@ -58,7 +59,7 @@ def _select_present(st, rng, touched, selected, counts, count_sigma, threshold, 
     for r in range(n_touched):
         j = touched[r]
         if not safe:
-            keep = counts[j] + count_sigma * rng.standard_normal() > threshold
+            keep = counts[j] + gaussian_noise(rng, count_sigma) > threshold
         elif noisy:
             if count_keys[j] <= light:
                 continue
