@@ -70,22 +70,19 @@ class MomentsPlan:
 
     epsilon: float
     delta: float
-    sum_mechanism: object | None  # releases S1, or None
-    square_mechanism: object | None  # releases S2, or None
+    sum_mechanism: object | None  # releases T1, or None
+    square_mechanism: object | None  # releases T2, or None
+    events: tuple = ()
 
-    @property
-    def mechanisms(self):
-        return tuple(m for m in (self.sum_mechanism, self.square_mechanism) if m is not None)
 
-    @property
-    def events(self):
-        names = ("column sums", "column sums of squares")
-        out = []
-        for name, m in zip(names, (self.sum_mechanism, self.square_mechanism), strict=True):
-            if m is not None:
-                e = m.event()
-                out.append(dataclasses.replace(e, name=f"{name} ({e.name})"))
-        return tuple(out)
+def _events(sum_mechanism, square_mechanism):
+    out = []
+    for name, m in (("column sums", sum_mechanism), ("column sums of squares",
+                                                     square_mechanism)):
+        if m is not None:
+            e = m.event()
+            out.append(dataclasses.replace(e, name=f"{name} ({e.name})"))
+    return tuple(out)
 
 
 def sensitivities(n_features):
@@ -122,11 +119,13 @@ def _calibrated(sens, gaussian, safe, epsilon, delta):
     return _mechanisms(calibrate_scale(events, epsilon, delta), sens, gaussian, safe, delta)
 
 
+@functools.lru_cache(maxsize=128)
 def make_plan(n_features, epsilon, delta, *, with_mean, with_std, floating_point_safe):
     """The releases of a fit: which sums, with which mechanism and noise (see the module).
 
     Laplace noise with ``delta = 0``, Gaussian noise otherwise; ``floating_point_safe``
-    chooses discrete noise on a lattice (True) or noise in doubles (False).
+    chooses discrete noise on a lattice (True) or noise in doubles (False). Cached: the
+    plan is immutable and depends on these public values only.
     """
     epsilon, delta = float(epsilon), float(delta)
     need_sums, need_squares = with_mean or with_std, with_std
@@ -139,7 +138,8 @@ def make_plan(n_features, epsilon, delta, *, with_mean, with_std, floating_point
         sens = sens[:1]
     mechanisms = _calibrated(sens, gaussian, bool(floating_point_safe), epsilon, delta)
     square = mechanisms[1] if need_squares else None
-    return MomentsPlan(epsilon, delta if gaussian else 0.0, mechanisms[0], square)
+    return MomentsPlan(epsilon, delta if gaussian else 0.0, mechanisms[0], square,
+                       _events(mechanisms[0], square))
 
 
 def unit_sums(X, lower, upper):

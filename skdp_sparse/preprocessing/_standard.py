@@ -203,7 +203,7 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, DPEstimatorMixin,
         return (X, lower, upper), public
 
     def _plan(self, public):
-        return make_plan(public["n_features"], self.epsilon, self.delta,
+        return make_plan(int(public["n_features"]), float(self.epsilon), float(self.delta),
                          with_mean=bool(self.with_mean), with_std=bool(self.with_std),
                          floating_point_safe=self.floating_point_safe is not False)
 
