@@ -150,12 +150,13 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, DPEstimatorMixin,
     --------
     >>> import numpy as np
     >>> from skdp_sparse.preprocessing import DPStandardScaler
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal([50.0, 2.0], [10.0, 0.5], size=(5000, 2))
+    >>> X = np.column_stack([np.linspace(30.0, 70.0, 5000), np.tile([1.5, 2.5], 2500)])
+    >>> X.mean(axis=0), X.std(axis=0).round(1)
+    (array([50.,  2.]), array([11.5,  0.5]))
     >>> scaler = DPStandardScaler(bounds=([0, 0], [100, 5]), epsilon=1.0,
     ...                           clip_output=4.0, random_state=0).fit(X)
     >>> np.round(scaler.mean_, 1), np.round(scaler.scale_, 1)
-    (array([50.2,  2. ]), array([10.1,  0.5]))
+    (array([50.,  2.]), array([11.6,  0.5]))
     >>> scaler.epsilon_spent_ <= 1.0
     True
     >>> scaler.output_bounds()
