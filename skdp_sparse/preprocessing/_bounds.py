@@ -15,10 +15,15 @@ import numpy as np
 __all__ = ["OutputBounds", "check_bounds", "bounds_for", "check_zero_inside",
            "entry_columns", "clip_sparse", "scale_sparse"]
 
-#: Public bounds of a transformer's output: ``feature_bound`` on ``|x_ij|`` (a
-#: number, or one per feature) and ``norm_bound`` on the l2 norm of a row. Pass them
-#: to an estimator's parameters of the same names.
 OutputBounds = namedtuple("OutputBounds", ["feature_bound", "norm_bound"])
+OutputBounds.__doc__ = """Public bounds of a transformer's output (``output_bounds()``).
+
+Pass ``feature_bound`` (on every ``|x_ij|``: a number, or one per feature) and
+``norm_bound`` (on the l2 norm of every row) to the parameters of the same names of
+the estimator that follows.
+"""
+OutputBounds.feature_bound.__doc__ = "Bound on every ``|x_ij|`` (a number, or one per feature)."
+OutputBounds.norm_bound.__doc__ = "Bound on the l2 norm of every row."
 
 
 def _side(value, name, owner):

@@ -135,7 +135,7 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, DPEstimatorMixin,
         its square for the sum of squared deviations (0 when not released).
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of the features seen during fit, when ``X`` has string column names.
     epsilon_spent_, delta_spent_ : float
         The privacy guarantee of the fit.
