@@ -29,6 +29,7 @@ SCRIPTS = {
     "bench_mean": {"quick": ["--quick"], "full": []},
     "bench_sgd": {"quick": ["--quick"], "full": []},
     "bench_model_selection": {"quick": ["--quick"], "full": []},
+    "bench_preprocessing": {"quick": ["--quick"], "full": []},
     "bench_fp_safe": {"quick": ["--quick"], "full": []},
     "bench_fp_safe_cd": {"quick": ["--quick"], "full": []},
     "bench_fp_safe_sparse": {"quick": ["--quick"], "full": []},

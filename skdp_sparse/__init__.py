@@ -10,6 +10,7 @@ from .linear_model import (
 )
 from .mean import DPSparseMeanEstimator
 from .model_selection import PrivateHyperparameterSearch
+from .preprocessing import BoundedScaler, DPStandardScaler
 from .privacy.ledger import PrivacyLedger, privacy_ledger
 
 __version__ = "0.1.0.dev0"
@@ -22,6 +23,8 @@ __all__ = [
     "DPSparseLogisticRegression",
     "DPSparseMeanEstimator",
     "PrivateHyperparameterSearch",
+    "BoundedScaler",
+    "DPStandardScaler",
     "PrivacyLedger",
     "privacy_ledger",
     "PrivacyLeakWarning",

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import math
+import numbers
+
+import numpy as np
 from sklearn.base import RegressorMixin
 
 from ..utils.validation import Bound, Options
@@ -81,9 +85,24 @@ class DPGreedyCDRegressor(LinearRegressorMixin, RegressorMixin, DPMultiSolverMod
         Public bound s on non-zeros per row; rows are also clipped to l1 norm
         ``norm_bound * sqrt(s)`` (projection-mechanism gradients, pure-DP output
         perturbation).
-    target_bound : float, default=1.0
+    target_bound : float, default=None
         Public scale of ``|y|``, used for the default gradient clipping of the
-        squared loss (``C_j = target_bound * feature_bound_j``).
+        squared loss (``C_j = target_bound * feature_bound_j``); ``None`` is 1
+        (targets already scaled to about ``[-1, 1]``). Give either this or
+        ``target_bounds``.
+    target_bounds : pair (low, high), default=None
+        Public range of the targets, in their own units (a price range, a score
+        scale), for targets that are not centred: ``y`` is clipped to
+        ``[low, high]`` and mapped to ``[-1, 1]`` by ``(y - c) / h``, with
+        ``c = (low + high) / 2`` and ``h = (high - low) / 2``, inside ``fit``; the
+        model is fitted on the mapped targets with ``target_bound = 1`` (so the
+        sensitivities follow from the range: a clip ``C_j = feature_bound_j`` in
+        the mapped units is ``h feature_bound_j`` in the targets' units) and
+        ``coef_`` and ``intercept_`` are mapped back, so that ``predict`` returns
+        the targets' units. ``alpha`` and ``huber_threshold`` apply to the mapped
+        targets. With ``fit_intercept=False`` the intercept is the public centre
+        ``c``. The range is a public hyperparameter: never take it from the
+        training targets.
     gradient_clip : float or array of shape (n_features,), default=None
         Per-example coordinate-gradient clipping ``C_j``; ``None`` derives it from
         the loss and the bounds.
@@ -167,16 +186,17 @@ class DPGreedyCDRegressor(LinearRegressorMixin, RegressorMixin, DPMultiSolverMod
         **SOLVER_CONSTRAINTS,
         "loss": [Options("squared", "huber")],
         "huber_threshold": [Bound()],
-        "target_bound": [Bound()],
+        "target_bound": [Bound(), None],
+        "target_bounds": ["no_validation"],
     }
     _default_alpha = 1e-3
 
     def __init__(self, *, epsilon=1.0, delta=1e-6, loss="squared", huber_threshold=1.35,
                  penalty="l1", alpha=None, l1_ratio=0.5, feature_bound=1.0, norm_bound=1.0,
-                 sparsity=None, target_bound=1.0, gradient_clip=None, fit_intercept=True,
-                 solver="auto", selection="exponential", curvature="private", max_iter=None,
-                 batch_size=None, learning_rate=None, tol=1e-7, random_state=None, verbose=0,
-                 floating_point_safe="auto"):
+                 sparsity=None, target_bound=None, target_bounds=None, gradient_clip=None,
+                 fit_intercept=True, solver="auto", selection="exponential",
+                 curvature="private", max_iter=None, batch_size=None, learning_rate=None,
+                 tol=1e-7, random_state=None, verbose=0, floating_point_safe="auto"):
         self.epsilon = epsilon
         self.delta = delta
         self.loss = loss
@@ -188,6 +208,7 @@ class DPGreedyCDRegressor(LinearRegressorMixin, RegressorMixin, DPMultiSolverMod
         self.norm_bound = norm_bound
         self.sparsity = sparsity
         self.target_bound = target_bound
+        self.target_bounds = target_bounds
         self.gradient_clip = gradient_clip
         self.fit_intercept = fit_intercept
         self.solver = solver
@@ -200,3 +221,48 @@ class DPGreedyCDRegressor(LinearRegressorMixin, RegressorMixin, DPMultiSolverMod
         self.random_state = random_state
         self.verbose = verbose
         self.floating_point_safe = floating_point_safe
+
+    # -- targets in a public range ------------------------------------------------
+    def _target_range(self):
+        """``(c, h)``: centre and half-width of ``target_bounds``, or None."""
+        if self.target_bounds is None:
+            return None
+        pair = self.target_bounds
+        ok = (isinstance(pair, tuple | list) and len(pair) == 2
+              and all(isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_)
+                      and math.isfinite(v) for v in pair) and pair[0] < pair[1])
+        if not ok:
+            raise ValueError(f"{type(self).__name__}: target_bounds must be a pair (low, "
+                             f"high) of finite numbers with low < high, got {pair!r}")
+        low, high = float(pair[0]), float(pair[1])
+        return (low + high) / 2, (high - low) / 2
+
+    def _check_dp_rules(self):
+        if self.target_bounds is not None and self.target_bound is not None:
+            raise ValueError(
+                f"{type(self).__name__}: give target_bound (a symmetric bound on |y|) or "
+                "target_bounds (the range of y), not both")
+        self._target_range()
+        super()._check_dp_rules()
+
+    def _target_bound(self):
+        if self.target_bounds is not None or self.target_bound is None:
+            return 1.0
+        return float(self.target_bound)
+
+    def _targets(self, y):
+        Y, facts = super()._targets(y)
+        target_range = self._target_range()
+        if target_range is not None:
+            c, h = target_range
+            Y = np.clip((Y - c) / h, -1.0, 1.0)
+        return Y, facts
+
+    def _linear_attributes(self, public, result):
+        attributes = super()._linear_attributes(public, result)
+        target_range = self._target_range()
+        if target_range is not None:
+            c, h = target_range
+            attributes["coef_"] = attributes["coef_"] * h
+            attributes["intercept_"] = attributes["intercept_"] * h + c
+        return attributes

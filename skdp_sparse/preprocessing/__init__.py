@@ -1,0 +1,16 @@
+"""Preprocessing for private pipelines: scalers to public ranges and private scalers.
+
+* :class:`BoundedScaler` clips each feature to a public range and rescales it; it
+  learns nothing from the data and costs no privacy.
+* :class:`DPStandardScaler` centres and scales each feature by a differentially
+  private estimate of its mean and standard deviation, within public ranges.
+
+Both give the public bounds of their output (``output_bounds()``), which the
+private estimators that follow take as ``feature_bound`` and ``norm_bound``.
+"""
+
+from ._bounded import BoundedScaler
+from ._bounds import OutputBounds
+from ._standard import DPStandardScaler
+
+__all__ = ["BoundedScaler", "DPStandardScaler", "OutputBounds"]

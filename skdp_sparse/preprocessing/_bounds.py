@@ -1,0 +1,121 @@
+"""Public per-feature ranges: their checks, and clipping to them without densifying.
+
+A range ``[lower_j, upper_j]`` is a hyperparameter: a fact known about feature ``j``
+before the data are seen (a unit's physical range, a documented census cap), never
+a statistic of the training data. Every check here reads the parameters and the
+shape of ``X`` only, so it runs before any private computation.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+
+__all__ = ["OutputBounds", "check_bounds", "bounds_for", "check_zero_inside",
+           "entry_columns", "clip_sparse", "scale_sparse"]
+
+OutputBounds = namedtuple("OutputBounds", ["feature_bound", "norm_bound"])
+OutputBounds.__doc__ = """Public bounds of a transformer's output (``output_bounds()``).
+
+Pass ``feature_bound`` (on every ``|x_ij|``: a number, or one per feature) and
+``norm_bound`` (on the l2 norm of every row) to the parameters of the same names of
+the estimator that follows.
+"""
+OutputBounds.feature_bound.__doc__ = "Bound on every ``|x_ij|`` (a number, or one per feature)."
+OutputBounds.norm_bound.__doc__ = "Bound on the l2 norm of every row."
+
+
+def _side(value, name, owner):
+    if isinstance(value, bool | np.bool_) or isinstance(value, str | bytes):
+        raise ValueError(f"{owner}: {name} must be a number or a 1-d array of numbers, "
+                         f"got {value!r}")
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{owner}: {name} must be a number or a 1-d array of numbers, "
+                         f"got {value!r}") from None
+    if arr.ndim > 1 or arr.size == 0:
+        raise ValueError(f"{owner}: {name} must be a number or a non-empty 1-d array, "
+                         f"got shape {arr.shape}")
+    bad = np.flatnonzero(~np.isfinite(np.atleast_1d(arr)))
+    if bad.size:
+        where = "" if arr.ndim == 0 else f" (features {bad[:10].tolist()})"
+        raise ValueError(f"{owner}: {name} must be finite{where}; public ranges of "
+                         "unbounded features cannot be clipped to")
+    return np.atleast_1d(arr)
+
+
+def check_bounds(bounds, owner):
+    """``(lower, upper)``: the checked ranges as float arrays of the same length (1 for
+    scalars, which apply to every feature).
+
+    Raises ``ValueError`` unless ``bounds`` is a pair ``(lower, upper)`` of finite
+    numbers or 1-d arrays with ``lower_j < upper_j`` for every feature.
+    """
+    if not isinstance(bounds, tuple | list) or len(bounds) != 2:
+        raise ValueError(f"{owner}: bounds must be a pair (lower, upper) of numbers or of "
+                         f"arrays with one value per feature, got {bounds!r}")
+    lower = _side(bounds[0], "the lower bound", owner)
+    upper = _side(bounds[1], "the upper bound", owner)
+    if lower.size != upper.size and min(lower.size, upper.size) > 1:
+        raise ValueError(f"{owner}: the lower and upper bounds have {lower.size} and "
+                         f"{upper.size} values; give one per feature on both sides, or a "
+                         "number")
+    lower, upper = (np.array(a) for a in np.broadcast_arrays(lower, upper))
+    bad = np.flatnonzero(~(lower < upper))
+    if bad.size:
+        j = int(bad[0])
+        raise ValueError(f"{owner}: every lower bound must be below its upper bound; "
+                         f"{bad.size} feature(s) are not, e.g. feature {j}: "
+                         f"[{lower[j]:g}, {upper[j]:g}]")
+    return lower, upper
+
+
+def bounds_for(lower, upper, n_features, owner):
+    """The ranges of :func:`check_bounds` with one value per feature of ``X``."""
+    if lower.size == 1:
+        return np.full(n_features, lower[0]), np.full(n_features, upper[0])
+    if lower.size != n_features:
+        raise ValueError(f"{owner}: bounds give {lower.size} ranges but X has "
+                         f"{n_features} features")
+    return lower, upper
+
+
+def check_zero_inside(lower, upper, owner):
+    """Sparse input keeps its zeros: every range must contain 0."""
+    bad = np.flatnonzero((lower > 0) | (upper < 0))
+    if bad.size:
+        j = int(bad[0])
+        raise ValueError(
+            f"{owner} keeps the zeros of sparse input (it scales without shifting), so "
+            f"every range must contain 0; {bad.size} feature(s) do not, e.g. feature {j}: "
+            f"[{lower[j]:g}, {upper[j]:g}]. Pass such data dense (X.toarray()) to clip "
+            "and shift it, or widen the ranges to 0")
+
+
+def entry_columns(X):
+    """The column of every stored entry of a CSR or CSC matrix (no densifying)."""
+    if X.format == "csr":
+        return X.indices
+    return np.repeat(np.arange(X.shape[1]), np.diff(X.indptr))
+
+
+def clip_sparse(X, lower, upper):
+    """A copy of ``X`` (CSR or CSC, canonical) with its stored entries clipped to their
+    column's ``[lower_j, upper_j]``, and the columns of its entries."""
+    out = X.astype(np.float64, copy=True)
+    cols = entry_columns(out)
+    np.clip(out.data, lower[cols], upper[cols], out=out.data)
+    return out, cols
+
+
+def scale_sparse(X, cols, scale, out_bound=None):
+    """``X`` (owned by the caller) with its entries divided by their column's ``scale``
+    and, given ``out_bound``, clipped to ``[-out_bound, out_bound]``; explicit zeros
+    (a stored entry clipped to a bound 0) are dropped."""
+    X.data /= scale[cols]
+    if out_bound is not None:
+        np.clip(X.data, -out_bound, out_bound, out=X.data)
+    X.eliminate_zeros()
+    return X
