@@ -155,7 +155,8 @@ def test_cd_calibration_includes_curvature_share(cd_calls, safe):
     n, p = X.shape
     eps, delta = 1.0, 1e-5
     reg = DPGreedyCDRegressor(epsilon=eps, delta=delta, solver="cd", max_iter=2,
-                              floating_point_safe=safe, random_state=0).fit(X, y)
+                              curvature="private", floating_point_safe=safe,
+                              random_state=0).fit(X, y)
     kw = cd_calls[0]
     k = 2 * (p + 1)
     if safe:
@@ -188,7 +189,8 @@ def test_greedy_calibration_includes_curvature_share(cd_calls, safe):
     X, y, _ = _rare_feature_data(n=600, p=12)
     eps, delta, T = 1.0, 1e-6, 30
     clf = DPSparseLogisticRegression(epsilon=eps, delta=delta, solver="greedy_cd", max_iter=T,
-                                     floating_point_safe=safe, random_state=0).fit(X, y)
+                                     curvature="private", floating_point_safe=safe,
+                                     random_state=0).fit(X, y)
     kw = cd_calls[0]
     n = X.shape[0]
     delta_j = 2 * kw["clip"] / n
@@ -212,7 +214,7 @@ def test_greedy_calibration_includes_curvature_share(cd_calls, safe):
 def test_pure_greedy_spends_laplace_curvature():
     X, y, _ = _rare_feature_data(n=400, p=8)
     reg = DPGreedyCDRegressor(epsilon=2.0, delta=0.0, selection="laplace", solver="greedy_cd",
-                              max_iter=10, random_state=0).fit(X, y)
+                              curvature="private", max_iter=10, random_state=0).fit(X, y)
     event = reg.privacy_events_[-1]
     assert event.delta == 0 and event.mu is None
     total = sum(e.epsilon * e.count for e in reg.privacy_events_)

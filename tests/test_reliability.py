@@ -223,8 +223,8 @@ def test_laplace_curvature_share_is_taken_in_zcdp_when_delta_is_positive():
     X, y = _data(n=400, p=8)
     eps, delta = 2.0, 1e-6
     clf = DPSparseLogisticRegression(epsilon=eps, delta=delta, solver="greedy_cd",
-                                     selection="laplace", max_iter=20, norm_bound=4.0,
-                                     classes=[0, 1], random_state=0).fit(X, y)
+                                     selection="laplace", curvature="private", max_iter=20,
+                                     norm_bound=4.0, classes=[0, 1], random_state=0).fit(X, y)
     steps, curvature = clf.privacy_events_[:-1], clf.privacy_events_[-1]
     assert curvature.name.startswith("curvature")
     rho_steps = sum(e.rho * e.count for e in steps)
@@ -249,7 +249,7 @@ def test_curvature_warning_points_at_the_caller():
     X, y = _data(n=300, p=10)
     X = X.multiply(10).tocsr()  # rows far above norm_bound=1
     with pytest.warns(UserWarning, match="norm_bound") as record:
-        _logistic("greedy_cd").fit(X, y)
+        _logistic("greedy_cd", curvature="private").fit(X, y)
     assert {w.filename for w in record} == {__file__}
 
 

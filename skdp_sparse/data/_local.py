@@ -78,6 +78,13 @@ class LocalData:
         key = ("entries", b.tobytes(), b.shape)
         return self._cached(key, lambda: clip_entries(self.X, b))
 
+    def entries_and_rows_clipped(self, feature_bound, norm_bound):
+        """:meth:`entries_clipped`, then every row rescaled into the l2 ball of radius
+        ``norm_bound`` (the rows the curvature statistic sums): CSC or an array."""
+        b = np.asarray(feature_bound, dtype=float)
+        key = ("entries+rows", b.tobytes(), b.shape, float(norm_bound))
+        return self._cached(key, lambda: clip_rows(self.entries_clipped(b), norm_bound))
+
     def column_second_moment_sums(self, feature_bound, norm_bound):
         """``(sums, n_clipped)`` of the rows of :meth:`entries_clipped` clipped to
         ``norm_bound`` in l2 (the statistic a curvature estimate perturbs)."""

@@ -88,7 +88,7 @@ SOLVER_CONSTRAINTS = {
     "gradient_clip": [Bound(per_feature=True, inf=True), None],
     "solver": [Options("auto", *SOLVERS)],
     "selection": [Options("exponential", "laplace")],
-    "curvature": [Options("private", "bound")],
+    "curvature": [Options("auto", "private", "bound")],
     "max_iter": [Interval(numbers.Integral, 1, None), None],
     "batch_size": [Interval(numbers.Integral, 1, None), None],
     "learning_rate": [Interval(numbers.Real, 0, None, closed="neither"), None],

@@ -113,10 +113,10 @@ class DPGreedyCDRegressor(LinearRegressorMixin, RegressorMixin, DPMultiSolverMod
 "phased_sgd", "output_perturbation"}, default="auto"
     selection : {"exponential", "laplace"}, default="exponential"
         Noisy selection of the greedy solver.
-    curvature : {"private", "bound"}, default="private"
+    curvature : {"auto", "private", "bound"}, default="auto"
         Where the coordinate-descent solvers take each coordinate's smoothness
         ``M_j`` (its step is ``1/M_j``) and default clip ``C_j``. ``"bound"``: from
-        the public bounds alone, ``M_j = beta b_j^2`` (``beta`` the loss's
+        the feature bounds alone, ``M_j = beta b_j^2`` (``beta`` the loss's
         smoothness) and ``C_j`` as above; safe but very conservative for rare
         features. ``"private"``: ``CURVATURE_SHARE`` (10%) of the budget buys a
         noisy estimate of the column second moments ``mean_i x_ij^2`` of the rows
@@ -128,17 +128,27 @@ class DPGreedyCDRegressor(LinearRegressorMixin, RegressorMixin, DPMultiSolverMod
         (DP-CD's ``C_j ~ sqrt(M_j)``, Mangold et al. 2022). Set ``norm_bound`` to
         a bound on the row norms: rows above it bias the estimate low. The same
         release counts them, and if the noisy count exceeds half the rows the
-        fit warns and keeps the bound's constants. Without noise
-        (``epsilon=np.inf``) the exact moments set ``M_j`` and ``C_j`` is left
-        as it is. With an explicit ``gradient_clip`` a private fit keeps the
-        bounds' curvature (larger steps without matching clips amplify the noise).
-        Ignored by the other solvers.
+        fit warns and keeps the bound's constants. ``"auto"``: the release of
+        ``"private"`` when a rule on public values says it can carry signal (the
+        average column sum the bounds allow, ``n min(L^2, sum_j b_j^2) / p``, above
+        twice the release's noise sd:
+        :func:`~skdp_sparse.solvers.coordinate_descent.curvature_release_informative`);
+        otherwise no budget is spent on curvature and ``r_j = min(1, L^2 / sum_k
+        b_k^2)``, each feature's share of the norm bound
+        (:func:`~skdp_sparse.solvers.coordinate_descent.norm_share_ratio`), with rows
+        clipped to ``norm_bound``. Without noise (``epsilon=np.inf``) both
+        estimate modes use the exact moments and leave ``C_j`` as it is. With an
+        explicit ``gradient_clip`` a private fit keeps the bounds' curvature (larger
+        steps without matching clips amplify the noise). Ignored by the other solvers.
     max_iter : int, default=None
         Greedy steps (``greedy_cd``), passes over the coordinates (``cd``) or
-        gradient steps (gradient solvers). ``None``: ``(n eps / sqrt(log(1/delta)))^{2/3}``
-        greedy steps
-        (:func:`~skdp_sparse.solvers.coordinate_descent.default_greedy_iterations`),
-        5 passes, or each gradient solver's theory default.
+        gradient steps (gradient solvers). ``None``: for ``greedy_cd`` the largest
+        ``T`` whose steps can all gain against their noise, ``T = n sqrt(2 F0 rho / K)
+        / (2 kappa ln(2p))`` under zCDP (``F0`` the loss at 0, ``rho`` the steps'
+        zCDP budget, ``kappa = max_j C_j / sqrt(M_j)``, ``K`` the one-vs-rest
+        problems;
+        :func:`~skdp_sparse.solvers.coordinate_descent.default_greedy_iterations`),
+        5 passes for ``cd``, or each gradient solver's theory default.
     batch_size : int, default=None
         Minibatch size of ``sgd`` and ``sparse_sgd`` (``None``: the solver's default,
         full batch for ``sgd``).
@@ -195,7 +205,7 @@ class DPGreedyCDRegressor(LinearRegressorMixin, RegressorMixin, DPMultiSolverMod
                  penalty="l1", alpha=None, l1_ratio=0.5, feature_bound=1.0, norm_bound=1.0,
                  sparsity=None, target_bound=None, target_bounds=None, gradient_clip=None,
                  fit_intercept=True, solver="auto", selection="exponential",
-                 curvature="private", max_iter=None, batch_size=None, learning_rate=None,
+                 curvature="auto", max_iter=None, batch_size=None, learning_rate=None,
                  tol=1e-7, random_state=None, verbose=0, floating_point_safe="auto"):
         self.epsilon = epsilon
         self.delta = delta

@@ -43,6 +43,7 @@ __all__ = [
     "gaussian_delta",
     "gaussian_epsilon",
     "zcdp_epsilon",
+    "zcdp_rho",
     "advanced_composition_epsilon",
     "calibrate_scale",
     "gaussian_mu",
@@ -125,6 +126,32 @@ def zcdp_epsilon(rho, delta):
                               method="bounded", options={"xatol": 1e-12})
     best = min(res.fun, rho + 2 * math.sqrt(rho * log_inv_delta))
     return max(float(best), 0.0)
+
+
+def zcdp_rho(epsilon, delta):
+    """Largest rho whose :func:`zcdp_epsilon` at ``delta`` is at most ``epsilon``: the
+    zCDP budget of an ``(epsilon, delta)`` target (to a relative ``1e-12``, from below).
+
+    ``inf`` for ``epsilon = inf``; 0 when ``delta = 0`` (zCDP converts to pure DP only
+    at epsilon = inf).
+    """
+    if not epsilon > 0:
+        raise ValueError(f"epsilon must be > 0, got {epsilon}")
+    if math.isinf(epsilon):
+        return math.inf
+    if delta <= 0:
+        return 0.0
+    # rho + 2 sqrt(rho log(1/delta)) >= zcdp_epsilon(rho) brackets the root from below.
+    log_inv_delta = -math.log(delta)
+    lo = (math.sqrt(log_inv_delta + epsilon) - math.sqrt(log_inv_delta)) ** 2
+    hi = max(2.0 * lo, epsilon)
+    while zcdp_epsilon(hi, delta) <= epsilon:
+        lo, hi = hi, 2.0 * hi
+    rho = brentq(lambda r: zcdp_epsilon(r, delta) - epsilon, lo, hi, xtol=1e-300,
+                 rtol=1e-13)
+    while zcdp_epsilon(rho, delta) > epsilon:
+        rho *= 1 - 1e-13
+    return rho
 
 
 #: Renyi orders on which RDP curves are stored and composed.

@@ -12,7 +12,8 @@ import scipy.sparse as sp
 from .clipping import with_summed_duplicates
 from .mechanisms import GaussianMechanism, LaplaceMechanism, gaussian_sigma_for_rho
 
-__all__ = ["column_second_moment_sums", "release_column_second_moments"]
+__all__ = ["column_second_moment_sums", "release_column_second_moments",
+           "second_moment_sensitivities", "second_moment_noise_std"]
 
 
 def column_second_moment_sums(X, norm_bound=np.inf):
@@ -40,6 +41,28 @@ def column_second_moment_sums(X, norm_bound=np.inf):
     weights = np.ones_like(row_norm_sq)
     weights[clipped] = norm_bound**2 / row_norm_sq[clipped]
     return np.asarray(squares.T @ weights, dtype=float).ravel(), int(clipped.sum())
+
+
+def second_moment_sensitivities(norm_bound, max_entry):
+    """``(Delta_1, Delta_2)`` of the released vector of :func:`release_column_second_moments`:
+    ``2 L^2 + 1`` and ``sqrt(2 m^2 L^2 + 1)`` with ``m = min(max_entry, L)`` (derived
+    there)."""
+    m = min(float(max_entry), float(norm_bound))
+    return 2.0 * norm_bound**2 + 1.0, math.sqrt(2.0 * m**2 * norm_bound**2 + 1.0)
+
+
+def second_moment_noise_std(norm_bound, max_entry, *, rho=None, epsilon=None):
+    """Standard deviation of the noise :func:`release_column_second_moments` adds to each
+    output at a budget of ``rho`` (Gaussian, ``sigma = Delta_2 / sqrt(2 rho)``) or
+    ``epsilon`` (Laplace, ``sqrt(2) Delta_1 / epsilon``), before the floating-point-safe
+    path's relative slack of about ``2^-16``. A function of public values: it sizes the
+    release before any data is read."""
+    if (rho is None) == (epsilon is None):
+        raise ValueError("give exactly one of rho and epsilon")
+    delta_1, delta_2 = second_moment_sensitivities(norm_bound, max_entry)
+    if rho is not None:
+        return delta_2 / math.sqrt(2.0 * rho)
+    return math.sqrt(2.0) * delta_1 / epsilon
 
 
 def release_column_second_moments(statistic, *, norm_bound, max_entry, rng, mu=None,
@@ -81,9 +104,8 @@ def release_column_second_moments(statistic, *, norm_bound, max_entry, rng, mu=N
         raise ValueError(f"norm_bound must be positive and finite, got {norm_bound!r}")
     sums, n_clipped = statistic
     value = np.append(np.asarray(sums, dtype=float), float(n_clipped))
+    delta_1, sensitivity = second_moment_sensitivities(norm_bound, max_entry)
     if epsilon is None:
-        m = min(float(max_entry), norm_bound)
-        sensitivity = math.sqrt(2.0 * m**2 * norm_bound**2 + 1.0)
         if mu is not None:
             mechanism = GaussianMechanism(sensitivity, sigma=sensitivity / mu)
         else:
@@ -91,7 +113,7 @@ def release_column_second_moments(statistic, *, norm_bound, max_entry, rng, mu=N
             mechanism = GaussianMechanism(sensitivity, sigma=sigma, floating_point_safe=True)
         noisy, noise_std = mechanism.randomise(value, rng), mechanism.sigma
     else:
-        mechanism = LaplaceMechanism(2.0 * norm_bound**2 + 1.0, epsilon=epsilon,
+        mechanism = LaplaceMechanism(delta_1, epsilon=epsilon,
                                      floating_point_safe=floating_point_safe)
         noisy, noise_std = mechanism.randomise(value, rng), math.sqrt(2.0) * mechanism.scale
     return noisy[:-1], float(noisy[-1]), noise_std

@@ -24,14 +24,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..optim.coordinate_descent import coordinate_descent
-from ..privacy.accounting import PrivacyEvent, calibrate_scale
+from ..optim.losses import LogisticLoss
+from ..privacy.accounting import PrivacyEvent, calibrate_scale, zcdp_rho
 from ..privacy.discrete import gaussian_rho, laplace_epsilon, selection_scale_for
-from ..privacy.statistics import release_column_second_moments
+from ..privacy.statistics import release_column_second_moments, second_moment_noise_std
 from ..utils._warnings import warn
 from ._base import Plan, Solver, SolverResult
 
 __all__ = ["GreedyCoordinateDescent", "RandomCoordinateDescent",
-           "default_greedy_iterations", "CURVATURE_SHARE", "MIN_CURVATURE_RATIO"]
+           "default_greedy_iterations", "curvature_release_informative", "norm_share_ratio",
+           "CURVATURE_SHARE", "MIN_CURVATURE_RATIO", "SIGNAL_NOISE_RATIO"]
 
 # Share of each greedy step's zCDP budget spent on the selection; the rest goes
 # to the coordinate update. With equal rho the selection's Gumbel noise and the
@@ -51,15 +53,127 @@ MIN_CURVATURE_RATIO = 1e-3
 MAX_CLIPPED_ROW_FRACTION = 0.5
 
 
-def default_greedy_iterations(n_samples, epsilon, delta):
-    """Number of DP-GCD steps from the public n, epsilon, delta.
+#: ``curvature="auto"`` releases the curvature estimate only if the average column sum
+#: of squares the bounds allow exceeds this many standard deviations of the release's
+#: noise: the factor of the floor ``2 sigma / (n b_j^2)`` the estimated ratios are
+#: clipped to, so below it the average coordinate's estimate would be the floor.
+SIGNAL_NOISE_RATIO = 2.0
+#: Greedy steps per coordinate of a run without noise (``epsilon=inf``), and the cap of
+#: the private default.
+NOISELESS_STEPS_PER_COORD = 200
+#: ``F(0)`` of the logistic loss, the default initial gap of the step rule.
+LOGISTIC_INITIAL_GAP = math.log(2.0)
 
-    The convex utility bound of DP-GCD (Mangold et al. 2023, Thm 4.3) balances
-    optimisation error ~ 1/T against privacy error ~ T^{1/2} sqrt(log(1/delta))/(n eps)
-    per step, which is minimised at ``T ~ (n eps / sqrt(log(1/delta)))^{2/3}``.
+
+def norm_share_ratio(feature_bound, norm_bound):
+    """Curvature of a coordinate relative to its bound ``beta b_j^2`` when each row's
+    squared norm bound is shared among the features in proportion to their bounds:
+    ``r0 = min(1, L^2 / sum_j b_j^2)``.
+
+    From public values only. The coordinates' curvatures ``beta mean_i x_ij^2`` sum to
+    at most ``beta L^2`` (every row has ``sum_j x_ij^2 <= L^2``), and ``M_j = beta b_j^2
+    r0`` are the largest constants proportional to ``b_j^2`` within that total. It is a
+    coordinate's curvature on average over the coordinates, not a bound on each: a
+    feature carrying more than its share gets too long a step.
     """
-    log_term = math.log(1 / delta) if delta > 0 else 1.0
-    return max(1, int(round((n_samples * epsilon / math.sqrt(log_term)) ** (2 / 3))))
+    b2 = np.square(np.asarray(feature_bound, dtype=float)).sum()
+    return min(1.0, float(norm_bound) ** 2 / b2) if b2 > 0 else 1.0
+
+
+def _release_noise_std(n_features, feature_bound, norm_bound, epsilon, delta, pure):
+    """Noise sd of the curvature release at ``CURVATURE_SHARE`` of ``(epsilon, delta)``:
+    Gaussian at ``rho_c = CURVATURE_SHARE rho(epsilon, delta)`` (zCDP, ``delta > 0``),
+    Laplace at ``sqrt(2 rho_c)`` beside Laplace steps, or at ``CURVATURE_SHARE epsilon``
+    for pure DP; as :func:`_curvature_events` sizes it."""
+    b = np.broadcast_to(np.asarray(feature_bound, dtype=float), (n_features,))
+    max_entry = float(b.max()) if n_features else 1.0
+    if delta > 0:
+        rho_c = CURVATURE_SHARE * zcdp_rho(epsilon, delta)
+        if pure:
+            return second_moment_noise_std(norm_bound, max_entry,
+                                           epsilon=math.sqrt(2.0 * rho_c))
+        return second_moment_noise_std(norm_bound, max_entry, rho=rho_c)
+    return second_moment_noise_std(norm_bound, max_entry, epsilon=CURVATURE_SHARE * epsilon)
+
+
+def curvature_release_informative(n_samples, n_features, feature_bound, norm_bound,
+                                  epsilon, delta, *, pure=False):
+    """Whether ``curvature="auto"`` spends ``CURVATURE_SHARE`` of the budget on the
+    curvature release: from public values only.
+
+    The release adds noise of sd ``sigma_c`` (:func:`_release_noise_std`) to each column
+    sum ``S_j = sum_i x_ij^2``; the sums total at most ``n min(L^2, sum_j b_j^2)``, so
+    the average column sum is at most ``S_bar = n min(L^2, sum_j b_j^2) / p``. The
+    release is made iff ``S_bar > SIGNAL_NOISE_RATIO sigma_c``: otherwise the
+    average coordinate's estimated ratio would sit at its floor ``2 sigma_c / (n b_j^2)``
+    and the estimate would size steps by its noise. ``True`` without noise.
+    """
+    if not math.isfinite(epsilon):
+        return True
+    if n_features == 0:
+        return False
+    b = np.broadcast_to(np.asarray(feature_bound, dtype=float), (n_features,))
+    average_sum = n_samples * min(float(norm_bound) ** 2, float(np.square(b).sum())) / n_features
+    sigma_c = _release_noise_std(n_features, b, norm_bound, epsilon, delta, pure)
+    return average_sum > SIGNAL_NOISE_RATIO * sigma_c
+
+
+def default_greedy_iterations(n_samples, n_coords, epsilon, delta, *, n_problems=1,
+                              pure=False, score_ratio=2.0, initial_gap=LOGISTIC_INITIAL_GAP,
+                              budget_share=1.0):
+    """Number of DP-GCD steps from public values: the largest ``T`` whose steps can all
+    make progress against their own noise, ``T s(T)^2 ln(2p)^2 / 2 <= F0``.
+
+    In the scaled coordinates ``u_j = sqrt(M_j) w_j`` every coordinate is 1-smooth and a
+    step on j lowers F by about ``G_j^2 / 2`` (``G_j = g_j / sqrt(M_j)``), less half the
+    update noise's variance. The noisy selection among ``p`` coordinates, with noise of
+    scale ``s`` on the scores ``|G_j|``, can pass over coordinates up to about ``s
+    ln(2p)`` better than the one it takes (the largest of ``p`` standard Gumbel draws
+    has median ``ln p + 0.37``). So a step is reliably useful while the largest scaled
+    gradient exceeds ``s ln(2p)``, and then gains at least about ``s^2 ln(2p)^2 / 2``.
+    The gains of all steps add up to at most ``F(0) - F* <= F0`` (``initial_gap``: the
+    loss at ``w = 0``, where the penalty vanishes; ``ln 2`` for the logistic loss), so at
+    most the ``T`` with ``T s(T)^2 ln(2p)^2 / 2 <= F0`` can all be useful.
+
+    ``s(T)`` is the selection's noise scale at ``T`` steps per problem and ``K =
+    n_problems`` problems, on scores of sensitivity ``Delta_u = 2 score_ratio / n``
+    (``score_ratio = max_j C_j / sqrt(M_j)``: 2 for the logistic loss, whose clips are
+    proportional to ``sqrt(M_j)``):
+
+    * ``delta > 0``, steps composed in zCDP at ``rho = budget_share rho(epsilon,
+      delta)`` (:func:`~skdp_sparse.privacy.accounting.zcdp_rho`): the exponential
+      mechanism with half of each step's ``rho / (T K)`` has Gumbel scale ``Delta_u
+      sqrt(T K / rho)`` (``c = 1``); report-noisy-max with ``Lap(2 Delta_u /
+      epsilon_0)``, ``T K epsilon_0^2 = rho``, has ``s^2 = 4 Delta_u^2 T K / rho`` (``c
+      = 4``). Then ``T = sqrt(2 F0 rho / (c K)) / (Delta_u ln(2p))``;
+    * ``delta = 0``, basic composition of ``2 T K`` Laplace releases at ``epsilon_0 =
+      budget_share epsilon / (2 T K)``: ``s = 2 Delta_u / epsilon_0``, so ``T = (F0
+      eps^2 / (8 Delta_u^2 K^2 ln(2p)^2))^{1/3}``.
+
+    DP-GCD's utility bound for convex losses (Mangold et al. 2023) balances the
+    optimisation term ``R_{M,1}^2 / T`` against the noise term ``R_{M,1} s(T) log p``,
+    which gives ``T = (n eps R_{M,1} sqrt(M_min) / (L_max sqrt(log(1/delta))))^{2/3}``
+    up to constants and logarithms; ``R_{M,1}``, the distance from the start to the
+    solutions in the norm ``sum_j sqrt(M_j) |w_j|``, is a property of the unknown
+    solution. The rule keeps the same noise ``s(T)`` (with ``n``, ``epsilon``,
+    ``delta``, the smoothness constants and the clips) and the same ``log p`` of the
+    noisy max, and puts the public bound ``F0`` on the initial gap in place of
+    ``R_{M,1}``. The result is clipped to ``[1, NOISELESS_STEPS_PER_COORD * n_coords]``.
+    """
+    cap = NOISELESS_STEPS_PER_COORD * max(int(n_coords), 1)
+    if not math.isfinite(epsilon):
+        return cap
+    log_term = math.log(2.0 * max(int(n_coords), 1))
+    delta_u = 2.0 * float(score_ratio) / n_samples
+    k = max(int(n_problems), 1)
+    if delta > 0:
+        rho = budget_share * zcdp_rho(epsilon, delta)
+        c = 4.0 if pure else 1.0
+        steps = math.sqrt(2.0 * initial_gap * rho / (c * k)) / (delta_u * log_term)
+    else:
+        eps = budget_share * epsilon
+        steps = (initial_gap * eps**2 / (8.0 * delta_u**2 * k**2 * log_term**2)) ** (1 / 3)
+    return int(max(1, min(cap, math.floor(steps))))
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -67,7 +181,9 @@ class CoordinateDescentPlan(Plan):
     """Noise scales and public constants of a coordinate-descent run.
 
     ``smoothness`` and ``clip`` are the bounds' ``M_j`` and ``C_j`` (the intercept
-    last); the run rescales them by the curvature estimate when ``curvature``.
+    last), already scaled by :func:`norm_share_ratio` when ``curvature_source`` is
+    ``"norm_share"``; the run rescales them by the curvature estimate when ``curvature``
+    (``curvature_source == "estimate"``, which spends budget only when private).
     ``scale`` is the noise multiplier: the update of coordinate j has noise of scale
     ``scale * 2 C_j / n``.
     """
@@ -77,6 +193,7 @@ class CoordinateDescentPlan(Plan):
     scale: float
     pure: bool
     curvature: bool
+    curvature_source: str
     tol: float
     verbose: int
     floating_point_safe: bool
@@ -94,7 +211,9 @@ class _CoordinateDescent(Solver):
     def _pure(self, options):
         return False
 
-    def _n_updates(self, n_samples, n_coords, epsilon, delta, max_iter):
+    def _n_updates(self, n_samples, n_coords, epsilon, delta, max_iter, **public):
+        """Updates per problem; ``public`` holds the rule's other public inputs
+        (``n_problems``, ``pure``, ``score_ratio``, ``initial_gap``, ``budget_share``)."""
         raise NotImplementedError
 
     def _events(self, scale, n_updates, n_problems, pure, curvature, delta, safe):
@@ -114,18 +233,45 @@ class _CoordinateDescent(Solver):
             clip[:n_features] = problem.gradient_clip
         return smoothness, clip
 
+    @staticmethod
+    def _curvature_source(problem, mode, n_samples, n_features, epsilon, delta, pure):
+        """Where ``M_j`` and the default ``C_j`` come from, by a rule on public values:
+        ``"estimate"`` (the noisy release, or the exact moments without noise),
+        ``"norm_share"`` (:func:`norm_share_ratio`, no budget) or ``"bound"``."""
+        private = math.isfinite(epsilon)
+        if mode == "bound" or (problem.gradient_clip is not None and private):
+            # Larger steps on rare features pay off only with clips shrunk to match
+            # (C_j ~ sqrt(M_j)); an explicit gradient_clip fixes C_j, so the bounds'
+            # curvature is kept and no budget is spent on an estimate.
+            return "bound"
+        if mode == "private" or not private or curvature_release_informative(
+                n_samples, n_features, problem.feature_bound, problem.norm_bound,
+                epsilon, delta, pure=pure):
+            return "estimate"
+        b = np.broadcast_to(np.asarray(problem.feature_bound, dtype=float), (n_features,))
+        return "norm_share" if norm_share_ratio(b, problem.norm_bound) < 1.0 else "bound"
+
     def plan(self, problem, shape, epsilon, delta, options):
         n_samples, n_features, n_targets = shape
         n_coords = n_features + int(problem.fit_intercept)
         smoothness, clip = self._bound_constants(problem, n_features)
-        n_updates = self._n_updates(n_samples, n_coords, epsilon, delta, options["max_iter"])
         pure = self._pure(options)
         private = math.isfinite(epsilon)
-        # Larger steps on rare features pay off only with clips shrunk to match
-        # (C_j ~ sqrt(M_j)); an explicit gradient_clip fixes C_j, so the bounds'
-        # curvature is kept and no budget is spent on an estimate.
-        curvature = options["curvature"] == "private" and (
-            problem.gradient_clip is None or not private)
+        source = self._curvature_source(problem, options["curvature"], n_samples,
+                                        n_features, epsilon, delta, pure)
+        if source == "norm_share":
+            b = np.broadcast_to(np.asarray(problem.feature_bound, dtype=float),
+                                (n_features,))
+            ratio = norm_share_ratio(b, problem.norm_bound)
+            # The intercept's feature is the constant 1: its curvature is known.
+            smoothness[:n_features] *= ratio
+            clip[:n_features] *= math.sqrt(ratio)
+        curvature = source == "estimate"
+        n_updates = self._n_updates(
+            n_samples, n_coords, epsilon, delta, options["max_iter"], n_problems=n_targets,
+            pure=pure, score_ratio=float(np.max(clip / np.sqrt(smoothness))),
+            initial_gap=_initial_gap(problem),
+            budget_share=1.0 - CURVATURE_SHARE if curvature and private else 1.0)
         safe = bool(options.get("floating_point_safe", True))
         if private:
             scale, events = _calibration(type(self), n_updates, n_targets, pure, curvature,
@@ -136,8 +282,8 @@ class _CoordinateDescent(Solver):
             solver=self.name, n_samples=n_samples, n_features=n_features,
             n_targets=n_targets, epsilon=epsilon, delta=delta, events=events,
             n_iter=n_updates, smoothness=smoothness, clip=clip, scale=scale, pure=pure,
-            curvature=curvature, tol=float(options["tol"]), verbose=int(options["verbose"]),
-            floating_point_safe=safe,
+            curvature=curvature, curvature_source=source, tol=float(options["tol"]),
+            verbose=int(options["verbose"]), floating_point_safe=safe,
         )
 
     def _curvature_ratios(self, problem, data, plan, rng):
@@ -203,7 +349,12 @@ class _CoordinateDescent(Solver):
                 clip = clip * np.sqrt(ratios)
         sensitivity = 2.0 * clip / plan.n_samples
         noise = self._noise(plan, smoothness, sensitivity) if plan.private else {}
-        X = data.entries_clipped(problem.feature_bound)
+        if plan.curvature_source == "norm_share":
+            # The norm-share constants assume sum_j x_ij^2 <= L^2: rows are clipped to
+            # norm_bound (as the gradient solvers do), so that it holds on the data run.
+            X = data.entries_and_rows_clipped(problem.feature_bound, problem.norm_bound)
+        else:
+            X = data.entries_clipped(problem.feature_bound)
         coefs, intercepts, n_iters = [], [], []
         for k in range(plan.n_targets):
             if plan.verbose and plan.n_targets > 1:
@@ -241,12 +392,10 @@ class GreedyCoordinateDescent(_CoordinateDescent):
     def _pure(self, options):
         return options["selection"] == "laplace"
 
-    def _n_updates(self, n_samples, n_coords, epsilon, delta, max_iter):
+    def _n_updates(self, n_samples, n_coords, epsilon, delta, max_iter, **public):
         if max_iter is not None:
             return max_iter
-        if not math.isfinite(epsilon):
-            return 200 * n_coords
-        return default_greedy_iterations(n_samples, epsilon, delta)
+        return default_greedy_iterations(n_samples, n_coords, epsilon, delta, **public)
 
     def _events(self, scale, n_updates, n_problems, pure, curvature, delta, safe):
         k = n_updates * n_problems
@@ -312,11 +461,11 @@ class RandomCoordinateDescent(_CoordinateDescent):
     selection = "random"
     _needs_delta = "solver='cd' adds Gaussian noise and needs delta > 0"
 
-    def _n_updates(self, n_samples, n_coords, epsilon, delta, max_iter):
+    def _n_updates(self, n_samples, n_coords, epsilon, delta, max_iter, **public):
         if max_iter is not None:
             return max_iter * n_coords
         if not math.isfinite(epsilon):
-            return 200 * n_coords
+            return NOISELESS_STEPS_PER_COORD * n_coords
         # A few passes; more passes split the budget over more noisy updates.
         return 5 * n_coords
 
@@ -334,6 +483,16 @@ class RandomCoordinateDescent(_CoordinateDescent):
             return dict(update_noise="discrete_gaussian", update_scale=plan.scale,
                         update_sensitivity=_exact_sensitivity(sensitivity))
         return dict(update_noise="gaussian", update_scale=sensitivity * plan.scale)
+
+
+def _initial_gap(problem):
+    """Public bound ``F0`` on ``F(0) - F*``: the loss at margin 0 of an example at the
+    bounds (``ln 2`` for the logistic loss; ``l(target_bound, 0)`` for the regression
+    losses, 1 standing in for a missing ``target_bound``). The penalty is 0 at ``w = 0``
+    and ``F* >= 0``."""
+    y = 1.0 if isinstance(problem.loss, LogisticLoss) or problem.target_bound is None \
+        else float(problem.target_bound)
+    return float(np.asarray(problem.loss.value(np.array([y]), np.array([0.0]))).ravel()[0])
 
 
 def _selection_epsilon(mu):
