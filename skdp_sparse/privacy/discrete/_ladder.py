@@ -29,9 +29,16 @@ import numpy as np
 
 from ...utils.random import check_generator
 from ..gaussian_ladder import _is_seen, _mark_seen
-from ._blocks import block_value, plan_blocks
-from ._kernels import HANDOFF_SLOTS
-from ._process import next_exceedance, plan_exceedance
+from ._blocks import block_attempt, block_fill, block_scalars, plan_blocks
+from ._kernels import HANDOFF_SLOTS, _geometric, _uniform_below
+from ._process import _FB_GAP, _FB_THIN, plan_exceedance
+from ._process import _G_BLOCK as _P_BLOCK
+from ._process import _G_GSHIFT as _P_GSHIFT
+from ._process import _G_LOW as _P_LOW
+from ._process import _G_P as _P_P
+from ._process import _G_SHIFT as _P_SHIFT
+from ._process import _THIN as _P_THIN
+from ._process import _WB as _P_WB
 from ._samplers import _KernelSource
 
 # Keys at or beyond this go to the unsampled release, where a key and its noise may need
@@ -77,17 +84,6 @@ def _band_sums(value, inv_gamma, idx, z, start, stop, levels, band_sum, band_cou
 
 
 @numba.njit(cache=True)
-def _values(blocks, out, start, stop, next64, state, fb):
-    """``out[start:stop]`` from the block table; the index of a handoff, or ``stop``."""
-    for i in range(start, stop):
-        ok, z = block_value(blocks, next64, state, fb)
-        if not ok:
-            return i
-        out[i] = z
-    return stop
-
-
-@numba.njit(cache=True)
 def _band(proc, blocks, d, pos, pending, seen, idx, val, count, next64, state, fb):
     """One band of the ladder from position ``pos``: ``(pos, count, status)``.
 
@@ -95,20 +91,41 @@ def _band(proc, blocks, d, pos, pending, seen, idx, val, count, next64, state, f
     band's block table and is appended. ``pending >= 0``: a position the process already
     selected (after a handoff), handled first. Status 0: done; 1: the process handed
     off (``pos`` where it stood); 2: the value of position ``pos`` handed off.
+
+    The process is :func:`next_exceedance` without values (its candidates by geometric
+    gaps, each kept with the thinning probability), with the same handoffs, so that
+    :meth:`ExceedancePlan.finish` completes them; its parameters and the table's are
+    read once, outside the loop.
     """
+    params, gtab, gguide, _, _ = proc
+    wb, g_gshift, g_low = params[_P_WB], params[_P_GSHIFT], params[_P_LOW]
+    g_p, g_shift, g_block, thin = params[_P_P], params[_P_SHIFT], params[_P_BLOCK], params[_P_THIN]
+    scalars = block_scalars(blocks)
     while True:
         if pending >= 0:
             j = pending
             pending = -1
         else:
-            j, _ = next_exceedance(proc, pos, d, False, next64, state, fb)
-            if j < 0:
+            tie, g, lo, w, _, _ = _geometric(next64, state, gtab, gguide, wb, g_gshift, g_low,
+                                             g_p, g_block)
+            if tie:
+                fb[0], fb[1], fb[2], fb[3] = _FB_GAP, pos, g, w
                 return pos, count, 1
+            j = pos + (((g << g_low) + lo) >> g_shift)
             if j >= d:
                 return d, count, 0
+            verdict, w = _uniform_below(next64, state, thin, wb)
+            if verdict < 0:
+                fb[0], fb[1], fb[2] = _FB_THIN, j, w
+                return pos, count, 1
+            if verdict == 0:
+                pos = j + 1
+                continue
         if not _is_seen(seen, j):
-            ok, z = block_value(blocks, next64, state, fb)
-            if not ok:
+            status = 0
+            while status == 0:
+                status, z = block_attempt(scalars, next64, state, fb)
+            if status == 2:
                 return j, count, 2
             idx[count] = j
             val[count] = z
@@ -130,7 +147,7 @@ def _draw_values(blocks, out, start, stop, source):
     i = start
     while i < stop:
         with src.lock:
-            i = _values(blocks.arrays, out, i, stop, src.next64, src.state, fb)
+            i = block_fill(blocks.arrays, out, i, stop, src.next64, src.state, fb)
         if i < stop:
             out[i] = blocks.finish(fb, src)
             i += 1
