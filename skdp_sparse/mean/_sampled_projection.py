@@ -298,9 +298,8 @@ def sampled_discrete_projection(mean, sensitivity, sigma, radius, t, rng, overwr
         mech = GaussianMechanism(sensitivity, sigma=sigma, floating_point_safe=True)
         x = mech.randomise(mean, rng)
         return project_l1_ball(x, radius), None, True, (np.arange(d), x), 0.0
-    keys = discrete._to_lattice(mean[draw.idx], k)
     idx = draw.idx
-    z = np.ldexp(keys + draw.z, k)  # a + Z is an integer below 2^53: exact
+    z = np.ldexp(draw.y, k)  # a + Z is an integer below 2^53: exact
     reached = math.ldexp(levels[draw.level], k)
     tau = -1.0
     if draw.found:

@@ -53,34 +53,66 @@ def _key(value, inv_gamma):
 
 
 @numba.njit(cache=True)
-def _big_positions(value, inv_gamma, bound, idx, seen):
-    """Every j with ``|a_j| > bound``, increasing, into ``idx`` (marked in ``seen``), and
-    the largest ``|a_j|`` (infinite or NaN if some key is not finite)."""
+def _big_positions(value, inv_gamma, bound, idx, y, seen):
+    """Every j with ``|a_j| > bound``, increasing, into ``idx`` (marked in ``seen``) with
+    ``a_j`` into ``y``, and the largest ``|a_j|`` (infinite or NaN if some key is not
+    finite)."""
     k = 0
     top = 0.0
     for j in range(value.size):
-        a = abs(_key(value[j], inv_gamma))
-        top = max(top, a) if a == a else a
+        a = _key(value[j], inv_gamma)
+        top = max(top, abs(a)) if a == a else a
         # branch-free: the test is unpredictable on a sparse mean
         idx[k] = j
-        k += a > bound
+        y[k] = a
+        k += abs(a) > bound
     seen[:] = 0
     for r in range(k):
         _mark_seen(seen, idx[r])
     return k, top
 
 
-@numba.njit(cache=True)
-def _band_sums(value, inv_gamma, idx, z, start, stop, levels, band_sum, band_count):
-    """Add ``|a_j + z_j|`` of entries ``start .. stop - 1`` to the sums and counts of the
-    band of levels it falls in (band h: ``levels[h] < y <= levels[h - 1]``)."""
-    for r in range(start, stop):
-        y = abs(_key(value[idx[r]], inv_gamma) + z[r])
+@numba.njit(cache=True, inline="always")
+def _add_to_band(v, levels, band_sum, band_count):
+    """``|v|`` added to the sum and count of the band of levels it falls in (band h:
+    ``levels[h] < |v| <= levels[h - 1]``; nothing below the last level, which never
+    counts)."""
+    v = abs(v)
+    if v > levels[levels.size - 1]:
         h = 0
-        while h < levels.size and y <= levels[h]:
+        while v <= levels[h]:
             h += 1
-        band_sum[h] += y
+        band_sum[h] += v
         band_count[h] += 1.0
+
+
+@numba.njit(cache=True)
+def _record_range(value, inv_gamma, idx, z, y, start, stop, levels, band_sum, band_count):
+    """``y[r] = a_j + z[r]`` (``j = idx[r]``; exact: both are integers below 2^53) for the
+    entries ``start .. stop - 1``, added to their bands (:func:`_add_to_band`)."""
+    for r in range(start, stop):
+        y[r] = _key(value[idx[r]], inv_gamma) + np.float64(z[r])
+    for r in range(start, stop):
+        _add_to_band(y[r], levels, band_sum, band_count)
+
+
+@numba.njit(cache=True)
+def _big_values(blocks, z, y, start, stop, levels, band_sum, band_count, next64, state, fb):
+    """The noise ``z`` of entries ``start .. stop - 1`` from the table, added to their keys
+    ``y`` and to their bands: ``stop``, or the index of a draw handed off."""
+    scalars = block_scalars(blocks)
+    r = start
+    while r < stop:
+        status, zr = block_attempt(scalars, next64, state, fb)
+        if status == 1:
+            z[r] = zr
+            r += 1
+        elif status == 2:
+            break
+    for q in range(start, r):
+        y[q] += np.float64(z[q])
+        _add_to_band(y[q], levels, band_sum, band_count)
+    return r
 
 
 @numba.njit(cache=True)
@@ -88,9 +120,10 @@ def _band(proc, blocks, d, pos, pending, seen, idx, val, count, next64, state, f
     """One band of the ladder from position ``pos``: ``(pos, count, status)``.
 
     Each position the process selects that is not yet in ``seen`` gets a value from the
-    band's block table and is appended. ``pending >= 0``: a position the process already
-    selected (after a handoff), handled first. Status 0: done; 1: the process handed
-    off (``pos`` where it stood); 2: the value of position ``pos`` handed off.
+    band's block table and is appended. ``pending >= 0``: a
+    position the process already selected (after a handoff), handled first. Status 0:
+    done; 1: the process handed off (``pos`` where it stood); 2: the value of position
+    ``pos`` handed off.
 
     The process is :func:`next_exceedance` without values (its candidates by geometric
     gaps, each kept with the thinning probability), with the same handoffs, so that
@@ -124,11 +157,11 @@ def _band(proc, blocks, d, pos, pending, seen, idx, val, count, next64, state, f
         if not _is_seen(seen, j):
             status = 0
             while status == 0:
-                status, z = block_attempt(scalars, next64, state, fb)
+                status, zj = block_attempt(scalars, next64, state, fb)
             if status == 2:
                 return j, count, 2
             idx[count] = j
-            val[count] = z
+            val[count] = zj
             _mark_seen(seen, j)
             count += 1
         pos = j + 1
@@ -153,13 +186,46 @@ def _draw_values(blocks, out, start, stop, source):
             i += 1
 
 
-def _draw_band(proc, blocks, d, seen, idx, val, count, source):
+class _Revealed:
+    """The revealed entries and their running sums by band, as the kernels fill them."""
+
+    def __init__(self, value, inv_gamma, d, levels):
+        index = np.int32 if d < 2**31 else np.int64
+        self.value, self.inv_gamma = value, inv_gamma
+        self.idx, self.z, self.y = np.empty(d, index), np.empty(d, np.int64), np.empty(d)
+        self.levels = np.array(levels, dtype=np.float64)
+        self.band_sum = np.zeros(len(levels) + 1)
+        self.band_count = np.zeros(len(levels) + 1)
+
+    def record(self, start, stop):
+        _record_range(self.value, self.inv_gamma, self.idx, self.z, self.y, start, stop,
+                      self.levels, self.band_sum, self.band_count)
+
+    def excess(self, i):
+        """``sum_U (|y_j| - u_i)_+``."""
+        return float(np.sum(self.band_sum[:i + 1] - self.levels[i] * self.band_count[:i + 1]))
+
+
+def _draw_big(blocks, rev, count, source):
+    src, fb = source.src, source.fb
+    r = 0
+    while r < count:
+        with src.lock:
+            r = _big_values(blocks.arrays, rev.z, rev.y, r, count, rev.levels, rev.band_sum,
+                            rev.band_count, src.next64, src.state, fb)
+        if r < count:
+            rev.z[r] = blocks.finish(fb, src)
+            rev.record(r, r + 1)
+            r += 1
+
+
+def _draw_band(proc, blocks, d, seen, rev, count, source):
     src, fb = source.src, source.fb
     pos, pending = 0, -1
     while True:
         with src.lock:
-            pos, count, status = _band(proc.arrays, blocks.arrays, d, pos, pending, seen, idx,
-                                       val, count, src.next64, src.state, fb)
+            pos, count, status = _band(proc.arrays, blocks.arrays, d, pos, pending, seen,
+                                       rev.idx, rev.z, count, src.next64, src.state, fb)
         pending = -1
         if status == 0:
             return count
@@ -169,21 +235,22 @@ def _draw_band(proc, blocks, d, seen, idx, val, count, source):
                 return count
             pending = pos
         else:
-            val[count] = blocks.finish(fb, src)
-            idx[count] = pos
+            rev.z[count] = blocks.finish(fb, src)
+            rev.idx[count] = pos
             seen[pos >> 6] |= np.uint64(1) << np.uint64(pos & 63)
             count += 1
             pos += 1
 
 
 class LadderDraw:
-    """What :func:`ladder_exceedances` revealed: ``idx[:count]`` and the noise ``z`` there
-    (the big positions first, increasing, then each band's, increasing), the level
-    reached and whether the stopping rule held there."""
+    """What :func:`ladder_exceedances` revealed: ``idx[:count]``, the noise ``z`` there
+    (the big positions first, increasing, then each band's, increasing) and the noisy
+    keys ``y = a + z`` (doubles, exact), the level reached and whether the stopping rule
+    held there."""
 
-    def __init__(self, lattice, levels, bound, idx, z, seen, size, level, found, source):
+    def __init__(self, lattice, levels, bound, idx, z, y, seen, size, level, found, source):
         self._lattice, self.levels, self.bound, self._size = lattice, levels, bound, size
-        self.idx, self.z, self._seen = idx, z, seen
+        self.idx, self.z, self.y, self._seen = idx, z, y, seen
         self.level, self.found = level, found
         self._source = source
 
@@ -231,19 +298,13 @@ def ladder_exceedances(value, lattice, scale, levels, bound, radius, rng):
     if not -1022 <= lattice.k <= 1023:
         return None
     inv_gamma = math.ldexp(1.0, -lattice.k)
-    index = np.int32 if d < 2**31 else np.int64
-    idx, z = np.empty(d, index), np.empty(d, np.int64)
+    rev = _Revealed(value, inv_gamma, d, levels)
     seen = np.empty(-(-d // 64), np.uint64)
-    count, top = _big_positions(value, inv_gamma, float(bound), idx, seen)
+    count, top = _big_positions(value, inv_gamma, float(bound), rev.idx, rev.y, seen)
     if not top < MAX_KEY:
         return None
     source = _Source(rng)
-    _draw_values(plan_blocks(lattice.j, lattice.pc, lattice.f), z, 0, count, source)
-    # sums and counts of |a + Z| by band, so each level's stopping test costs O(levels)
-    thresholds = np.array(levels, dtype=np.float64)
-    band_sum = np.zeros(len(levels) + 1)
-    band_count = np.zeros(len(levels) + 1)
-    _band_sums(value, inv_gamma, idx, z, 0, count, thresholds, band_sum, band_count)
+    _draw_big(plan_blocks(lattice.j, lattice.pc, lattice.f), rev, count, source)
     upper = None
     level, found = len(levels) - 1, False
     for i, u in enumerate(levels):
@@ -253,12 +314,11 @@ def ladder_exceedances(value, lattice, scale, levels, bound, radius, rng):
             raise ValueError("scale does not give the lattice's discrete Gaussian")
         blocks = plan_blocks(lattice.j, lattice.pc, lattice.f, v + 1, upper)
         start = count
-        count = _draw_band(proc, blocks, d, seen, idx, z, count, source)
-        _band_sums(value, inv_gamma, idx, z, start, count, thresholds, band_sum, band_count)
-        excess = float(np.sum(band_sum[:i + 1] - u * band_count[:i + 1]))
-        if excess >= radius:
+        count = _draw_band(proc, blocks, d, seen, rev, count, source)
+        rev.record(start, count)
+        if rev.excess(i) >= radius:
             level, found = i, True
             break
         upper = v
-    return LadderDraw(lattice, levels, bound, idx[:count], z[:count], seen, d, level, found,
-                      source)
+    return LadderDraw(lattice, levels, bound, rev.idx[:count], rev.z[:count], rev.y[:count],
+                      seen, d, level, found, source)
