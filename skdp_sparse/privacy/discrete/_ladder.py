@@ -4,24 +4,30 @@ For integer keys ``a_j`` (``j < d``) and i.i.d. discrete Gaussian noise ``Z_j`` 
 :func:`release_gaussian` on the same lattice), :func:`ladder_exceedances` reveals, without
 drawing all d values:
 
-* ``Z_j`` itself where ``|a_j| > B`` ("big" positions), drawn directly;
-* level by level, for ``i = 0, 1, ...`` and the other positions, those with
-  ``v_i < |Z_j| <= v_{i-1}`` (``v_i = u_i - B``, ``v_{-1} = inf``) and their ``Z_j``: an
-  exceedance process of the band given ``|Z_j| <= v_{i-1}`` (:func:`plan_exceedance`)
-  chooses the positions, a block table (:mod:`._blocks`) the values, from the band's law.
-  Off the revealed set every ``|a_j + Z_j| <= B + v_i = u_i``: candidates are chosen on
-  ``|Z_j|`` alone (an envelope that does not depend on ``a_j``), and the exact test of
-  ``|a_j + Z_j|`` is left to the caller, which has the values;
+* ``Z_j`` itself where ``|a_j| > M`` ("direct" positions), drawn directly;
+* level by level, for ``i = 0, 1, ...``, among the other positions, those with
+  ``v_i(j) < |Z_j| <= v_{i-1}(j)`` and their ``Z_j``, where ``v_i(j) = u_i - B_j`` and
+  ``B_j`` is the envelope bound of j's class: ``B`` for the "small" keys (``|a_j| <=
+  B``), ``M`` for the "middle" ones (``B < |a_j| <= M``), ``v_{-1} = inf``. An exceedance
+  process of the band given ``|Z_j| <= v_{i-1}(j)`` (:func:`plan_exceedance`) chooses the
+  positions of each class (the small ones among all d positions, the middle ones among
+  their list), a block table (:mod:`._blocks`) the values, from the band's law. Off the
+  revealed set every ``|a_j + Z_j| <= B_j + v_i(j) = u_i``: candidates are chosen on
+  ``|Z_j|`` alone (an envelope that does not depend on ``a_j`` beyond its class), and the
+  exact test of ``|a_j + Z_j|`` is left to the caller, which has the values;
 
 until the caller's stopping rule, ``sum_U (|a_j + Z_j| - u_i)_+ >= radius``, holds or the
 levels run out. :meth:`LadderDraw.complete` then draws, if asked, the noise of every
-position not revealed from its law given the bands: ``|Z_j| <= v_i`` at the level reached.
-Chaining the conditional laws gives every ``Z_j`` its discrete Gaussian law, independently
-(the argument is in ``doc/proofs/mean.rst``).
+position not revealed from its law given the bands: ``|Z_j| <= v_i(j)`` at the level
+reached. Chaining the conditional laws gives every ``Z_j`` its discrete Gaussian law,
+independently (the argument is in ``doc/proofs/mean.rst``). The classes and bounds only
+set the cost: a middle key revealed directly costs a draw, in the middle class a draw with
+the probability ``P(|Z| > u - M)`` only.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numba
@@ -30,6 +36,7 @@ import numpy as np
 from ...utils.random import check_generator
 from ..gaussian_ladder import _is_seen, _mark_seen
 from ._blocks import block_attempt, block_fill, block_scalars, plan_blocks
+from ._exact import _package
 from ._kernels import HANDOFF_SLOTS, _geometric, _uniform_below
 from ._process import _FB_GAP, _FB_THIN, plan_exceedance
 from ._process import _G_BLOCK as _P_BLOCK
@@ -46,6 +53,9 @@ from ._samplers import _KernelSource
 MAX_KEY = 2.0**52
 
 
+# --------------------------------------------------------------------------
+# Kernels
+# --------------------------------------------------------------------------
 @numba.njit(cache=True)
 def _key(value, inv_gamma):
     """The lattice key ``rint(value / gamma)`` (``inv_gamma`` a power of two: exact)."""
@@ -53,10 +63,14 @@ def _key(value, inv_gamma):
 
 
 @numba.njit(cache=True)
-def _big_positions(value, inv_gamma, bound, idx, y, seen):
-    """Every j with ``|a_j| > bound``, increasing, into ``idx`` (marked in ``seen``) with
-    ``a_j`` into ``y``, and the largest ``|a_j|`` (infinite or NaN if some key is not
-    finite)."""
+def _big_positions(value, inv_gamma, bound, middle, idx, y, mid_pos, mid_key, seen):
+    """Split the positions by their keys ``a_j``: ``(count, m, top)``.
+
+    The j with ``|a_j| > middle`` go to ``idx[:count]`` with ``a_j`` in ``y[:count]``, the
+    j with ``bound < |a_j| <= middle`` to ``mid_pos[:m]`` with ``a_j`` in ``mid_key[:m]``,
+    both increasing; all of them are marked in ``seen``. ``top`` is the largest ``|a_j|``
+    (infinite or NaN if some key is not finite).
+    """
     k = 0
     top = 0.0
     for j in range(value.size):
@@ -67,9 +81,21 @@ def _big_positions(value, inv_gamma, bound, idx, y, seen):
         y[k] = a
         k += abs(a) > bound
     seen[:] = 0
+    count = 0
+    m = 0
     for r in range(k):
-        _mark_seen(seen, idx[r])
-    return k, top
+        j = idx[r]
+        a = y[r]
+        _mark_seen(seen, j)
+        if abs(a) > middle:
+            idx[count] = j
+            y[count] = a
+            count += 1
+        else:
+            mid_pos[m] = j
+            mid_key[m] = a
+            m += 1
+    return count, m, top
 
 
 @numba.njit(cache=True, inline="always")
@@ -87,17 +113,25 @@ def _add_to_band(v, levels, band_sum, band_count):
 
 
 @numba.njit(cache=True)
-def _record_range(value, inv_gamma, idx, z, y, start, stop, levels, band_sum, band_count):
-    """``y[r] = a_j + z[r]`` (``j = idx[r]``; exact: both are integers below 2^53) for the
-    entries ``start .. stop - 1``, added to their bands (:func:`_add_to_band`)."""
-    for r in range(start, stop):
-        y[r] = _key(value[idx[r]], inv_gamma) + np.float64(z[r])
+def _add_range(y, start, stop, levels, band_sum, band_count):
+    """:func:`_add_to_band` of ``y[start:stop]``."""
     for r in range(start, stop):
         _add_to_band(y[r], levels, band_sum, band_count)
 
 
 @numba.njit(cache=True)
-def _big_values(blocks, z, y, start, stop, levels, band_sum, band_count, next64, state, fb):
+def _record_range(value, inv_gamma, idx, z, y, start, stop, levels, band_sum, band_count):
+    """``y[r] = a_j + z[r]`` (``j = idx[r]``; exact: both are integers below 2^53) for the
+    entries ``start .. stop - 1``, added to their bands (:func:`_add_to_band`). The keys
+    are gathered in a loop of their own: independent loads, which overlap."""
+    for r in range(start, stop):
+        y[r] = _key(value[idx[r]], inv_gamma) + np.float64(z[r])
+    _add_range(y, start, stop, levels, band_sum, band_count)
+
+
+@numba.njit(cache=True)
+def _direct_values(blocks, z, y, start, stop, levels, band_sum, band_count, next64, state,
+                   fb):
     """The noise ``z`` of entries ``start .. stop - 1`` from the table, added to their keys
     ``y`` and to their bands: ``stop``, or the index of a draw handed off."""
     scalars = block_scalars(blocks)
@@ -117,18 +151,20 @@ def _big_values(blocks, z, y, start, stop, levels, band_sum, band_count, next64,
 
 @numba.njit(cache=True)
 def _band(proc, blocks, d, pos, pending, seen, idx, val, count, next64, state, fb):
-    """One band of the ladder from position ``pos``: ``(pos, count, status)``.
+    """One band of the ladder over positions ``0 .. d-1`` from ``pos``: ``(pos, count,
+    status)``.
 
     Each position the process selects that is not yet in ``seen`` gets a value from the
-    band's block table and is appended. ``pending >= 0``: a
-    position the process already selected (after a handoff), handled first. Status 0:
+    band's block table and is appended to ``idx``, ``val`` (and marked). ``pending >= 0``:
+    a position the process already selected (after a handoff), handled first. Status 0:
     done; 1: the process handed off (``pos`` where it stood); 2: the value of position
     ``pos`` handed off.
 
     The process is :func:`next_exceedance` without values (its candidates by geometric
     gaps, each kept with the thinning probability), with the same handoffs, so that
     :meth:`ExceedancePlan.finish` completes them; its parameters and the table's are
-    read once, outside the loop.
+    read once, outside the loop. (Anything more in this loop, the keys' gather for one,
+    measured it twice as slow.)
     """
     params, gtab, gguide, _, _ = proc
     wb, g_gshift, g_low = params[_P_WB], params[_P_GSHIFT], params[_P_LOW]
@@ -167,6 +203,62 @@ def _band(proc, blocks, d, pos, pending, seen, idx, val, count, next64, state, f
         pos = j + 1
 
 
+# --------------------------------------------------------------------------
+# Plans
+# --------------------------------------------------------------------------
+class _Class:
+    """One class of keys: its envelope bound and, level by level, its band's process and
+    block table."""
+
+    def __init__(self, lattice, scale, levels, bound):
+        self.bound = bound
+        self.bands = []
+        upper = None
+        for u in levels:
+            v = u - bound
+            proc = plan_exceedance("gaussian", scale, v, True, upper)
+            if proc._law_params != lattice.sigma2_units:
+                raise ValueError("scale does not give the lattice's discrete Gaussian")
+            self.bands.append((proc, plan_blocks(lattice.j, lattice.pc, lattice.f, v + 1,
+                                                 upper)))
+            upper = v
+
+    def completion(self, lattice, level):
+        """The block table of ``Z`` given ``|Z| <= v`` at ``level``."""
+        return plan_blocks(lattice.j, lattice.pc, lattice.f, 0, self.bands[level][0].u)
+
+
+class LadderPlan:
+    """The public tables of a ladder (:func:`plan_ladder`)."""
+
+    def __init__(self, lattice, scale, levels, bound, middle):
+        self.lattice, self.levels, self.bound, self.middle = lattice, levels, bound, middle
+        self.thresholds = np.array(levels, dtype=np.float64)
+        self.direct = plan_blocks(lattice.j, lattice.pc, lattice.f)
+        self.small = _Class(lattice, scale, levels, bound)
+        self.mid = _Class(lattice, scale, levels, middle) if middle > bound else None
+
+
+@functools.lru_cache(maxsize=32)
+def _cached_plan(lattice, scale, levels, bound, middle, wbits):
+    return LadderPlan(lattice, scale, levels, bound, middle)
+
+
+def plan_ladder(lattice, scale, levels, bound, middle=None):
+    """The tables of :func:`ladder_exceedances` for these public values (cached)."""
+    levels = tuple(int(u) for u in levels)
+    bound = int(bound)
+    middle = bound if middle is None else int(middle)
+    if not 0 <= bound <= middle or any(u < middle for u in levels) or any(
+            lower >= upper for lower, upper in zip(levels[1:], levels[:-1], strict=True)):
+        raise ValueError("levels must decrease and stay at or above the bounds, "
+                         "0 <= bound <= middle")
+    return _cached_plan(lattice, scale, levels, bound, middle, _package()._WORD_BITS)
+
+
+# --------------------------------------------------------------------------
+# Draws
+# --------------------------------------------------------------------------
 class _Source:
     """A kernel source with its handoff record."""
 
@@ -186,46 +278,14 @@ def _draw_values(blocks, out, start, stop, source):
             i += 1
 
 
-class _Revealed:
-    """The revealed entries and their running sums by band, as the kernels fill them."""
-
-    def __init__(self, value, inv_gamma, d, levels):
-        index = np.int32 if d < 2**31 else np.int64
-        self.value, self.inv_gamma = value, inv_gamma
-        self.idx, self.z, self.y = np.empty(d, index), np.empty(d, np.int64), np.empty(d)
-        self.levels = np.array(levels, dtype=np.float64)
-        self.band_sum = np.zeros(len(levels) + 1)
-        self.band_count = np.zeros(len(levels) + 1)
-
-    def record(self, start, stop):
-        _record_range(self.value, self.inv_gamma, self.idx, self.z, self.y, start, stop,
-                      self.levels, self.band_sum, self.band_count)
-
-    def excess(self, i):
-        """``sum_U (|y_j| - u_i)_+``."""
-        return float(np.sum(self.band_sum[:i + 1] - self.levels[i] * self.band_count[:i + 1]))
-
-
-def _draw_big(blocks, rev, count, source):
-    src, fb = source.src, source.fb
-    r = 0
-    while r < count:
-        with src.lock:
-            r = _big_values(blocks.arrays, rev.z, rev.y, r, count, rev.levels, rev.band_sum,
-                            rev.band_count, src.next64, src.state, fb)
-        if r < count:
-            rev.z[r] = blocks.finish(fb, src)
-            rev.record(r, r + 1)
-            r += 1
-
-
-def _draw_band(proc, blocks, d, seen, rev, count, source):
+def _draw_band(proc, blocks, d, seen, idx, z, count, source):
+    """One band of a process over ``0 .. d-1``, appended to ``idx``, ``z``: the new count."""
     src, fb = source.src, source.fb
     pos, pending = 0, -1
     while True:
         with src.lock:
-            pos, count, status = _band(proc.arrays, blocks.arrays, d, pos, pending, seen,
-                                       rev.idx, rev.z, count, src.next64, src.state, fb)
+            pos, count, status = _band(proc.arrays, blocks.arrays, d, pos, pending, seen, idx,
+                                       z, count, src.next64, src.state, fb)
         pending = -1
         if status == 0:
             return count
@@ -235,38 +295,101 @@ def _draw_band(proc, blocks, d, seen, rev, count, source):
                 return count
             pending = pos
         else:
-            rev.z[count] = blocks.finish(fb, src)
-            rev.idx[count] = pos
+            z[count] = blocks.finish(fb, src)
+            idx[count] = pos
             seen[pos >> 6] |= np.uint64(1) << np.uint64(pos & 63)
             count += 1
             pos += 1
 
 
+class _Revealed:
+    """The revealed entries, their noisy keys and their running sums by band."""
+
+    def __init__(self, value, inv_gamma, d, thresholds):
+        index = np.int32 if d < 2**31 else np.int64
+        self.value, self.inv_gamma, self.levels = value, inv_gamma, thresholds
+        self.idx, self.z, self.y = np.empty(d, index), np.empty(d, np.int64), np.empty(d)
+        self.band_sum = np.zeros(thresholds.size + 1)
+        self.band_count = np.zeros(thresholds.size + 1)
+
+    def record(self, start, stop):
+        """``y = a + z`` of entries ``start .. stop - 1``, added to their bands."""
+        _record_range(self.value, self.inv_gamma, self.idx, self.z, self.y, start, stop,
+                      self.levels, self.band_sum, self.band_count)
+
+    def excess(self, i):
+        """``sum_U (|y_j| - u_i)_+``."""
+        return float(np.sum(self.band_sum[:i + 1] - self.levels[i] * self.band_count[:i + 1]))
+
+
+class _Middle:
+    """The middle keys (their positions and keys, in increasing order) and which of them
+    were revealed (a bitmap over their list)."""
+
+    def __init__(self, pos, key, m):
+        self.pos, self.key, self.m = pos[:m], key[:m], m
+        self.seen = np.zeros(-(-max(m, 1) // 64), np.uint64)
+        self.r = np.empty(m, np.int64)  # list indices revealed by one band
+        self.z = np.empty(m, np.int64)
+
+
+def _draw_direct(blocks, rev, count, source):
+    src, fb = source.src, source.fb
+    r = 0
+    while r < count:
+        with src.lock:
+            r = _direct_values(blocks.arrays, rev.z, rev.y, r, count, rev.levels,
+                               rev.band_sum, rev.band_count, src.next64, src.state, fb)
+        if r < count:
+            rev.z[r] = blocks.finish(fb, src)
+            rev.record(r, r + 1)
+            r += 1
+
+
+def _draw_middle_band(proc, blocks, mid, rev, count, source):
+    """One band of the middle keys' process, appended to the revealed entries."""
+    n = _draw_band(proc, blocks, mid.m, mid.seen, mid.r, mid.z, 0, source)
+    r = mid.r[:n]
+    stop = count + n
+    rev.idx[count:stop] = mid.pos[r]
+    rev.z[count:stop] = mid.z[:n]
+    rev.y[count:stop] = mid.key[r] + mid.z[:n]
+    _add_range(rev.y, count, stop, rev.levels, rev.band_sum, rev.band_count)
+    return stop
+
+
 class LadderDraw:
     """What :func:`ladder_exceedances` revealed: ``idx[:count]``, the noise ``z`` there
-    (the big positions first, increasing, then each band's, increasing) and the noisy
-    keys ``y = a + z`` (doubles, exact), the level reached and whether the stopping rule
-    held there."""
+    (the direct positions first, increasing, then each band's) and the noisy keys ``y = a +
+    z`` (doubles, exact), the level reached and whether the stopping rule held there."""
 
-    def __init__(self, lattice, levels, bound, idx, z, y, seen, size, level, found, source):
-        self._lattice, self.levels, self.bound, self._size = lattice, levels, bound, size
-        self.idx, self.z, self.y, self._seen = idx, z, y, seen
+    def __init__(self, plan, idx, z, y, seen, mid, size, level, found, source):
+        self._plan, self.levels, self.bound = plan, list(plan.levels), plan.bound
+        self.middle, self._size = plan.middle, size
+        self.idx, self.z, self.y, self._seen, self._mid = idx, z, y, seen, mid
         self.level, self.found = level, found
         self._source = source
 
     def complete(self):
         """``(positions, noise)`` of every position not revealed: the noise given
-        ``|Z_j| <= v`` at the level reached (``v = levels[level] - bound``), drawn exactly."""
+        ``|Z_j| <= v`` at the level reached (``v = levels[level] - B_j``, ``B_j`` the bound
+        of j's class), drawn exactly."""
+        plan, lat = self._plan, self._plan.lattice
         drawn = np.unpackbits(self._seen.view(np.uint8), bitorder="little")[:self._size]
         rest = np.flatnonzero(drawn == 0)
-        lat = self._lattice
-        blocks = plan_blocks(lat.j, lat.pc, lat.f, 0, self.levels[self.level] - self.bound)
         noise = np.empty(rest.size, dtype=np.int64)
-        _draw_values(blocks, noise, 0, rest.size, self._source)
-        return rest, noise
+        _draw_values(plan.small.completion(lat, self.level), noise, 0, rest.size, self._source)
+        if plan.mid is None or self._mid.m == 0:
+            return rest, noise
+        mid = self._mid
+        hidden = np.unpackbits(mid.seen.view(np.uint8), bitorder="little")[:mid.m] == 0
+        mrest = mid.pos[hidden]
+        mnoise = np.empty(mrest.size, dtype=np.int64)
+        _draw_values(plan.mid.completion(lat, self.level), mnoise, 0, mrest.size, self._source)
+        return np.concatenate([rest, mrest]), np.concatenate([noise, mnoise])
 
 
-def ladder_exceedances(value, lattice, scale, levels, bound, radius, rng):
+def ladder_exceedances(value, lattice, scale, levels, bound, radius, rng, middle=None):
     """Reveal the noise of a discrete Gaussian release of ``value`` down public levels.
 
     Parameters
@@ -278,12 +401,15 @@ def ladder_exceedances(value, lattice, scale, levels, bound, radius, rng):
         The lattice of the release (``gamma = 2^k``, ``s^2``); ``scale`` is ``s`` as its plan
         computed it (a Fraction whose square gives the same ``s^2``; checked).
     levels : sequence of int
-        Decreasing levels ``u_0 > u_1 > ...``, in lattice units, all ``>= bound``.
+        Decreasing levels ``u_0 > u_1 > ...``, in lattice units, all ``>= middle``.
     bound : int
-        ``B >= 0``: positions with ``|a_j| > B`` are drawn directly.
+        ``B >= 0``: the envelope bound of the small keys, ``|a_j| <= B``.
     radius : float
         The stopping rule: ``sum_U (|a_j + Z_j| - u_i)_+ >= radius`` (lattice units).
     rng : numpy.random.Generator
+    middle : int or None
+        ``M >= B``: the envelope bound of the middle keys, ``B < |a_j| <= M``; positions
+        with ``|a_j| > M`` are drawn directly. None: ``M = B`` (no middle class).
 
     Returns
     -------
@@ -292,33 +418,32 @@ def ladder_exceedances(value, lattice, scale, levels, bound, radius, rng):
     """
     value = np.ascontiguousarray(value, dtype=np.float64)
     d = value.size
-    levels = [int(u) for u in levels]
-    if any(u < bound for u in levels) or any(np.diff(levels) >= 0):
-        raise ValueError("levels must decrease and stay at or above the bound")
+    plan = plan_ladder(lattice, scale, levels, bound, middle)
     if not -1022 <= lattice.k <= 1023:
         return None
     inv_gamma = math.ldexp(1.0, -lattice.k)
-    rev = _Revealed(value, inv_gamma, d, levels)
+    rev = _Revealed(value, inv_gamma, d, plan.thresholds)
     seen = np.empty(-(-d // 64), np.uint64)
-    count, top = _big_positions(value, inv_gamma, float(bound), rev.idx, rev.y, seen)
+    index = rev.idx.dtype
+    mid_pos, mid_key = np.empty(d if plan.mid else 0, index), np.empty(d if plan.mid else 0)
+    count, m, top = _big_positions(value, inv_gamma, float(plan.bound), float(plan.middle),
+                                   rev.idx, rev.y, mid_pos, mid_key, seen)
     if not top < MAX_KEY:
         return None
+    mid = _Middle(mid_pos, mid_key, m)
     source = _Source(rng)
-    _draw_big(plan_blocks(lattice.j, lattice.pc, lattice.f), rev, count, source)
-    upper = None
-    level, found = len(levels) - 1, False
-    for i, u in enumerate(levels):
-        v = u - bound
-        proc = plan_exceedance("gaussian", scale, v, True, upper)
-        if proc._law_params != lattice.sigma2_units:
-            raise ValueError("scale does not give the lattice's discrete Gaussian")
-        blocks = plan_blocks(lattice.j, lattice.pc, lattice.f, v + 1, upper)
+    _draw_direct(plan.direct, rev, count, source)
+    level, found = len(plan.levels) - 1, False
+    for i in range(len(plan.levels)):
+        proc, blocks = plan.small.bands[i]
         start = count
-        count = _draw_band(proc, blocks, d, seen, rev, count, source)
+        count = _draw_band(proc, blocks, d, seen, rev.idx, rev.z, count, source)
         rev.record(start, count)
+        if m:
+            proc, blocks = plan.mid.bands[i]
+            count = _draw_middle_band(proc, blocks, mid, rev, count, source)
         if rev.excess(i) >= radius:
             level, found = i, True
             break
-        upper = v
-    return LadderDraw(lattice, levels, bound, rev.idx[:count], rev.z[:count], rev.y[:count],
-                      seen, d, level, found, source)
+    return LadderDraw(plan, rev.idx[:count], rev.z[:count], rev.y[:count], seen, mid, d, level,
+                      found, source)
