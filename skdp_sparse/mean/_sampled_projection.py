@@ -33,9 +33,9 @@ _P_HALF = float(-ndtri(0.25))  # t / sigma with 2 Phi(-t / sigma) = 1/2
 # envelope's candidate rate is within about 10% of the pure-noise rate and its
 # acceptance for mean_j = 0 about 0.91 at t = 1.5 sigma.
 SMALL_MEAN = 0.05
-# The safe release reveals the noise of keys up to MIDDLE_MEAN noise scales by bands of
-# their own envelope (u - MIDDLE_MEAN s), drawing it for a fraction of them (about 0.2
-# when the ladder stops near 1.7 sigma) instead of all; the keys beyond are drawn directly.
+# The safe release reveals the noise of keys up to MIDDLE_MEAN noise scales by a band of
+# their own envelope (|Z| > u_{L-1} - MIDDLE_MEAN s), drawing it for a fraction of them
+# (about a fifth) instead of all; the keys beyond are drawn directly.
 MIDDLE_MEAN = 0.3
 # Levels of the sampled projection: from t up, each level's pure-noise exceedance
 # probability is LEVEL_RATIO times the one below. A fit draws the values above the
@@ -283,18 +283,19 @@ def sampled_discrete_projection(mean, sensitivity, sigma, radius, t, rng, overwr
     **Construction** (``discrete.ladder_exceedances``): the public threshold t and levels
     of the continuous version (``sampling_threshold``, ``sampling_levels``), in lattice
     units ``u_0 > ... > u_{L-1}`` (floors), and two envelope bounds ``B = floor(SMALL_MEAN
-    s) <= M = floor(MIDDLE_MEAN s)``, both capped at ``u_{L-1}``; ``B_j`` is ``B`` where
-    ``|a_j| <= B``, ``M`` where ``B < |a_j| <= M``. Stage 1 reveals ``Z_j`` where ``|a_j| >
-    M``, then level by level the positions with ``u_i - B_j < |Z_j| <= u_{i-1} - B_j`` among
-    the others, with ``Z_j``; off the revealed set U, ``|a_j + Z_j| <= |a_j| + u_i - B_j <=
-    u_i``. It stops after level i when ``g_U(u_i) = sum_U (|a_j + Z_j| - u_i)_+ >= R /
-    gamma``. Stage 2 is the continuous one: if the root ``tau_U`` of ``g_U`` (on the
-    doubles ``gamma (a_j + Z_j)``, which are exact) is ``>= gamma u*`` at the level ``u*``
-    reached, the projection's threshold is ``tau_U`` and every coordinate off U projects to
-    0; otherwise the noise off U is drawn from its law given stage 1 (``|Z_j| <= u* -
-    B_j``, independently) and the completed vector is projected with the reference's code.
-    The equality in law is the continuous argument with ``|Z_j|`` in place of ``|z_j|`` for
-    the bands (``doc/proofs/mean.rst``).
+    s) <= M = floor(MIDDLE_MEAN s)``, both capped at ``u_{L-1}``. Stage 1 reveals ``Z_j``
+    where ``|a_j| > M``; where ``B < |a_j| <= M``, the positions with ``|Z_j| > u_{L-1} -
+    M`` (at once), with ``Z_j``; then, level by level, among the positions with ``|a_j| <=
+    B``, those with ``u_i - B < |Z_j| <= u_{i-1} - B``, with ``Z_j``. Off the revealed set
+    U, ``|a_j + Z_j| <= u_i`` after level i. It stops after level i when ``g_U(u_i) =
+    sum_U (|a_j + Z_j| - u_i)_+ >= R / gamma``. Stage 2 is the continuous one: if the root
+    ``tau_U`` of ``g_U`` (on the doubles ``gamma (a_j + Z_j)``, which are exact) is ``>=
+    gamma u*`` at the level ``u*`` reached, the projection's threshold is ``tau_U`` and
+    every coordinate off U projects to 0; otherwise the noise off U is drawn from its law
+    given stage 1 (``|Z_j| <= u* - B`` or ``|Z_j| <= u_{L-1} - M``, independently) and the
+    completed vector is projected with the reference's code. The equality in law is the
+    continuous argument with ``|Z_j|`` in place of ``|z_j|`` for the bands
+    (``doc/proofs/mean.rst``).
 
     Keys from ``2^52`` on (a mean of ``2^22`` noise scales or more), or no public t, take
     the unsampled release.
