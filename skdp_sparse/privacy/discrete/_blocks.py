@@ -59,6 +59,12 @@ _FB_ACCEPT = 31  # the acceptance test needs more than 62 bits: [kind, value, of
 # Layout of the params array.
 _WB, _GSHIFT, _C, _E, _W, _SH, _D, _DBITS, _SIGNED, _MMAX, _C2 = range(11)
 
+# A table's guide has 2^GUIDE_BITS entries (2 KB): a draw's search then takes a fraction
+# of a step more on average than with the 4096 of the other samplers, and a kernel that
+# draws a few thousand values from a table it has not used lately misses the cache far
+# less often (about 100 us less per band of a ladder).
+GUIDE_BITS = 8
+
 # Blocks are 2^-BLOCK_BITS_BELOW_SCALE of the scale s or so (one point below s = 64).
 BLOCK_BITS_BELOW_SCALE = 6
 
@@ -167,7 +173,7 @@ class GaussianBlocks:
             raise ValueError("the discrete Gaussian scale is too large for the block tables")
         self._brackets = {}
         table = self._table()
-        guide, gshift = _inversion_guide(table, self.wbits)
+        guide, gshift = _inversion_guide(table, self.wbits, GUIDE_BITS)
         params = [self.wbits, gshift, c, -1 if e is None else e, w, sh, self._den,
                   self._den.bit_length(), int(self.signed), self._den >> sh,
                   max(0, min(32, 61 - self._den.bit_length()))]

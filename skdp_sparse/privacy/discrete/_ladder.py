@@ -38,8 +38,8 @@ import numpy as np
 
 from ...utils.random import check_generator
 from ..gaussian_ladder import _is_seen, _mark_seen
-from ._blocks import block_attempt, block_fill, block_scalars, plan_blocks
-from ._exact import _package
+from ._blocks import GUIDE_BITS, block_attempt, block_fill, block_scalars, plan_blocks
+from ._exact import _inversion_guide, _package
 from ._kernels import HANDOFF_SLOTS, _geometric, _uniform_below
 from ._process import _FB_GAP, _FB_THIN, plan_exceedance
 from ._process import _G_BLOCK as _P_BLOCK
@@ -147,11 +147,12 @@ def _append_middle(mid_pos, mid_key, r, mz, n, idx, z, y, count, levels, band_su
 
 
 @numba.njit(cache=True)
-def _direct_values(blocks, z, y, start, stop, levels, band_sum, band_count, next64, state,
-                   fb):
+def _direct_values(bparams, btable, bguide, z, y, start, stop, levels, band_sum, band_count,
+                   next64, state, fb):
     """The noise ``z`` of entries ``start .. stop - 1`` from the table, added to their keys
-    ``y`` and to their bands: ``stop``, or the index of a draw handed off."""
-    scalars = block_scalars(blocks)
+    ``y`` and to their bands: ``stop``, or the index of a draw handed off. (The tables come
+    as separate arrays: a tuple argument costs Numba's dispatch tens of microseconds.)"""
+    scalars = block_scalars((bparams, btable, bguide))
     r = start
     while r < stop:
         status, zr = block_attempt(scalars, next64, state, fb)
@@ -167,7 +168,8 @@ def _direct_values(blocks, z, y, start, stop, levels, band_sum, band_count, next
 
 
 @numba.njit(cache=True)
-def _band(proc, blocks, d, pos, pending, seen, idx, val, count, next64, state, fb):
+def _band(params, gtab, gguide, bparams, btable, bguide, d, pos, pending, seen, idx, val,
+          count, next64, state, fb):
     """One band of the ladder over positions ``0 .. d-1`` from ``pos``: ``(pos, count,
     status)``.
 
@@ -180,13 +182,13 @@ def _band(proc, blocks, d, pos, pending, seen, idx, val, count, next64, state, f
     The process is :func:`next_exceedance` without values (its candidates by geometric
     gaps, each kept with the thinning probability), with the same handoffs, so that
     :meth:`ExceedancePlan.finish` completes them; its parameters and the table's are
-    read once, outside the loop. (Anything more in this loop, the keys' gather for one,
-    measured it twice as slow.)
+    read once, outside the loop (``params``, ``gtab``, ``gguide``: the process's arrays;
+    ``bparams``, ``btable``, ``bguide``: the block table's). Anything more in this loop,
+    the keys' gather for one, measured it twice as slow.
     """
-    params, gtab, gguide, _, _ = proc
     wb, g_gshift, g_low = params[_P_WB], params[_P_GSHIFT], params[_P_LOW]
     g_p, g_shift, g_block, thin = params[_P_P], params[_P_SHIFT], params[_P_BLOCK], params[_P_THIN]
-    scalars = block_scalars(blocks)
+    scalars = block_scalars((bparams, btable, bguide))
     while True:
         if pending >= 0:
             j = pending
@@ -223,9 +225,22 @@ def _band(proc, blocks, d, pos, pending, seen, idx, val, count, next64, state, f
 # --------------------------------------------------------------------------
 # Plans
 # --------------------------------------------------------------------------
+class _Band:
+    """A band's exceedance process and block table, and the arrays :func:`_band` reads of
+    the process: its params (with the guide's shift), its gap table and a guide of
+    ``2^GUIDE_BITS`` entries (the same draws as the process's own guide, in fewer cache
+    lines)."""
+
+    def __init__(self, proc, blocks):
+        self.proc, self.blocks = proc, blocks
+        params, gtab = proc.arrays[0].copy(), proc.arrays[1]
+        guide, gshift = _inversion_guide(gtab, int(params[_P_WB]), GUIDE_BITS)
+        params[_P_GSHIFT] = gshift
+        self.gap = (params, gtab, guide)
+
+
 class _Class:
-    """One class of keys: its envelope bound and, level by level, its band's process and
-    block table."""
+    """One class of keys: its envelope bound and, level by level, its band."""
 
     def __init__(self, lattice, scale, levels, bound):
         self.bound = bound
@@ -236,13 +251,13 @@ class _Class:
             proc = plan_exceedance("gaussian", scale, v, True, upper)
             if proc._law_params != lattice.sigma2_units:
                 raise ValueError("scale does not give the lattice's discrete Gaussian")
-            self.bands.append((proc, plan_blocks(lattice.j, lattice.pc, lattice.f, v + 1,
-                                                 upper)))
+            self.bands.append(_Band(proc, plan_blocks(lattice.j, lattice.pc, lattice.f, v + 1,
+                                                      upper)))
             upper = v
 
     def completion(self, lattice, level):
         """The block table of ``Z`` given ``|Z| <= v`` at ``level``."""
-        return plan_blocks(lattice.j, lattice.pc, lattice.f, 0, self.bands[level][0].u)
+        return plan_blocks(lattice.j, lattice.pc, lattice.f, 0, self.bands[level].proc.u)
 
 
 class LadderPlan:
@@ -259,11 +274,6 @@ class LadderPlan:
 
 @functools.lru_cache(maxsize=32)
 def _cached_plan(lattice, scale, levels, bound, middle, wbits):
-    return LadderPlan(lattice, scale, levels, bound, middle)
-
-
-def plan_ladder(lattice, scale, levels, bound, middle=None):
-    """The tables of :func:`ladder_exceedances` for these public values (cached)."""
     levels = tuple(int(u) for u in levels)
     bound = int(bound)
     middle = bound if middle is None else int(middle)
@@ -271,7 +281,12 @@ def plan_ladder(lattice, scale, levels, bound, middle=None):
             lower >= upper for lower, upper in zip(levels[1:], levels[:-1], strict=True)):
         raise ValueError("levels must decrease and stay at or above the bounds, "
                          "0 <= bound <= middle")
-    return _cached_plan(lattice, scale, levels, bound, middle, _package()._WORD_BITS)
+    return LadderPlan(lattice, scale, levels, bound, middle)
+
+
+def plan_ladder(lattice, scale, levels, bound, middle=None):
+    """The tables of :func:`ladder_exceedances` for these public values (cached)."""
+    return _cached_plan(lattice, scale, tuple(levels), bound, middle, _package()._WORD_BITS)
 
 
 # --------------------------------------------------------------------------
@@ -296,14 +311,15 @@ def _draw_values(blocks, out, start, stop, source):
             i += 1
 
 
-def _draw_band(proc, blocks, d, seen, idx, z, count, source):
+def _draw_band(band, d, seen, idx, z, count, source):
     """One band of a process over ``0 .. d-1``, appended to ``idx``, ``z``: the new count."""
     src, fb = source.src, source.fb
+    proc, blocks = band.proc, band.blocks
     pos, pending = 0, -1
     while True:
         with src.lock:
-            pos, count, status = _band(proc.arrays, blocks.arrays, d, pos, pending, seen, idx,
-                                       z, count, src.next64, src.state, fb)
+            pos, count, status = _band(*band.gap, *blocks.arrays, d, pos, pending, seen, idx, z,
+                                       count, src.next64, src.state, fb)
         pending = -1
         if status == 0:
             return count
@@ -356,7 +372,7 @@ def _draw_direct(blocks, rev, count, source):
     r = 0
     while r < count:
         with src.lock:
-            r = _direct_values(blocks.arrays, rev.z, rev.y, r, count, rev.levels,
+            r = _direct_values(*blocks.arrays, rev.z, rev.y, r, count, rev.levels,
                                rev.band_sum, rev.band_count, src.next64, src.state, fb)
         if r < count:
             rev.z[r] = blocks.finish(fb, src)
@@ -364,9 +380,9 @@ def _draw_direct(blocks, rev, count, source):
             r += 1
 
 
-def _draw_middle_band(proc, blocks, mid, rev, count, source):
+def _draw_middle_band(band, mid, rev, count, source):
     """The middle keys' band, appended to the revealed entries: the new count."""
-    n = _draw_band(proc, blocks, mid.m, mid.seen, mid.r, mid.z, 0, source)
+    n = _draw_band(band, mid.m, mid.seen, mid.r, mid.z, 0, source)
     return _append_middle(mid.pos, mid.key, mid.r, mid.z, n, rev.idx, rev.z, rev.y, count,
                           rev.levels, rev.band_sum, rev.band_count)
 
@@ -447,13 +463,11 @@ def ladder_exceedances(value, lattice, scale, levels, bound, radius, rng, middle
     source = _Source(rng)
     _draw_direct(plan.direct, rev, count, source)
     if m:
-        proc, blocks = plan.mid.bands[0]
-        count = _draw_middle_band(proc, blocks, mid, rev, count, source)
+        count = _draw_middle_band(plan.mid.bands[0], mid, rev, count, source)
     level, found = len(plan.levels) - 1, False
     for i in range(len(plan.levels)):
-        proc, blocks = plan.small.bands[i]
         start = count
-        count = _draw_band(proc, blocks, d, seen, rev.idx, rev.z, count, source)
+        count = _draw_band(plan.small.bands[i], d, seen, rev.idx, rev.z, count, source)
         rev.record(start, count)
         if rev.excess(i) >= radius:
             level, found = i, True
