@@ -33,6 +33,10 @@ _P_HALF = float(-ndtri(0.25))  # t / sigma with 2 Phi(-t / sigma) = 1/2
 # envelope's candidate rate is within about 10% of the pure-noise rate and its
 # acceptance for mean_j = 0 about 0.91 at t = 1.5 sigma.
 SMALL_MEAN = 0.05
+# The safe release reveals the noise of keys up to MIDDLE_MEAN noise scales by a band of
+# their own envelope (|Z| > u_{L-1} - MIDDLE_MEAN s), drawing it for a fraction of them
+# (about a fifth) instead of all; the keys beyond are drawn directly.
+MIDDLE_MEAN = 0.3
 # Levels of the sampled projection: from t up, each level's pure-noise exceedance
 # probability is LEVEL_RATIO times the one below. A fit draws the values above the
 # level where it stops, so the ladder lets it stop near the projection's threshold,
@@ -249,6 +253,20 @@ def sampled_gaussian_projection(mean, sigma, radius, t, rng, overwrite=False,
     return project_l1_ball(full, radius), tau, True, (np.arange(d), full), reached
 
 
+@functools.lru_cache(maxsize=64)
+def _discrete_ladder(sensitivity, sigma, d, t, n_levels):
+    """The public parameters of a sampled discrete projection: ``(lattice, levels, scale,
+    bound, middle)``, the levels and the bounds in lattice units (functions of sigma, d,
+    t and the lattice only)."""
+    lattice = discrete.plan_gaussian(sensitivity, sigma, max(d, 1))
+    k = lattice.k
+    levels = tuple(math.floor(math.ldexp(v, -k)) for v in sampling_levels(sigma, t, n_levels))
+    scale = Fraction(sigma) / Fraction(2) ** k
+    bound = min(math.floor(SMALL_MEAN * scale), levels[-1])
+    middle = max(bound, min(math.floor(MIDDLE_MEAN * scale), levels[-1]))
+    return lattice, levels, scale, bound, middle
+
+
 def sampled_discrete_projection(mean, sensitivity, sigma, radius, t, rng, overwrite=False,
                                 n_levels=_N_LEVELS):
     """``P_K`` of the floating-point-safe Gaussian release of ``mean``, with its exact law,
@@ -264,17 +282,20 @@ def sampled_discrete_projection(mean, sensitivity, sigma, radius, t, rng, overwr
 
     **Construction** (``discrete.ladder_exceedances``): the public threshold t and levels
     of the continuous version (``sampling_threshold``, ``sampling_levels``), in lattice
-    units ``u_0 > ... > u_{L-1}`` (floors), and ``B = floor(SMALL_MEAN s) <= u_{L-1}``.
-    Stage 1 reveals ``Z_j`` where ``|a_j| > B``, then level by level the positions with
-    ``u_i - B < |Z_j| <= u_{i-1} - B`` among the others, with ``Z_j``; off the revealed
-    set U, ``|a_j + Z_j| <= |a_j| + u_i - B <= u_i``. It stops after level i when
-    ``g_U(u_i) = sum_U (|a_j + Z_j| - u_i)_+ >= R / gamma``. Stage 2 is the continuous
-    one: if the root ``tau_U`` of ``g_U`` (on the doubles ``gamma (a_j + Z_j)``, which are
-    exact) is ``>= gamma u*`` at the level ``u*`` reached, the projection's threshold is
-    ``tau_U`` and every coordinate off U projects to 0; otherwise the noise off U is drawn
-    from its law given stage 1 (``|Z_j| <= u* - B``, independently) and the completed
-    vector is projected with the reference's code. The equality in law is the continuous
-    argument with ``|Z_j|`` in place of ``|z_j|`` for the bands (``doc/proofs/mean.rst``).
+    units ``u_0 > ... > u_{L-1}`` (floors), and two envelope bounds ``B = floor(SMALL_MEAN
+    s) <= M = floor(MIDDLE_MEAN s)``, both capped at ``u_{L-1}``. Stage 1 reveals ``Z_j``
+    where ``|a_j| > M``; where ``B < |a_j| <= M``, the positions with ``|Z_j| > u_{L-1} -
+    M`` (at once), with ``Z_j``; then, level by level, among the positions with ``|a_j| <=
+    B``, those with ``u_i - B < |Z_j| <= u_{i-1} - B``, with ``Z_j``. Off the revealed set
+    U, ``|a_j + Z_j| <= u_i`` after level i. It stops after level i when ``g_U(u_i) =
+    sum_U (|a_j + Z_j| - u_i)_+ >= R / gamma``. Stage 2 is the continuous one: if the root
+    ``tau_U`` of ``g_U`` (on the doubles ``gamma (a_j + Z_j)``, which are exact) is ``>=
+    gamma u*`` at the level ``u*`` reached, the projection's threshold is ``tau_U`` and
+    every coordinate off U projects to 0; otherwise the noise off U is drawn from its law
+    given stage 1 (``|Z_j| <= u* - B`` or ``|Z_j| <= u_{L-1} - M``, independently) and the
+    completed vector is projected with the reference's code. The equality in law is the
+    continuous argument with ``|Z_j|`` in place of ``|z_j|`` for the bands
+    (``doc/proofs/mean.rst``).
 
     Keys from ``2^52`` on (a mean of ``2^22`` noise scales or more), or no public t, take
     the unsampled release.
@@ -283,24 +304,21 @@ def sampled_discrete_projection(mean, sensitivity, sigma, radius, t, rng, overwr
     """
     d = mean.size
     sigma, radius = float(sigma), float(radius)
-    lattice = discrete.plan_gaussian(float(sensitivity), sigma, max(d, 1))
-    k = lattice.k
     if t is None:
         t = sampling_threshold(sigma, d, radius)
     draw = None
     if t is not None:
-        levels = [math.floor(math.ldexp(v, -k)) for v in sampling_levels(sigma, t, n_levels)]
-        scale = Fraction(sigma) / Fraction(2) ** k
-        bound = min(math.floor(SMALL_MEAN * scale), levels[-1])
+        lattice, levels, scale, bound, middle = _discrete_ladder(
+            float(sensitivity), sigma, d, float(t), int(n_levels))
+        k = lattice.k
         draw = discrete.ladder_exceedances(mean, lattice, scale, levels, bound,
-                                           math.ldexp(radius, -k), rng)
+                                           math.ldexp(radius, -k), rng, middle)
     if draw is None:
         mech = GaussianMechanism(sensitivity, sigma=sigma, floating_point_safe=True)
         x = mech.randomise(mean, rng)
         return project_l1_ball(x, radius), None, True, (np.arange(d), x), 0.0
-    keys = discrete._to_lattice(mean[draw.idx], k)
     idx = draw.idx
-    z = np.ldexp(keys + draw.z, k)  # a + Z is an integer below 2^53: exact
+    z = np.ldexp(draw.y, k)  # a + Z is an integer below 2^53: exact
     reached = math.ldexp(levels[draw.level], k)
     tau = -1.0
     if draw.found:

@@ -27,6 +27,7 @@ All guarantees are for replace-one neighbouring datasets.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -96,8 +97,14 @@ def zcdp_epsilon(rho, delta):
 
     ``epsilon = inf_{alpha > 1} alpha*rho + (log(1/delta) + (alpha-1) log(1-1/alpha)
     - log(alpha)) / (alpha - 1)``, never worse than Bun & Steinke's
-    ``rho + 2 sqrt(rho log(1/delta))``.
+    ``rho + 2 sqrt(rho log(1/delta))``. Cached: a function of two public numbers, and its
+    search is most of the accounting of a fit (repeated fits ask for the same values).
     """
+    return _zcdp_epsilon(float(rho), float(delta))
+
+
+@functools.lru_cache(maxsize=256)
+def _zcdp_epsilon(rho, delta):
     if rho <= 0:
         return 0.0
     if not np.isfinite(rho) or delta <= 0:

@@ -19,9 +19,11 @@ The proposal has mass ``f(a_k) / (S W)`` at every point of block k (``S = sum_k 
 so a kept draw has mass proportional to ``f(a_k) (f(v) / f(a_k)) = f(v)``: exactly the law
 of ``|Z|`` on ``[c, e]``. Cost: about two 64-bit words a draw, whatever ``s``.
 
-Kernels call :func:`block_value` with :attr:`GaussianBlocks.arrays`; when it returns
-``(False, 0)`` they return to Python, which calls :meth:`GaussianBlocks.finish` for the
-value the kernel would have drawn. Proof: ``doc/proofs/discrete.rst`` ("Block tables").
+Kernels call :func:`block_value` with :attr:`GaussianBlocks.arrays` (or, drawing many
+values, :func:`block_attempt` on the :func:`block_scalars` of the table, unpacked once);
+when it returns ``(False, 0)`` they return to Python, which calls
+:meth:`GaussianBlocks.finish` for the value the kernel would have drawn. About 12 ns a
+draw at the scale of a release. Proof: ``doc/proofs/discrete.rst`` ("Block tables").
 """
 
 from __future__ import annotations
@@ -42,66 +44,111 @@ from ._exact import (
     _py_bernoulli_exp_product,
     _py_uniform_below,
 )
-from ._kernels import HANDOFF_SLOTS, _bernoulli_exp, _bit_length, _bits, _fresh
+from ._kernels import (
+    HANDOFF_SLOTS,
+    _bernoulli,
+    _bernoulli_exp_after_first,
+    _bits,
+    _fresh,
+)
 from ._samplers import _exact_bits, _KernelSource
 
 _FB_BLOCK = 30  # a word equals a table entry: [kind, block, word]
 _FB_ACCEPT = 31  # the acceptance test needs more than 62 bits: [kind, value, offset]
 
 # Layout of the params array.
-_WB, _GSHIFT, _C, _E, _W, _SH, _D, _DBITS, _SIGNED = range(9)
+_WB, _GSHIFT, _C, _E, _W, _SH, _D, _DBITS, _SIGNED, _MMAX, _C2 = range(11)
+
+# A table's guide has 2^GUIDE_BITS entries (2 KB): a draw's search then takes a fraction
+# of a step more on average than with the 4096 of the other samplers, and a kernel that
+# draws a few thousand values from a table it has not used lately misses the cache far
+# less often (about 100 us less per band of a ladder).
+GUIDE_BITS = 8
 
 # Blocks are 2^-BLOCK_BITS_BELOW_SCALE of the scale s or so (one point below s = 64).
 BLOCK_BITS_BELOW_SCALE = 6
 
 
+@numba.njit(cache=True, inline="always")
+def block_scalars(blocks):
+    """What :func:`block_attempt` reads of a table, unpacked once by a kernel that draws
+    many values (reading the params array at every draw measured twice as slow)."""
+    params, table, guide = blocks
+    return (table, guide, params[_WB], params[_GSHIFT], params[_C], params[_E], params[_W],
+            params[_SH], params[_D], params[_MMAX], params[_C2], params[_SIGNED] != 0)
+
+
+@numba.njit(cache=True, inline="always")
+def block_attempt(scalars, next64, state, fb):
+    """One proposal of the table (:func:`block_scalars`): ``(1, z)`` kept, ``(0, 0)``
+    rejected (the caller proposes again), ``(2, 0)`` handed off (state in ``fb``).
+
+    The acceptance ``exp(-x)``, ``x = (o / W) (n2 / den)``, is CKS Algorithm 1, whose
+    first trial is Bernoulli(x): the conjunction of Bernoulli(n2 / den), tried first (the
+    one less likely to pass: ``n2 / den`` is about ``|v| / (64 s)``), and Bernoulli(o / W),
+    which is ``o' < o`` for ``w`` fresh bits ``o'``. It fails with probability ``1 - x``,
+    and then the proposal is kept at once; otherwise the algorithm goes on from ``K = 2``.
+    """
+    table, guide, wbits, gshift, c, e, w, sh, den, mmax, c2, signed = scalars
+    word, buf, nb = _fresh(next64, state, wbits)
+    g = guide[word >> gshift]
+    while word < table[g + 1]:
+        g += 1
+    if word == table[g + 1]:
+        fb[0], fb[1], fb[2] = _FB_BLOCK, g, word
+        return 2, np.int64(0)
+    o, buf, nb = _bits(next64, state, buf, nb, w)
+    a = c + (g << w)
+    v = a + o
+    if 0 <= e < v:
+        return 0, np.int64(0)
+    if o > 0:
+        m = 2 * a + o
+        if m > mmax:  # (m << sh) > den, or beyond 61 bits
+            fb[0], fb[1], fb[2] = _FB_ACCEPT, v, o
+            return 2, np.int64(0)
+        n2 = m << sh
+        first, buf, nb = _bernoulli(next64, state, buf, nb, n2, den, c2)
+        if first:
+            o2, buf, nb = _bits(next64, state, buf, nb, w)
+            if o2 < o:
+                keep, buf, nb = _bernoulli_exp_after_first(
+                    next64, state, buf, nb, o, np.int64(1) << w, min(32, 61 - w - 1), n2,
+                    den, c2)
+                if not keep:
+                    return 0, np.int64(0)
+    if signed:
+        # branch-free: the sign is a fair coin
+        neg, buf, nb = _bits(next64, state, buf, nb, 1)
+        if neg & (v == 0):  # the negative zero
+            return 0, np.int64(0)
+        v -= 2 * neg * v
+    return 1, v
+
+
 @numba.njit(cache=True)
 def block_value(blocks, next64, state, fb):
     """One draw: ``(True, z)``, or ``(False, 0)`` after a handoff (state in ``fb``)."""
-    params, table, guide = blocks
-    wbits, gshift, c, e = params[_WB], params[_GSHIFT], params[_C], params[_E]
-    w, sh, den, den_bits = params[_W], params[_SH], params[_D], params[_DBITS]
-    c1 = min(32, 61 - w - 1)
-    c2 = max(0, min(32, 61 - den_bits))
+    scalars = block_scalars(blocks)
     while True:
-        word, buf, nb = _fresh(next64, state, wbits)
-        g = guide[word >> gshift]
-        while word < table[g + 1]:
-            g += 1
-        if word == table[g + 1]:
-            fb[0], fb[1], fb[2] = _FB_BLOCK, g, word
-            return False, np.int64(0)
-        o, buf, nb = _bits(next64, state, buf, nb, w)
-        a = c + (g << w)
-        v = a + o
-        if 0 <= e < v:
-            continue
-        if o > 0:
-            m = 2 * a + o
-            if _bit_length(m) + sh > 61 or (m << sh) > den:
-                fb[0], fb[1], fb[2] = _FB_ACCEPT, v, o
-                return False, np.int64(0)
-            keep, buf, nb = _bernoulli_exp(next64, state, buf, nb, o, np.int64(1) << w, c1,
-                                           m << sh, den, c2)
-            if not keep:
-                continue
-        if params[_SIGNED]:
-            neg, buf, nb = _bits(next64, state, buf, nb, 1)
-            if neg:
-                if v == 0:
-                    continue
-                v = -v
-        return True, v
+        status, z = block_attempt(scalars, next64, state, fb)
+        if status:
+            return status == 1, z
 
 
 @numba.njit(cache=True)
-def _fill(blocks, out, start, next64, state, fb):
-    for i in range(start, out.size):
-        ok, z = block_value(blocks, next64, state, fb)
-        if not ok:
+def block_fill(blocks, out, start, stop, next64, state, fb):
+    """``out[start:stop]`` from the table: ``stop``, or the index of a draw handed off."""
+    scalars = block_scalars(blocks)
+    i = start
+    while i < stop:
+        status, z = block_attempt(scalars, next64, state, fb)
+        if status == 1:
+            out[i] = z
+            i += 1
+        elif status == 2:
             return i
-        out[i] = z
-    return out.size
+    return stop
 
 
 class GaussianBlocks:
@@ -126,9 +173,10 @@ class GaussianBlocks:
             raise ValueError("the discrete Gaussian scale is too large for the block tables")
         self._brackets = {}
         table = self._table()
-        guide, gshift = _inversion_guide(table, self.wbits)
+        guide, gshift = _inversion_guide(table, self.wbits, GUIDE_BITS)
         params = [self.wbits, gshift, c, -1 if e is None else e, w, sh, self._den,
-                  self._den.bit_length(), int(self.signed)]
+                  self._den.bit_length(), int(self.signed), self._den >> sh,
+                  max(0, min(32, 61 - self._den.bit_length()))]
         self.arrays = (np.array(params, dtype=np.int64), table, guide)
 
     # ------------------------------------------------------------ brackets
@@ -270,7 +318,7 @@ class GaussianBlocks:
         i = 0
         while i < out.size:
             with src.lock:
-                i = _fill(self.arrays, out, i, src.next64, src.state, fb)
+                i = block_fill(self.arrays, out, i, out.size, src.next64, src.state, fb)
             if i < out.size:
                 out[i] = self.finish(fb, src)
                 i += 1

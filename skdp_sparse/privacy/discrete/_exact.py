@@ -119,12 +119,13 @@ def _geometric_table(lam, wbits):
     return table, guide, gshift
 
 
-def _inversion_guide(table, wbits):
+def _inversion_guide(table, wbits, gbits=12):
     """The guide of an inversion table ``table[g] = floor(2^wbits P(G >= g))`` (non-increasing,
     ``table[0]`` above every word, a final -1): ``(guide, gshift)`` with ``guide[i]`` the last
     ``g >= 1`` with ``table[g] >= (i + 1) 2^gshift``, else 0, so a word ``w`` has
-    ``w < table[guide[w >> gshift]]``: the search for G starts there."""
-    gbits = min(12, wbits)
+    ``w < table[guide[w >> gshift]]``: the search for G starts there. ``2^gbits`` entries:
+    any size gives the same G, a smaller guide (fewer cache lines) a longer search."""
+    gbits = min(gbits, wbits)
     gshift = wbits - gbits
     neg = [-int(x) for x in table[1:-1]]
     guide = [bisect.bisect_right(neg, -((i + 1) << gshift)) for i in range(1 << gbits)]

@@ -106,6 +106,26 @@ def _bernoulli_exp(next64, state, buf, nb, n1, d1, c1, n2, d2, c2):
 
 
 @numba.njit(cache=True)
+def _bernoulli_exp_after_first(next64, state, buf, nb, n1, d1, c1, n2, d2, c2):
+    """:func:`_bernoulli_exp` given that its first trial, Bernoulli(x), succeeded.
+
+    CKS Algorithm 1 goes on from ``K = 2``: a caller that decides the first trial itself
+    (which alone settles the draw with probability ``1 - x``) finishes with this one.
+    """
+    k = np.int64(2)
+    while True:
+        ok, buf, nb = _bernoulli(next64, state, buf, nb, 1, k, 32 if k < 1 << 28 else 0)
+        if ok:
+            ok, buf, nb = _bernoulli(next64, state, buf, nb, n1, d1, c1)
+        if ok:
+            ok, buf, nb = _bernoulli(next64, state, buf, nb, n2, d2, c2)
+        if not ok:
+            break
+        k += 1
+    return (k & 1) == 1, buf, nb
+
+
+@numba.njit(cache=True)
 def _fresh(next64, state, k):
     """``k`` bits of a new word, and its other ``63 - k`` bits as the new buffer.
 

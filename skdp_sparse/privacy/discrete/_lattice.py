@@ -50,7 +50,14 @@ def laplace_scale_for(sensitivity, epsilon):
 
 
 def gaussian_rho(sensitivity, sigma):
-    """zCDP rho the safe Gaussian mechanism guarantees: ``((1+eta) Delta_2 / sigma)^2 / 2``."""
+    """zCDP rho the safe Gaussian mechanism guarantees: ``((1+eta) Delta_2 / sigma)^2 / 2``.
+
+    Cached (exact rational arithmetic on two public numbers, asked again at every fit)."""
+    return _gaussian_rho(sensitivity, sigma)
+
+
+@functools.lru_cache(maxsize=1024)
+def _gaussian_rho(sensitivity, sigma):
     return _float_up(((1 + _ETA) * Fraction(sensitivity) / Fraction(sigma)) ** 2 / 2)
 
 
