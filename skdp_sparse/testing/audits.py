@@ -1,828 +1,97 @@
 """Statistical privacy audits of every estimator, through its public ``fit``.
 
 Each :class:`Audit` names a worst-case pair of replace-one neighbouring datasets
-``(S, S')``, a scalar statistic of the fitted estimator, and a claim
-``(epsilon, delta)`` at which the audit has power. :func:`run_audit` fits the
-estimator ``n_runs`` times on each dataset (fresh seeds) and turns threshold
-tests on the statistic into a Clopper-Pearson lower bound on epsilon
-(:func:`~skdp_sparse.testing.bounds.epsilon_lower_bound_cp`, which picks the threshold by
-its own Clopper-Pearson bound on half of the runs):
+``(S, S')``, a scalar statistic of the fitted estimator, the budget the estimator
+is fitted with and the *claim* the audit's bound is held to. :func:`run_audit`
+fits the estimator ``n_runs`` times on each dataset (fresh seeds) and turns
+threshold tests on the statistic into a Clopper-Pearson lower bound on epsilon
+(:func:`~skdp_sparse.testing.bounds.epsilon_lower_bound_cp`, which picks the
+threshold by its own Clopper-Pearson bound on half of the runs):
 
-* ``noise="honest"``: the estimator fitted at the claim. The bound must stay at or
-  below the claim; a bound above it is a privacy bug (up to the audit's
-  confidence).
+* ``noise="honest"``: the estimator fitted at its budget. The bound must stay at
+  or below the claim; a bound above it is a privacy bug (up to the audit's
+  confidence, 99%).
 * ``noise="halved"``: the same estimator fitted at the epsilon at which its own
-  calibration adds exactly half the noise (:func:`halved_noise_epsilon`), audited
-  against the original claim. The bound must exceed the claim by a clear margin:
-  this is what shows that the audit can see a noise scale that is off by two.
+  calibration adds exactly half the noise (:func:`halved_epsilon`,
+  :func:`~skdp_sparse.testing.halved_noise_epsilon`), audited against the same
+  claim. The bound must exceed the claim by the audit's margin (1.3): this is what
+  shows that the audit sees a noise scale that is off by two.
 
 The runs go through a *runner* ``run(epsilon, side, seeds) -> statistics``
 (:func:`fit_runner` by default: one ``fit`` per seed), so that a faster entry
 point can replace it without touching the audits.
 
-Sizing. The claims sit where a threshold test on a few thousand runs can reach
-them. For Gaussian mechanisms that means a large delta (0.1 or 0.2): there,
-halving the noise moves the privacy profile far above the claim at event
-probabilities a few thousand runs resolve, while at delta = 1e-5 the same
-halving shows only in tails that need millions of runs (a Gaussian calibrated
-exactly to (2, 1e-3) gives, with half its noise, a median bound of 1.25 times
-the claim from 4000 runs a side, and 1.0 at the 1% quantile). Mechanisms
-accounted in zCDP or Renyi DP sit at (1, 0.2): the conversion of a Renyi curve
-to (epsilon, delta) is loosest at large delta (a Gaussian of ratio 0.86 is
-(0.43, 0.2)-DP exactly but (0.87, 0.2)-DP by the conversion), so the claim there
-leaves the honest fit far below it; pure-DP mechanisms sit at delta = 0.
+Claims. A fit's budget bounds every pair and every mechanism through a composition
+theorem (zCDP for the floating-point-safe Gaussian releases, Renyi DP for subsampled
+and selected ones), whose conversion to ``(epsilon, delta)`` is loose: at the budgets
+where a few thousand runs resolve epsilon, a fit with half its noise is often still
+within its budget on the worst-case pair. What a fit releases on that pair, though, is
+one mechanism whose privacy profile is known exactly: a Gaussian or Laplace release
+moved by its full sensitivity, one channel of a joint release, a Poisson mixture, a
+greedy step, the best of the search's runs. The claim (:func:`claim_epsilon`, from
+:mod:`._claims`) is that exact profile at ``delta`` (0.2, where events of probability
+about 0.2 decide it), with the noise ratio read from the events the fit records
+(``privacy_events_``) and the documented calibration, never from the noise scale the
+code passes around. It is at most the fit's spend (the tests check it), and a fit whose
+noise is below what its events state exceeds it. Pure-DP fits (``delta = 0``) are
+claimed at ``delta = 0.2`` too (``claim_delta``): their Laplace profile there,
+``epsilon + 2 log(0.8)``, takes a fifth of the runs a claim at ``delta = 0`` needs.
 
-The table gives, for the fast audit, the bound as a multiple of the claim: the
-median and the 99% quantile of the honest fit, the 1% quantile and the median
-of the fit with half the noise, over 300 replays of the audit on random subsets
-of a pool of five times ``n_runs`` real fits per side
-(:mod:`skdp_sparse.testing.design`), and the margin the test asserts::
+Sizes. The table gives, for each fast audit, the fit's budget, the claim, the runs a
+side, and the bound as a multiple of the claim: the median and the 99% quantile of the
+honest fit, the 1% quantile and the median of the fit with half the noise, over 200
+replays of the audit on random subsets of a pool of real fits
+(:mod:`skdp_sparse.testing.design`; pools of 4000 to 6000 fits a side). Every margin
+asserted is 1.3::
 
-    audit                                     claim       N    honest        halved     margin
-                                                               q50   q99    q01   q50
-    cd                                        (1.5, 0.1)  2000 0.52  0.69   1.50  1.79   1.3
-    sgd                                       (1.5, 0.1)  2000 0.60  0.78   1.55  1.88   1.3
-    phased_sgd                                (1.5, 0.1)  2000 0.63  0.89   1.60  1.89   1.4
-    output_perturbation_gaussian              (1, 0.2)    2500 0.23  0.37   1.36  1.66   1.25
-    output_perturbation_laplace               (1, 0)      3000 0.71  0.83   1.36  1.58   1.25
-    mean_gaussian                             (1.5, 0.1)  2000 0.63  0.78   1.58  1.84   1.4
-    mean_laplace                              (1, 0)      5000 0.76  0.84   1.56  1.69   1.4
-    mean_projection_gaussian                  (1.5, 0.1)  2000 0.60  0.75   1.49  1.80   1.3
-    mean_projection_laplace                   (1, 0)      5000 0.76  0.84   1.56  1.69   1.4
-    mean_projection_gaussian_sampled          (1.5, 0.1)  2000 0.62  0.76   1.54  1.82   1.35
-    greedy_cd_exponential                     (1, 0.2)    2500 0.00  0.06   1.43  1.74   1.3
-    greedy_cd_exponential_private_curvature   (1, 0.2)    3000 0.00  0.03   1.18  1.44   1.0
-    greedy_cd_laplace                         (1.5, 0)    5000 0.63  0.75   1.29  1.45   1.15
-    greedy_cd_laplace_private_curvature       (1.5, 0)    8000 0.58  0.66   1.17  1.33   1.0
-    sgd_poisson                               (1.5, 0.2)  1800 0.25  0.37   1.23  1.47   1.0
-    sparse_sgd_gradient                       (1, 0.2)    3000 0.16  0.30   1.22  1.50   1.1
-    private_search                            (1, 0.2)    2500 0.10  0.22   1.20  1.47   1.05
-    sparse_sgd_selection  (honest only)       (1, 0.1)    2000 0.00  0.00  (0.25  0.42)
-    bias_reduced_sgd      (honest only)       (1.5, 0.1)  1000 0.00  0.00  (0.00  0.00)
-    mean_l1_recovery      (honest only)       (1.5, 0.1)   200
+    TABLE
 
-(pools of 3-4 times ``n_runs`` for sgd_poisson, private_search and
-greedy_cd_laplace_private_curvature.) The audits below 1.3 at the 1% quantile
-are limited by the accounting, not by the audit: the private-curvature variants
-spend 10% of the budget on a release the pair cannot move; the pure-DP greedy
-step's selection, report-noisy-max with Laplace noise, shows at most about
-0.8 epsilon_0 on a pair with few coordinates; sparse_sgd's noisy counts take
-half the budget and are released one bit per feature; the Poisson, search and
-zCDP claims pay the Renyi conversion. Their slow versions (``slow_runs``) reach
-the 1.3 margin (1.2 for greedy_cd_laplace_private_curvature).
+Not detectable at any affordable size, so audited on the honest side only (with a
+positive control without noise), their noise being checked against its formula
+instead (``tests/test_audits.py``, the calibration tests):
 
-Not detectable at any affordable size, so audited on the honest side only
-(with a positive control without noise): a bias-reduced SGD run (only G_I, one
-drawn example, reaches the output, under the noise of four releases each
-charged (epsilon/32, delta/16), and the filter stops after one step: half the
-noise still gives a bound of 0); sparse_sgd's feature selection alone (one bit
-per feature, sensitivity sqrt(2) C_c where 2 C_c is charged: half the noise
-gives 0.42 times the claim); l1_recovery (a row's measurement has norm about
-L where 1.5 L is charged, and the basis-pursuit recovery, zeroed when its norm
-exceeds 2L, hides most of what remains).
+* bias_reduced_sgd as a whole run. A step releases ``G = (G_B - (G_O + G_E)/2) / p_N +
+  G_I``: the gradients of ``B``, ``O`` and ``E`` cancel exactly (up to the l1
+  projection of each release), so only ``G_I``, one drawn example, reaches the output,
+  and with ``n >= 2`` it is the changed example in at most half the runs; the
+  accounting charges the four projection mechanisms (the changed example moves three
+  of them by their full sensitivity). On the pair of two rows (``N = 0``, one step,
+  the filter stops), even the exact profile of the three releases the pair moves
+  (ratio ``sqrt(3) mu_0``) is above what ``G_I`` leaks with half the noise (a mixture,
+  with weight 1/2, of a Gaussian of ratio ``2 mu_0``) at every ``delta`` in [0.01,
+  0.2] and ``mu_0`` in [0.5, 3]: 0.4 to 1.1 times it, and the ratio passes 1 only
+  where epsilon exceeds 9, out of reach of any number of runs. The fit's own
+  accounting (``(epsilon/32, delta/16)`` a release, composed by a filter) is looser
+  still. Checked: every release's noise against the Gaussian of ``(epsilon/32,
+  delta/16)`` in zCDP for its sensitivity ``2 C2 / m``.
+* the mean's l1_recovery. The claim is the measurement release's Gaussian (charged
+  ``3L/n``, the clip ``1.5 L``); a row's measurement ``A e_0`` has norm about ``L``, so
+  the pair realises about 2/3 of that ratio, 4/3 with half the noise, and only
+  through the basis-pursuit recovery of one coordinate, which is zeroed when its norm
+  exceeds ``2L``. At the sizes a fit takes milliseconds (``n = 5``, ``d = 500``,
+  ``m = 15`` measurements), the measurement noise's norm ``sigma sqrt(m)`` is about
+  twice the signal's: the recovery spreads it over up to ``m`` coordinates and keeps
+  little of the shift. The noise falls below the signal only from ``n`` about 200
+  (``m`` about 400, ``d >= m ln^2 m`` about 15000), where one fit's recovery takes
+  seconds. Checked: the noise of the measurements handed to the recovery, against the
+  Gaussian of ``(epsilon, delta)`` in zCDP for ``3L/n``.
 """
 
 from __future__ import annotations
 
-import functools
-import math
-import os
-import warnings
-from collections.abc import Callable
-from dataclasses import dataclass, field
-
-import numpy as np
-import scipy.sparse as sp
-
-from .. import (
-    DPGreedyCDRegressor,
-    DPOutputPerturbationRegressor,
-    DPSparseLogisticRegression,
-    DPSparseMeanEstimator,
-    PrivateHyperparameterSearch,
+from . import _registry, _registry_mean  # noqa: F401  (they fill AUDITS)
+from ._audit import (
+    AUDITS,
+    Audit,
+    audit_seeds,
+    claim_delta,
+    claim_epsilon,
+    default_jobs,
+    fit_runner,
+    fitted_on,
+    halved_epsilon,
+    run_audit,
 )
-from ..privacy.accounting import gaussian_epsilon
-from ._halving import halved_noise_epsilon
-from .bounds import epsilon_lower_bound_cp
 
-__all__ = ["Audit", "AUDITS", "fit_runner", "run_audit", "audit_seeds", "halved_epsilon"]
-
-#: A target far outside the public target bound (1): every per-example derivative
-#: of the squared loss is clipped to its bound during a short fit.
-TARGET = 100.0
-#: A row at the l2 bound 1.
-ROW = np.array([0.6, 0.8])
-
-
-@dataclass(frozen=True, eq=False)
-class Audit:
-    """One audit: an estimator, a worst-case pair, a statistic and a claim.
-
-    Attributes
-    ----------
-    name : str
-    make : callable ``(epsilon, delta, seed) -> estimator``
-        A fresh, unfitted estimator.
-    datasets : ((X, y), (X', y'))
-        The neighbouring pair ``S, S'`` (``y`` may be None).
-    statistic : callable ``fitted estimator -> float``
-    epsilon, delta : float
-        The claim.
-    n_runs : int
-        Runs per dataset of the fast audit.
-    slow_runs : int
-        Runs per dataset of the slow audit (several seed sets).
-    confidence : float
-        Confidence of the Clopper-Pearson bound.
-    pair, statistic_doc : str
-        What the pair is and why it is the worst case; what the statistic reads.
-    halved : callable ``() -> float``, optional
-        The epsilon of the fit with half the noise, where the events of a fit cannot
-        be halved one by one; default :func:`halved_noise_epsilon`.
-    margin : float
-        The fast audit of the fit with half the noise must give a bound of at least
-        ``margin * epsilon``.
-    slow_margin : float
-        The same for the slow audit (``slow_runs`` runs a side).
-    detects_halving : bool
-        False where no audit can see half the noise (the accounting is that loose):
-        only the honest side is checked.
-    """
-
-    name: str
-    make: Callable
-    datasets: tuple
-    statistic: Callable
-    epsilon: float
-    delta: float
-    n_runs: int
-    slow_runs: int
-    confidence: float = 0.99
-    pair: str = ""
-    statistic_doc: str = ""
-    halved: Callable | None = field(default=None, compare=False)
-    margin: float = 1.3
-    slow_margin: float = 1.3
-    detects_halving: bool = True
-
-
-# --------------------------------------------------------------------------
-# Runners
-# --------------------------------------------------------------------------
-def _fit_statistics(audit, epsilon, side, seeds):
-    X, y = audit.datasets[side]
-    out = np.empty(len(seeds))
-    with warnings.catch_warnings():
-        # Audits fit on tiny, worst-case data: warnings about it are expected.
-        warnings.simplefilter("ignore")
-        for i, seed in enumerate(seeds):
-            est = audit.make(epsilon, audit.delta, int(seed))
-            est.fit(X) if y is None else est.fit(X, y)
-            out[i] = audit.statistic(est)
-    return out
-
-
-def default_jobs():
-    """Processes of :func:`fit_runner`: ``SKDP_AUDIT_JOBS`` (default 1)."""
-    return max(1, int(os.environ.get("SKDP_AUDIT_JOBS", "1")))
-
-
-def fit_runner(audit, n_jobs=None):
-    """``run(epsilon, side, seeds)``: the statistic of one ``fit`` per seed on ``S`` (side
-    0) or ``S'`` (side 1), the estimator built by ``audit.make(epsilon, audit.delta, seed)``.
-
-    With ``n_jobs > 1`` (default :func:`default_jobs`) the seeds are split over that
-    many processes; the statistics do not depend on it.
-    """
-    n_jobs = default_jobs() if n_jobs is None else int(n_jobs)
-
-    def run(epsilon, side, seeds):
-        if n_jobs == 1 or len(seeds) < 2 * n_jobs:
-            return _fit_statistics(audit, epsilon, side, seeds)
-        from joblib import Parallel, delayed
-
-        chunks = np.array_split(np.asarray(seeds), n_jobs)
-        parts = Parallel(n_jobs=n_jobs)(
-            delayed(_fit_statistics)(audit, epsilon, side, chunk) for chunk in chunks)
-        return np.concatenate(parts)
-
-    return run
-
-
-def audit_seeds(seed_set, side, n_runs):
-    """Distinct fit seeds for one seed set and one side of the pair."""
-    return np.random.SeedSequence([int(seed_set), int(side)]).generate_state(
-        n_runs, dtype=np.uint32)
-
-
-@functools.cache
-def _halved_epsilon_cached(name):
-    audit = AUDITS[name]
-    if audit.halved is not None:
-        return float(audit.halved())
-    X, y = audit.datasets[0]
-    return float(halved_noise_epsilon(audit.make(audit.epsilon, audit.delta, 0), X, y))
-
-
-def halved_epsilon(audit):
-    """The epsilon at which ``audit``'s estimator adds half the noise of the claim's fit."""
-    if AUDITS.get(audit.name) is audit:
-        return _halved_epsilon_cached(audit.name)
-    if audit.halved is not None:
-        return float(audit.halved())
-    X, y = audit.datasets[0]
-    return float(halved_noise_epsilon(audit.make(audit.epsilon, audit.delta, 0), X, y))
-
-
-def run_audit(audit, noise="honest", *, n_runs=None, seed_set=0, runner=None,
-              epsilon=None, return_samples=False):
-    """Lower bound on epsilon at ``audit.delta`` from ``n_runs`` fits on each dataset.
-
-    Parameters
-    ----------
-    audit : Audit
-    noise : {"honest", "halved"}
-        Fit at the claim, or at the epsilon of half the noise.
-    n_runs : int, optional
-        Runs per dataset (default ``audit.n_runs``).
-    seed_set : int
-        Selects the fit seeds (:func:`audit_seeds`) and the split of the bound.
-    runner : callable, optional
-        ``run(epsilon, side, seeds) -> statistics``; default :func:`fit_runner`.
-    epsilon : float, optional
-        Fit at this epsilon instead (the bound is still for the claim's delta).
-
-    Returns
-    -------
-    AuditResult (and the two samples with ``return_samples``)
-    """
-    if noise not in ("honest", "halved"):
-        raise ValueError(f"noise must be 'honest' or 'halved', got {noise!r}")
-    n_runs = audit.n_runs if n_runs is None else int(n_runs)
-    runner = fit_runner(audit) if runner is None else runner
-    if epsilon is None:
-        epsilon = audit.epsilon if noise == "honest" else halved_epsilon(audit)
-    variant = 0 if noise == "honest" else 1
-    s = runner(epsilon, 0, audit_seeds(2 * seed_set + variant, 0, n_runs))
-    s_prime = runner(epsilon, 1, audit_seeds(2 * seed_set + variant, 1, n_runs))
-    result = epsilon_lower_bound_cp(s, s_prime, delta=audit.delta,
-                                 confidence=audit.confidence, rng=seed_set)
-    if return_samples:
-        return result, s, s_prime
-    return result
-
-
-# --------------------------------------------------------------------------
-# Pairs and statistics
-# --------------------------------------------------------------------------
-def _greedy_pair(p):
-    """Two rows of +-1 entries; the second is replaced by its opposite.
-
-    With every per-example derivative clipped to its bound (same sign for both
-    rows), the coordinate gradients are ``g = (-C, 0, ..., 0)`` on S and
-    ``(0, -C, ..., -C)`` on S': every selection score moves by the full
-    sensitivity ``2C/n``, coordinate 0 up and every other one down, and the update
-    of any selected coordinate moves by ``2C/n`` too.
-    """
-    shared = np.ones(p)
-    changed = -np.ones(p)
-    changed[0] = 1.0
-    return np.vstack([shared, changed]), np.vstack([shared, -changed])
-
-
-def _greedy_statistic(fitted):
-    # One step updates one coordinate: its signed value, read so that S pushes it up
-    # (coordinate 0 moves up on S, every other one down on S').
-    coef = np.ravel(fitted.coef_)
-    return float(coef[0] - coef[1:].sum())
-
-
-def _projection_statistic(fitted):
-    # The output's component along (ROW, 1), the direction in which S and S' differ.
-    coef = np.ravel(fitted.coef_)
-    return float(coef @ ROW + np.ravel(fitted.intercept_)[0])
-
-
-def _coef0(fitted):
-    return float(np.ravel(fitted.coef_)[0])
-
-
-def _mean0(fitted):
-    return float(fitted.mean_[0])
-
-
-def _pair_y(n, value=TARGET):
-    """Targets of S (all ``value``) and S' (the last one negated)."""
-    y = np.full(n, value)
-    y_prime = y.copy()
-    y_prime[-1] = -value
-    return y, y_prime
-
-
-# --------------------------------------------------------------------------
-# The audits
-# --------------------------------------------------------------------------
-GAUSS_EPSILON, GAUSS_DELTA = 1.5, 0.1
-
-AUDITS: dict[str, Audit] = {}
-
-
-def _register(audit):
-    AUDITS[audit.name] = audit
-    return audit
-
-
-# -- coordinate descent ------------------------------------------------------
-def _cd_make(epsilon, delta, seed):
-    return DPGreedyCDRegressor(
-        epsilon=epsilon, delta=delta, solver="cd", max_iter=1, penalty=None,
-        fit_intercept=False, random_state=seed)
-
-
-_register(Audit(
-    name="cd",
-    make=_cd_make,
-    datasets=tuple((np.ones((2, 1)), y) for y in _pair_y(2)),
-    statistic=_coef0,
-    epsilon=GAUSS_EPSILON, delta=GAUSS_DELTA, n_runs=2000, slow_runs=6000,
-    margin=1.3,
-    pair="one feature, two rows x = 1; the last target +100 -> -100: the clipped "
-         "coordinate gradient moves by the full 2C/n. Both rows have the same second "
-         "moments, so the private curvature estimate (10% of the budget) has the same "
-         "law on both sides.",
-    statistic_doc="coef_[0] after one update: a Gaussian mechanism of the sensitivity "
-                  "the noise is calibrated to.",
-))
-
-
-# -- noisy gradient descent --------------------------------------------------
-def _sgd_make(epsilon, delta, seed):
-    return DPGreedyCDRegressor(
-        epsilon=epsilon, delta=delta, solver="sgd", max_iter=1, penalty=None,
-        random_state=seed)
-
-
-_register(Audit(
-    name="sgd",
-    make=_sgd_make,
-    datasets=tuple((np.tile(ROW, (2, 1)), y) for y in _pair_y(2)),
-    statistic=_projection_statistic,
-    epsilon=GAUSS_EPSILON, delta=GAUSS_DELTA, n_runs=2000, slow_runs=6000,
-    margin=1.3,
-    pair="two rows at the l2 bound, targets +100; the last one -> -100: the clipped "
-         "per-example gradient (x, 1) flips sign, the full 2 C2 of the noisy sum.",
-    statistic_doc="coef_ . x + intercept_ after one full-batch step.",
-))
-
-
-# -- phased SGD --------------------------------------------------------------
-def _phased_make(epsilon, delta, seed):
-    return DPGreedyCDRegressor(
-        epsilon=epsilon, delta=delta, solver="phased_sgd", max_iter=1, penalty=None,
-        random_state=seed)
-
-
-_register(Audit(
-    name="phased_sgd",
-    make=_phased_make,
-    datasets=tuple((ROW[None, :], y) for y in _pair_y(1)),
-    statistic=_projection_statistic,
-    epsilon=GAUSS_EPSILON, delta=GAUSS_DELTA, n_runs=2000, slow_runs=6000,
-    margin=1.4,
-    pair="one row at the l2 bound, target +100 -> -100: the single step of the single "
-         "phase moves by the full 2 eta C2 the phase's noise is calibrated to.",
-    statistic_doc="coef_ . x + intercept_ (the noisy phase average).",
-))
-
-
-# -- output perturbation -------------------------------------------------------
-def _op_make(epsilon, delta, seed):
-    # Huber loss with a small threshold: at the optimum the residual is beyond it, so
-    # the derivative sits at its bound k and the solution moves by the full 2 k / lambda.
-    return DPOutputPerturbationRegressor(
-        loss="huber", huber_threshold=0.1, target_bound=1.0, alpha=1.0,
-        fit_intercept=False, epsilon=epsilon, delta=delta, random_state=seed)
-
-
-_OP_PAIR = ("one row x = 1 (the l2 bound), target +1 -> -1 (the target bound), Huber "
-            "threshold 0.1, lambda = 1: the minimiser moves from +0.1 to -0.1, the "
-            "sensitivity 2 L / (lambda n) exactly (up to the solver tolerance term).")
-
-_register(Audit(
-    name="output_perturbation_gaussian",
-    make=_op_make,
-    datasets=tuple((np.ones((1, 1)), y) for y in _pair_y(1, 1.0)),
-    statistic=_coef0,
-    epsilon=1.0, delta=0.2, n_runs=2500, slow_runs=8000,
-    margin=1.25,
-    pair=_OP_PAIR,
-    statistic_doc="coef_[0]: the discrete Gaussian release (accounted in zCDP).",
-))
-
-_register(Audit(
-    name="output_perturbation_laplace",
-    make=_op_make,
-    datasets=tuple((np.ones((1, 1)), y) for y in _pair_y(1, 1.0)),
-    statistic=_coef0,
-    epsilon=1.0, delta=0.0, n_runs=3000, slow_runs=10000, confidence=0.999,
-    margin=1.25,
-    pair=_OP_PAIR,
-    statistic_doc="coef_[0]: the discrete Laplace release (pure DP).",
-))
-
-
-# -- mean estimation -----------------------------------------------------------
-def _mean_pair(n, d=1):
-    """n rows: n - 1 empty ones and e_0, which S' replaces by -e_0 (sensitivity 2/n)."""
-    X = sp.lil_matrix((n, d))
-    X[n - 1, 0] = 1.0
-    X = sp.csr_matrix(X)
-    X_prime = X.copy()
-    X_prime.data = -X_prime.data
-    return (X, None), (X_prime, None)
-
-
-def _mean_make(method, **kwargs):
-    def make(epsilon, delta, seed):
-        return DPSparseMeanEstimator(epsilon=epsilon, delta=delta, method=method,
-                                     random_state=seed, **kwargs)
-    return make
-
-
-_MEAN_PAIR = ("20 rows, 19 empty and e_0, replaced by -e_0: the clipped mean moves by "
-              "2L/n in l2 and l1 on one coordinate, far inside the l1 ball of the "
-              "projection.")
-
-_register(Audit(
-    name="mean_gaussian",
-    make=_mean_make("gaussian"),
-    datasets=_mean_pair(20),
-    statistic=_mean0,
-    epsilon=GAUSS_EPSILON, delta=GAUSS_DELTA, n_runs=2000, slow_runs=6000,
-    margin=1.4,
-    pair=_MEAN_PAIR, statistic_doc="mean_[0].",
-))
-
-_register(Audit(
-    name="mean_laplace",
-    make=_mean_make("laplace"),
-    datasets=_mean_pair(20),
-    statistic=_mean0,
-    epsilon=1.0, delta=0.0, n_runs=5000, slow_runs=12000, confidence=0.999,
-    margin=1.4,
-    pair=_MEAN_PAIR, statistic_doc="mean_[0] (discrete Laplace).",
-))
-
-
-_register(Audit(
-    name="mean_projection_laplace",
-    make=_mean_make("projection", sparsity=1),
-    datasets=_mean_pair(20),
-    statistic=_mean0,
-    epsilon=1.0, delta=0.0, n_runs=5000, slow_runs=12000, confidence=0.999,
-    margin=1.4,
-    pair=_MEAN_PAIR, statistic_doc="mean_[0] (discrete Laplace noise).",
-))
-
-
-# -- greedy coordinate descent -------------------------------------------------
-_GREEDY_PAIR = (
-    "p = {p} features, two rows of +-1 entries, targets +100 (every per-example "
-    "coordinate gradient clipped to its bound C): the second row (1, -1, ..., -1) is "
-    "replaced by its opposite, so the coordinate gradients go from (-C, 0, ..., 0) "
-    "to (0, -C, ..., -C)/1: every selection score moves by the full sensitivity "
-    "2C/(n sqrt(M)), coordinate 0 up and all others down, and the update of "
-    "coordinate 0 moves by the full 2C/n."
-)
-_GREEDY_STAT = ("coef_[0] after one greedy step: 0 unless coordinate 0 was selected, "
-                "then its noisy update; the event {coef_[0] > t} combines the selection "
-                "(more likely on S) with the update (shifted up on S).")
-
-
-def _greedy_make(selection, curvature, p):
-    def make(epsilon, delta, seed):
-        return DPGreedyCDRegressor(
-            epsilon=epsilon, delta=delta, solver="greedy_cd", selection=selection,
-            curvature=curvature, max_iter=1, penalty=None, fit_intercept=False,
-            # The rows' l2 norm is sqrt(p); a hair above it so that no row is clipped.
-            norm_bound=math.sqrt(p) * (1 + 1e-9), random_state=seed)
-    return make
-
-
-def _greedy_datasets(p):
-    X, X_prime = _greedy_pair(p)
-    y = np.full(2, TARGET)
-    return (X, y), (X_prime, y)
-
-
-_register(Audit(
-    name="greedy_cd_exponential",
-    make=_greedy_make("exponential", "bound", 3),
-    datasets=_greedy_datasets(3),
-    statistic=_coef0,
-    epsilon=1.0, delta=0.2, n_runs=2500, slow_runs=8000,
-    margin=1.3,
-    pair=_GREEDY_PAIR.format(p=3), statistic_doc=_GREEDY_STAT,
-))
-
-_register(Audit(
-    name="greedy_cd_exponential_private_curvature",
-    make=_greedy_make("exponential", "private", 3),
-    datasets=_greedy_datasets(3),
-    statistic=_coef0,
-    epsilon=1.0, delta=0.2, n_runs=3000, slow_runs=10000,
-    margin=1.0,
-    pair=_GREEDY_PAIR.format(p=3) + " Both datasets have the same column second "
-         "moments (entries +-1), so the curvature release has the same law on both.",
-    statistic_doc=_GREEDY_STAT,
-))
-
-
-def _greedy_logistic_make(epsilon, delta, seed):
-    # |l'| = 1/2 at the start point w = 0: gradient_clip = 1/2 puts every per-example
-    # coordinate gradient at its bound (an explicit clip keeps the bounds' curvature).
-    return DPSparseLogisticRegression(
-        epsilon=epsilon, delta=delta, solver="greedy_cd", selection="laplace",
-        curvature="bound", gradient_clip=0.5, max_iter=1, penalty=None,
-        fit_intercept=False, classes=[-1, 1], random_state=seed)
-
-
-def _greedy_logistic_datasets(p):
-    X, X_prime = _greedy_pair(p)
-    y = np.ones(2)
-    return (X, y), (X_prime, y)
-
-
-_register(Audit(
-    name="greedy_cd_laplace",
-    make=_greedy_logistic_make,
-    datasets=_greedy_logistic_datasets(4),
-    statistic=_coef0,
-    epsilon=1.5, delta=0.0, n_runs=5000, slow_runs=20000, confidence=0.999,
-    margin=1.15,
-    pair=_GREEDY_PAIR.format(p=4).replace("targets +100", "labels +1, gradient_clip 1/2")
-    + " (DPSparseLogisticRegression: at w = 0 the clipped logistic derivative is 1/2.)",
-    statistic_doc=_GREEDY_STAT,
-))
-
-_register(Audit(
-    name="greedy_cd_laplace_private_curvature",
-    make=_greedy_make("laplace", "private", 4),
-    datasets=_greedy_datasets(4),
-    statistic=_coef0,
-    epsilon=1.5, delta=0.0, n_runs=8000, slow_runs=20000, confidence=0.999,
-    margin=1.05, slow_margin=1.2,
-    pair=_GREEDY_PAIR.format(p=4) + " Same column second moments on both sides.",
-    statistic_doc=_GREEDY_STAT,
-))
-
-
-# -- noisy gradient descent with Poisson subsampling ----------------------------
-def _sgd_poisson_make(epsilon, delta, seed):
-    return DPGreedyCDRegressor(
-        epsilon=epsilon, delta=delta, solver="sgd", batch_size=99, max_iter=1,
-        penalty=None, fit_intercept=False, random_state=seed)
-
-
-def _sgd_poisson_datasets(n=100):
-    X = np.zeros((n, 2))
-    X[-1] = ROW
-    y = np.zeros(n)
-    y[-1] = TARGET
-    y_prime = y.copy()
-    y_prime[-1] = -TARGET
-    return (X, y), (X, y_prime)
-
-
-_register(Audit(
-    name="sgd_poisson",
-    make=_sgd_poisson_make,
-    datasets=_sgd_poisson_datasets(),
-    statistic=_projection_statistic,
-    epsilon=1.5, delta=0.2, n_runs=1800, slow_runs=6000,
-    margin=1.0,
-    pair="100 rows, 99 of them zero (no gradient), the last at the l2 bound with target "
-         "+100 -> -100; Poisson rate q = 99/100: when the row is in the batch (almost "
-         "always) the noisy sum moves by the full 2 C2. At this rate the accounting "
-         "is set by the unsubsampled Renyi bound at the orders that matter, so the audit "
-         "checks the Poisson path's noise against the claim; at small rates the "
-         "amplification is visible only in tails beyond a few thousand runs.",
-    statistic_doc="coef_ . x after one step (no intercept).",
-))
-
-
-# -- sparsity-preserving SGD -----------------------------------------------------
-def _sparse_make(epsilon, delta, seed, fit_intercept=True):
-    return DPGreedyCDRegressor(
-        epsilon=epsilon, delta=delta, solver="sparse_sgd", batch_size=2, max_iter=1,
-        penalty=None, fit_intercept=fit_intercept, random_state=seed)
-
-
-def _sparse_gradient_datasets():
-    X = sp.csr_matrix(np.ones((2, 1)))
-    return tuple((X, y) for y in _pair_y(2))
-
-
-def _sparse_gradient_statistic(fitted):
-    return float(fitted.coef_[0] + fitted.intercept_)
-
-
-_register(Audit(
-    name="sparse_sgd_gradient",
-    make=_sparse_make,
-    datasets=_sparse_gradient_datasets(),
-    statistic=_sparse_gradient_statistic,
-    epsilon=1.0, delta=0.2, n_runs=3000, slow_runs=10000,
-    margin=1.1,
-    pair="one feature (d = 1: the default threshold is -inf, the feature is selected at "
-         "every step), two rows x = 1, full batch; the last target +100 -> -100 flips "
-         "the clipped gradient (x, 1): the noisy sum moves by the full 2 C2. The noisy "
-         "counts carry half of the budget and nothing of the pair.",
-    statistic_doc="coef_[0] + intercept_ after one step.",
-))
-
-
-def _sparse_selection_make(epsilon, delta, seed):
-    return _sparse_make(epsilon, delta, seed, fit_intercept=False)
-
-
-def _sparse_selection_datasets():
-    y = np.full(1, TARGET)
-    return ((sp.csr_matrix(np.array([[1.0, 0.0]])), y),
-            (sp.csr_matrix(np.array([[0.0, 1.0]])), y))
-
-
-def _difference_statistic(fitted):
-    return float(fitted.coef_[0] - fitted.coef_[1])
-
-
-_register(Audit(
-    name="sparse_sgd_selection",
-    make=_sparse_selection_make,
-    datasets=_sparse_selection_datasets(),
-    statistic=_difference_statistic,
-    epsilon=1.0, delta=0.1, n_runs=2000, slow_runs=8000, detects_halving=False,
-    pair="two features (default threshold 0), one row holding feature 0, replaced by a "
-         "row holding feature 1 (target +100): each count moves by 1 and the gradient "
-         "of each feature by the full clip, but a feature's count is released only "
-         "through whether it passes the threshold.",
-    statistic_doc="coef_[0] - coef_[1]: a selected feature gets a noisy update, an "
-                  "unselected one stays 0.",
-))
-
-
-# -- bias-reduced SGD --------------------------------------------------------------
-def _bias_reduced_make(epsilon, delta, seed):
-    # The privacy filter stops a private run; without noise a step count is needed.
-    return DPGreedyCDRegressor(
-        epsilon=epsilon, delta=delta, solver="bias_reduced_sgd", penalty=None,
-        max_iter=None if math.isfinite(epsilon) else 1, random_state=seed)
-
-
-def _bias_reduced_halved():
-    # The documented calibration (Ghazi et al., Alg. 5-6; skdp_sparse.optim.sgd):
-    # every projection mechanism has the Gaussian noise of (epsilon/32, delta/16).
-    # Its events are (epsilon, delta) pairs of the privacy filter, which carry no noise
-    # scale; half the noise is the epsilon' at which that Gaussian's ratio doubles
-    # (the filter then allows the same single step on two rows).
-    audit = AUDITS["bias_reduced_sgd"]
-    delta0 = audit.delta / 16
-    mu = _gaussian_mu(audit.epsilon / 32, delta0)
-    return 32 * gaussian_epsilon(2 * mu, delta0)
-
-
-def _gaussian_mu(epsilon, delta):
-    lo, hi = 1e-6, 1.0
-    while gaussian_epsilon(hi, delta) < epsilon:
-        hi *= 2
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if gaussian_epsilon(mid, delta) < epsilon:
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
-_register(Audit(
-    name="bias_reduced_sgd",
-    make=_bias_reduced_make,
-    datasets=tuple((np.tile(ROW, (2, 1)), y) for y in _pair_y(2)),
-    statistic=_projection_statistic,
-    epsilon=GAUSS_EPSILON, delta=GAUSS_DELTA, n_runs=1000, slow_runs=5000,
-    detects_halving=False, halved=_bias_reduced_halved,
-    pair="two rows at the l2 bound, targets +100 -> -100 on the last: a run draws "
-         "N = 0 (n = 2), releases G = (G_B - (G_O + G_E)/2) + G_I in which the gradients "
-         "of B, O and E cancel, and the filter stops it after one step.",
-    statistic_doc="coef_ . x + intercept_ of the averaged iterate.",
-))
-
-
-# -- sampled Gaussian projection (large d) and l1 recovery --------------------------
-def _mean_sampled_datasets(n=20, d=1000):
-    """n - 1 rows e_0 and a last row e_0 (S) or -e_0 (S'): coordinate 0 of the mean is
-    far above the projection's threshold, so the released value carries the shift."""
-    rows = np.arange(n)
-    X = sp.csr_matrix((np.ones(n), (rows, np.zeros(n, dtype=int))), shape=(n, d))
-    X_prime = X.copy()
-    X_prime.data[-1] = -1.0
-    return (X, None), (X_prime, None)
-
-
-_register(Audit(
-    name="mean_projection_gaussian",
-    make=_mean_make("projection", sparsity=1),
-    datasets=_mean_sampled_datasets(d=50),
-    statistic=_mean0,
-    epsilon=GAUSS_EPSILON, delta=GAUSS_DELTA, n_runs=2000, slow_runs=6000,
-    margin=1.3,
-    pair="d = 50, 20 rows: 19 rows e_0 and e_0 -> -e_0: the mean moves by 2L/n on "
-         "coordinate 0; the noisy vector's l1 norm exceeds the radius, so the projection "
-         "soft-thresholds it (all d noise values drawn at this d).",
-    statistic_doc="mean_[0] = noisy mean_0 minus the projection's threshold.",
-))
-
-_register(Audit(
-    name="mean_projection_gaussian_sampled",
-    make=_mean_make("projection", sparsity=1),
-    datasets=_mean_sampled_datasets(),
-    statistic=_mean0,
-    epsilon=GAUSS_EPSILON, delta=GAUSS_DELTA, n_runs=2000, slow_runs=6000,
-    margin=1.35,
-    pair="d = 1000, 20 rows: 19 rows e_0 and e_0 -> -e_0: the mean moves by 2L/n on "
-         "coordinate 0, which stays above the soft threshold of the l1 projection; at "
-         "this d the release draws only the noise values that can survive the "
-         "projection (the sampled path).",
-    statistic_doc="mean_[0] = noisy mean_0 minus the projection's threshold.",
-))
-
-
-def _l1_recovery_datasets(n=5, d=500):
-    X = np.zeros((n, d))
-    X[:, 0] = 1.0
-    X_prime = X.copy()
-    X_prime[-1, 0] = -1.0
-    return (X, None), (X_prime, None)
-
-
-_register(Audit(
-    name="mean_l1_recovery",
-    make=_mean_make("l1_recovery", sparsity=1),
-    datasets=_l1_recovery_datasets(),
-    statistic=_mean0,
-    epsilon=GAUSS_EPSILON, delta=GAUSS_DELTA, n_runs=200, slow_runs=1000,
-    detects_halving=False,
-    pair="d = 500, 5 rows e_0, the last replaced by -e_0: the clipped measurement "
-         "A z_i of the changed row flips sign (its norm is about L, the clip 1.5 L is "
-         "charged).",
-    statistic_doc="mean_[0]: coordinate 0 of the basis-pursuit recovery (0 when the "
-                  "recovery's norm exceeds 2L).",
-))
-
-
-# -- private hyperparameter search -------------------------------------------------
-def _search_score(estimator, X, y):
-    # Worst-case per-example score: reads the row only, (x_0 + 1)/2 in [0, 1].
-    X = X.toarray() if sp.issparse(X) else np.asarray(X)
-    return (X[:, 0] + 1.0) / 2.0
-
-
-def _search_make(epsilon, delta, seed):
-    return PrivateHyperparameterSearch(
-        DPSparseMeanEstimator(method="gaussian", delta=delta),
-        {"norm_bound": [1.0, 2.0]}, epsilon=epsilon, delta=delta, scoring=_search_score,
-        score_bounds=(0.0, 1.0), shuffle=False, expected_repetitions=1.05, refit=False,
-        random_state=seed)
-
-
-def _search_datasets(n=5):
-    X = np.ones((n, 1))
-    X_prime = X.copy()
-    X_prime[-1, 0] = -1.0
-    y = np.zeros(n)
-    return (X, y), (X_prime, y)
-
-
-def _best_score(fitted):
-    return float(fitted.best_score_)
-
-
-_register(Audit(
-    name="private_search",
-    make=_search_make,
-    datasets=_search_datasets(),
-    statistic=_best_score,
-    epsilon=1.0, delta=0.2, n_runs=2500, slow_runs=8000,
-    margin=1.05,
-    pair="5 rows x = 1; the last, the only validation row (shuffle=False), is replaced "
-         "by x = -1. Two candidates of DPSparseMeanEstimator (Gaussian noise), fitted "
-         "on the training rows (the same on both sides), scored by (x_0 + 1)/2, which "
-         "reads the row: the mean validation score moves by its full sensitivity "
-         "1/n_val. The score noise is calibrated from the fits' Renyi curve (its rho is "
-         "the fits' smallest RDP slope), so halving the fits' noise halves it too; "
-         "E[K] = 1.05 keeps the selection overhead small. (A refit on all rows adds a "
-         "second channel but halves every fit's budget: the same power per run at "
-         "twice the cost.)",
-    statistic_doc="best_score_: the winning run's noisy score, shifted by the sensitivity "
-                  "whatever the number of runs.",
-))
+__all__ = ["AUDITS", "Audit", "audit_seeds", "claim_delta", "claim_epsilon", "default_jobs",
+           "fit_runner", "fitted_on", "halved_epsilon", "run_audit"]
