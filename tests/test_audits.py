@@ -189,8 +189,9 @@ def test_audit_catches_half_the_noise_slow(name, seed_set):
 def test_registry_is_complete():
     # Every solver and mechanism has an audit through fit.
     assert set(NAMES) >= {
-        "greedy_cd_exponential", "greedy_cd_exponential_private_curvature",
-        "greedy_cd_laplace", "greedy_cd_laplace_private_curvature", "cd", "sgd",
+        "greedy_cd_exponential", "greedy_cd_exponential_update",
+        "greedy_cd_exponential_private_curvature", "greedy_cd_laplace",
+        "greedy_cd_laplace_update", "greedy_cd_laplace_private_curvature", "cd", "sgd",
         "sgd_poisson", "sparse_sgd_gradient", "sparse_sgd_selection", "bias_reduced_sgd",
         "phased_sgd", "output_perturbation_gaussian", "output_perturbation_laplace",
         "mean_projection_laplace", "mean_projection_gaussian",

@@ -32,7 +32,7 @@ from ..privacy.accounting import gaussian_epsilon
 from ._halving import subsampling_of
 
 __all__ = ["gaussian_ratio", "gaussian_claim", "greedy_claim",
-           "greedy_step_epsilon", "laplace_claim",
+           "greedy_selection_epsilon", "greedy_step_epsilon", "laplace_claim",
            "laplace_profile_epsilon", "poisson_claim",
            "poisson_mixture_epsilon", "search_claim", "sparse_sgd_claim",
            "SPARSE_SGD_SELECTION_SHARE"]
@@ -78,15 +78,13 @@ def _profile_epsilon(excess):
     return brentq(excess, 0.0, 50.0, xtol=1e-10)
 
 
-def greedy_step_epsilon(p, selection, eps_sel, update, ratio, delta):
-    """Exact epsilon at ``delta`` of one greedy step on the pair of :mod:`._registry`.
+def _selection_probabilities(p, selection, eps_sel):
+    """``P(j)`` on S and on S' of the greedy selection on the pair of :mod:`._registry`.
 
     In units of the score sensitivity, the scores are ``(1, 0, ..., 0)`` on S and ``(0, 1,
     ..., 1)`` on S' (``p`` coordinates); the selection is the exponential mechanism
     (``P(j)`` proportional to ``exp(eps_sel u_j / 2)``) or report-noisy-max with
-    Laplace noise of scale ``2 / eps_sel``; the selected coordinate's update moves by
-    its full sensitivity, ``ratio`` noise scales of Gaussian (``update="gaussian"``) or
-    Laplace noise. The output is the pair (coordinate, update); both directions.
+    Laplace noise of scale ``2 / eps_sel``.
     """
     u_s = np.zeros(p)
     u_s[0] = 1.0
@@ -111,7 +109,33 @@ def greedy_step_epsilon(p, selection, eps_sel, update, ratio, delta):
                             for j in range(p)])
             return out / out.sum()
 
-    p_s, p_t = probabilities(u_s), probabilities(u_t)
+    return probabilities(u_s), probabilities(u_t)
+
+
+def _discrete_profile_epsilon(p_s, p_t, delta):
+    """Exact epsilon at ``delta`` of two laws on the same finite set, both directions."""
+    def excess(first, second):
+        return lambda eps: float(np.sum(np.maximum(first - math.exp(eps) * second, 0.0))) \
+            - delta
+    return max(_profile_epsilon(excess(p_s, p_t)), _profile_epsilon(excess(p_t, p_s)))
+
+
+def greedy_selection_epsilon(p, selection, eps_sel, delta):
+    """Exact epsilon at ``delta`` of the coordinate one greedy step selects on the pair
+    (:func:`_selection_probabilities`): what a statistic of the selected coordinate
+    alone can show."""
+    p_s, p_t = _selection_probabilities(p, selection, eps_sel)
+    return _discrete_profile_epsilon(p_s, p_t, delta)
+
+
+def greedy_step_epsilon(p, selection, eps_sel, update, ratio, delta):
+    """Exact epsilon at ``delta`` of one greedy step on the pair of :mod:`._registry`:
+    the selection of :func:`_selection_probabilities`, then the selected coordinate's
+    update, which moves by its full sensitivity, ``ratio`` noise scales of Gaussian
+    (``update="gaussian"``) or Laplace noise. The output is the pair (coordinate,
+    update); both directions.
+    """
+    p_s, p_t = _selection_probabilities(p, selection, eps_sel)
     x = np.linspace(-40.0 - ratio, 40.0 + ratio, 400_001)
     dx = x[1] - x[0]
     if update == "gaussian":
@@ -128,26 +152,35 @@ def greedy_step_epsilon(p, selection, eps_sel, update, ratio, delta):
     return max(_profile_epsilon(excess(p_s, p_t)), _profile_epsilon(excess(p_t, p_s)))
 
 
-def greedy_claim(p):
+def _greedy_events(fitted):
+    sel = upd = None
+    for e in fitted.privacy_events_:
+        if _is_curvature(e):
+            continue
+        if e.count != 1:
+            raise ValueError("the claim is for one greedy step")
+        if e.name.startswith(("selection", "noisy max")):
+            sel = e
+        else:
+            upd = e
+    return sel, upd
+
+
+def greedy_claim(p, channel="step"):
     """Claim of one greedy step on the pair of :mod:`._registry` with ``p`` features,
-    which no curvature release sees: :func:`greedy_step_epsilon` with the selection's
-    epsilon and the update's noise ratio from the fit's events."""
+    which no curvature release sees, from the fit's events (the selection's epsilon,
+    the update's noise ratio): ``"step"``, the whole step (:func:`greedy_step_epsilon`);
+    ``"selection"``, the selected coordinate alone (:func:`greedy_selection_epsilon`),
+    for a statistic that reads nothing else."""
     def claim(fitted, delta):
-        sel = upd = None
-        for e in fitted.privacy_events_:
-            if _is_curvature(e):
-                continue
-            if e.count != 1:
-                raise ValueError("the claim is for one greedy step")
-            if e.name.startswith(("selection", "noisy max")):
-                sel = e
-            else:
-                upd = e
-        if "laplace" in sel.name:
-            return greedy_step_epsilon(p, "laplace", sel.epsilon, "laplace", upd.epsilon,
-                                       delta)
-        return greedy_step_epsilon(p, "exponential", sel.epsilon, "gaussian",
-                                   gaussian_ratio([upd]), delta)
+        sel, upd = _greedy_events(fitted)
+        kind = "laplace" if "laplace" in sel.name else "exponential"
+        if channel == "selection":
+            return greedy_selection_epsilon(p, kind, sel.epsilon, delta)
+        if kind == "laplace":
+            return greedy_step_epsilon(p, kind, sel.epsilon, "laplace", upd.epsilon, delta)
+        return greedy_step_epsilon(p, kind, sel.epsilon, "gaussian", gaussian_ratio([upd]),
+                                   delta)
     return claim
 
 

@@ -111,7 +111,7 @@ register(Audit(
 ))
 
 
-def _l1_recovery_datasets(n=5, d=500):
+def _l1_recovery_datasets(n=3, d=60):
     X = np.zeros((n, d))
     X[:, 0] = 1.0
     X_prime = X.copy()
@@ -124,11 +124,11 @@ register(Audit(
     make=_mean_make("l1_recovery", sparsity=1),
     datasets=_l1_recovery_datasets(),
     statistic=_mean0,
-    epsilon=GAUSS_EPSILON, delta=GAUSS_DELTA, n_runs=200, slow_runs=1000,
+    epsilon=GAUSS_EPSILON, delta=GAUSS_DELTA, n_runs=400, slow_runs=2000,
     claim=_ONE_GAUSSIAN, detects_halving=False,
-    pair="d = 500, 5 rows e_0, the last replaced by -e_0: the clipped measurement "
-         "A z_i of the changed row flips sign (its norm is about L, the clip 1.5 L is "
-         "charged).",
+    pair="d = 60, 3 rows e_0 (m = 8 measurements), the last replaced by -e_0: the "
+         "clipped measurement A z_i of the changed row flips sign (its norm is about "
+         "L, the clip 1.5 L is charged).",
     statistic_doc="mean_[0]: coordinate 0 of the basis-pursuit recovery (0 when the "
                   "recovery's norm exceeds 2L).",
 ))
