@@ -261,11 +261,16 @@ def subsampled_gaussian_event(noise_multiplier, sampling_rate, count=1, *,
         z = z / (1.0 + discrete.SENSITIVITY_SLACK)
     if q == 1:
         return PrivacyEvent.gaussian(2.0 / z if z > 0 else math.inf, count=count, name=name)
+    return PrivacyEvent.from_rdp(_subsampled_curve(q, z, sampling), count=count, name=name)
+
+
+@functools.lru_cache(maxsize=256)
+def _subsampled_curve(q, z, sampling):
+    """The RDP curve of one subsampled Gaussian sum; cached, as every fit of a
+    configuration records the same one and computing it costs more than a small fit."""
     if sampling == "poisson":
-        curve = poisson_gaussian_rdp(q, z)
-    else:
-        curve = sampled_without_replacement_gaussian_rdp(q, z)
-    return PrivacyEvent.from_rdp(curve, count=count, name=name)
+        return tuple(poisson_gaussian_rdp(q, z))
+    return tuple(sampled_without_replacement_gaussian_rdp(q, z))
 
 
 def wor_amplified_epsilon_delta(epsilon, delta, sampling_rate):

@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from .audits import AUDITS, audit_seeds, fit_runner, halved_epsilon
+from .audits import AUDITS, audit_seeds, claim_delta, claim_epsilon, fit_runner, halved_epsilon
 from .bounds import epsilon_lower_bound_cp
 
 __all__ = ["draw_pool", "replay"]
@@ -51,7 +51,8 @@ def draw_pool(audit, size, *, cache=None, runner=None):
 
 
 def replay(audit, pool, n_runs, reps, seed=0):
-    """Bounds over the claim of ``reps`` audits of ``n_runs`` runs a side drawn from ``pool``."""
+    """Bounds over the claim (:func:`claim_epsilon`) of ``reps`` audits of ``n_runs`` runs
+    a side drawn from ``pool``."""
     rng = np.random.default_rng(seed)
     result = {}
     for noise, (s, s_prime) in pool.items():
@@ -59,10 +60,10 @@ def replay(audit, pool, n_runs, reps, seed=0):
         for r in range(reps):
             a = rng.choice(s, size=n_runs, replace=False)
             b = rng.choice(s_prime, size=n_runs, replace=False)
-            bounds[r] = epsilon_lower_bound_cp(a, b, delta=audit.delta,
+            bounds[r] = epsilon_lower_bound_cp(a, b, delta=claim_delta(audit),
                                                confidence=audit.confidence,
                                                rng=int(rng.integers(2**31))).epsilon_lb
-        result[noise] = bounds / audit.epsilon
+        result[noise] = bounds / claim_epsilon(audit)
     return result
 
 
@@ -81,7 +82,8 @@ def _main(argv=None):
         pool, seconds = draw_pool(audit, args.pool or 5 * n_runs, cache=args.cache)
         res = replay(audit, pool, n_runs, args.reps)
         h, v = res["honest"], res["halved"]
-        print(f"{name:40s} claim ({audit.epsilon:g}, {audit.delta:g}) N={n_runs:5d} "
+        print(f"{name:40s} fit ({audit.epsilon:g}, {audit.delta:g}) claim "
+              f"({claim_epsilon(audit):.3f}, {claim_delta(audit):g}) N={n_runs:5d} "
               f"{seconds * 1e3:5.2f} ms/fit | honest q50 {np.median(h):.2f} q99 "
               f"{np.quantile(h, .99):.2f} max {h.max():.2f} | halved min {v.min():.2f} "
               f"q01 {np.quantile(v, .01):.2f} q50 {np.median(v):.2f}", flush=True)

@@ -1,14 +1,25 @@
 """Mutation check of the audits: halve one noise scale in the real code, see who notices.
 
-For each mutation below, the package is copied to a temporary directory, one
-line of its source is changed so that one noise scale of the real code path is
-halved (the claim, and the accounting, stay as they are), and the honest fast
-audits of :data:`~skdp_sparse.testing.audits.AUDITS` are run against the copy in
-a fresh interpreter. An audit *catches* the mutation when its bound exceeds the
-claim. Not part of the test suite; run it by hand::
+For each mutation below, the package and the test suite are copied to a temporary
+directory, one line of the package's source is changed so that one noise scale of a
+real code path is halved (the claim, and the accounting, stay as they are), and in
+fresh interpreters (with a fresh ``NUMBA_CACHE_DIR``, so that no compiled code of the
+unchanged package is reused):
+
+1. the honest fast audits of :data:`~skdp_sparse.testing.audits.AUDITS` run against
+   the copy; an audit *catches* the mutation when its bound exceeds its claim;
+2. the non-slow tests run against the copy with ``-x`` (by default
+   ``tests/test_audits.py`` without the audits of step 1 and of half the noise, then
+   the test files that check noise scales and laws against their formulas,
+   :data:`CALIBRATION_TESTS`; ``--tests all`` runs the whole suite); the first test
+   that fails *catches* the mutation.
+
+The default rows change the floating-point-safe code path every estimator takes by
+default; rows marked "(float path)" change the path of ``floating_point_safe=False``
+where it differs. Not part of the test suite; run it by hand::
 
     python -m skdp_sparse.testing.mutations                 # every mutation
-    python -m skdp_sparse.testing.mutations --only sgd_gradient,cd_update
+    python -m skdp_sparse.testing.mutations --only sgd_full_batch,cd_update
     python -m skdp_sparse.testing.mutations --list
 
 It prints the table "noise halved in | caught by" (and each audit's bound).
@@ -24,10 +35,11 @@ import subprocess
 import sys
 import tempfile
 import time
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["MUTATIONS", "Mutation", "apply_mutation", "run_mutation"]
+__all__ = ["CALIBRATION_TESTS", "MUTATIONS", "Mutation", "apply_mutation", "run_mutation"]
 
 
 @dataclass(frozen=True)
@@ -41,84 +53,165 @@ class Mutation:
     new: str
 
 
+_CD = "solvers/coordinate_descent.py"
+_SPARSE = "solvers/sparse_sgd.py"
+_HALF_GAUSSIAN = "(2 if isinstance(plan.mechanism, GaussianMechanism) else 1)"
+_HALF_LAPLACE = "(1 if isinstance(plan.mechanism, GaussianMechanism) else 2)"
+
+
+def _sampled_projection(safe):
+    condition = "" if safe else "not "
+    return Mutation(
+        f"mean_sampled_projection{'' if safe else '_float'}",
+        "the mean's sampled Gaussian projection (large d)" + ("" if safe else
+                                                               " (float path)"),
+        "mean/_release.py",
+        "    mech = plan.mechanism\n",
+        "    mech = plan.mechanism\n"
+        "    if (isinstance(mech, GaussianMechanism) and mech.sigma > 0\n"
+        f"            and {condition}mech.floating_point_safe):\n"
+        "        mech = GaussianMechanism(mech.sensitivity, sigma=mech.sigma / 2,\n"
+        "                                 floating_point_safe=mech.floating_point_safe)\n")
+
+
 MUTATIONS = [
+    # -- coordinate descent (safe path: lattice releases, exact selection) --------------
     Mutation(
-        "cd_update", "the CD update noise (solver='cd')",
-        "linear_model/_coordinate_descent.py",
-        'update_noise, update_scale = "gaussian", sensitivity * scale',
-        'update_noise, update_scale = "gaussian", sensitivity * scale / 2'),
+        "cd_update", "the CD update noise (solver='cd', discrete Gaussian)", _CD,
+        'return dict(update_noise="discrete_gaussian", update_scale=plan.scale,',
+        'return dict(update_noise="discrete_gaussian", update_scale=plan.scale / 2,'),
     Mutation(
-        "greedy_selection_exponential", "the greedy selection scale (Gumbel, zCDP)",
-        "linear_model/_coordinate_descent.py",
-        'selection_noise, selection_scale = "gumbel", 2 * delta_u / eps_select',
-        'selection_noise, selection_scale = "gumbel", delta_u / eps_select'),
+        "greedy_selection_exponential",
+        "the greedy selection scale (exact exponential mechanism)", _CD,
+        "eps_sel = _selection_epsilon_for(gaussian_rho(1.0, plan.scale))",
+        "eps_sel = 2 * _selection_epsilon_for(gaussian_rho(1.0, plan.scale))"),
     Mutation(
-        "greedy_selection_laplace", "the greedy selection scale (Laplace, pure DP)",
-        "linear_model/_coordinate_descent.py",
-        'selection_noise, selection_scale = "laplace", 2 * delta_u * scale',
-        'selection_noise, selection_scale = "laplace", delta_u * scale'),
+        "greedy_selection_laplace",
+        "the greedy selection scale (report-noisy-max, discrete Laplace)", _CD,
+        "eps_sel, noise, update = laplace_epsilon(1.0, plan.scale), \\",
+        "eps_sel, noise, update = 2 * laplace_epsilon(1.0, plan.scale), \\"),
     Mutation(
-        "greedy_update_gaussian", "the greedy update noise (Gaussian)",
-        "linear_model/_coordinate_descent.py",
-        'update_noise, update_scale = "gaussian", sensitivity / mu',
-        'update_noise, update_scale = "gaussian", sensitivity / mu / 2'),
+        "greedy_update_gaussian", "the greedy update noise (discrete Gaussian)", _CD,
+        "update_scale=plan.scale, update_sensitivity=sensitivity)",
+        "update_scale=plan.scale / (1 if plan.pure else 2), "
+        "update_sensitivity=sensitivity)"),
     Mutation(
-        "greedy_update_laplace", "the greedy update noise (Laplace)",
-        "linear_model/_coordinate_descent.py",
-        'update_noise, update_scale = "laplace", sensitivity * scale',
-        'update_noise, update_scale = "laplace", sensitivity * scale / 2'),
+        "greedy_update_laplace", "the greedy update noise (discrete Laplace)", _CD,
+        "update_scale=plan.scale, update_sensitivity=sensitivity)",
+        "update_scale=plan.scale / (2 if plan.pure else 1), "
+        "update_sensitivity=sensitivity)"),
+    # -- gradient solvers ------------------------------------------------------------
     Mutation(
-        "sgd_gradient", "the gradient noise of sgd (full batch and subsampled)",
-        "optim/sgd.py",
-        "    sigma = z * P.c2\n",
-        "    sigma = z * P.c2 / 2\n"),
+        "sgd_full_batch", "the noisy gradient descent noise (sgd, full batch)",
+        "solvers/sgd.py",
+        "sigma = plan.noise_multiplier * bounds.grad_l2",
+        "sigma = plan.noise_multiplier * bounds.grad_l2 / (2 if plan.full_batch else 1)"),
     Mutation(
-        "sparse_sgd_count", "the sparse_sgd count noise count_sigma",
-        "optim/sgd.py",
-        "count_sigma = z / math.sqrt(share) * c_count",
-        "count_sigma = z / math.sqrt(share) * c_count / 2"),
+        "sgd_poisson", "the DP-SGD noise (sgd, Poisson subsampling)", "solvers/sgd.py",
+        "sigma = plan.noise_multiplier * bounds.grad_l2",
+        "sigma = plan.noise_multiplier * bounds.grad_l2 / (1 if plan.full_batch else 2)"),
     Mutation(
-        "sparse_sgd_gradient", "the sparse_sgd gradient noise grad_sigma",
-        "optim/sgd.py",
-        "grad_sigma = z / math.sqrt(1 - share) * P.c2",
-        "grad_sigma = z / math.sqrt(1 - share) * P.c2 / 2"),
+        "sparse_sgd_count", "the sparse_sgd feature-count noise (count_sigma)", _SPARSE,
+        "count_scale = Fraction(count_sigma) / Fraction(2) ** count_k",
+        "count_scale = Fraction(count_sigma) / Fraction(2) ** count_k / 2"),
+    Mutation(
+        "sparse_sgd_gradient", "the sparse_sgd gradient noise (grad_sigma)", _SPARSE,
+        "grad_scale = Fraction(grad_sigma) / Fraction(2) ** grad_k",
+        "grad_scale = Fraction(grad_sigma) / Fraction(2) ** grad_k / 2"),
     Mutation(
         "bias_reduced", "the projection-mechanism noise of bias_reduced_sgd",
-        "optim/sgd.py",
-        "sigma_unit = GaussianMechanism(1.0, epsilon=epsilon / 32.0, delta=delta / 16.0).sigma",
-        "sigma_unit = GaussianMechanism(1.0, epsilon=epsilon / 32.0, delta=delta / 16.0)"
-        ".sigma / 2"),
+        "solvers/bias_reduced_sgd.py",
+        "floating_point_safe=safe).sigma",
+        "floating_point_safe=safe).sigma / 2"),
     Mutation(
-        "phased_sgd", "the phase noise of phased_sgd",
-        "optim/sgd.py",
-        "sigma_r = s * 2.0 * etas[r] * P.c2",
-        "sigma_r = s * 2.0 * etas[r] * P.c2 / 2"),
+        "phased_sgd", "the phase noise of phased_sgd", "solvers/phased_sgd.py",
+        "sigma_r = plan.noise_ratio * 2.0 * eta_r * bounds.grad_l2",
+        "sigma_r = plan.noise_ratio * 2.0 * eta_r * bounds.grad_l2 / 2"),
     Mutation(
-        "output_perturbation", "the output-perturbation noise (Gaussian and Laplace)",
-        "linear_model/_output_perturbation.py",
-        "noisy = mech.randomise(thetas, rng)",
-        "noisy = thetas + (mech.randomise(thetas, rng) - thetas) / 2"),
+        "output_perturbation_gaussian", "the output-perturbation noise (discrete Gaussian)",
+        "solvers/output_perturbation.py",
+        "noisy = plan.mechanism.randomise(thetas, rng)",
+        f"noisy = thetas + (plan.mechanism.randomise(thetas, rng) - thetas) / {_HALF_GAUSSIAN}"),
     Mutation(
-        "mean_perturb", "the mean's noise (gaussian, laplace, projection at small d)",
-        "mean.py",
+        "output_perturbation_laplace", "the output-perturbation noise (discrete Laplace)",
+        "solvers/output_perturbation.py",
+        "noisy = plan.mechanism.randomise(thetas, rng)",
+        f"noisy = thetas + (plan.mechanism.randomise(thetas, rng) - thetas) / {_HALF_LAPLACE}"),
+    # -- the mean and the search ------------------------------------------------------
+    Mutation(
+        "mean_gaussian", "the mean's Gaussian release (gaussian, projection at small d)",
+        "mean/_release.py",
         "noisy = plan.mechanism.randomise(mean, rng, n_draws=n_draws)",
-        "noisy = mean + (plan.mechanism.randomise(mean, rng, n_draws=n_draws) - mean) / 2"),
+        "noisy = mean + (plan.mechanism.randomise(mean, rng, n_draws=n_draws) - mean) / "
+        + _HALF_GAUSSIAN),
     Mutation(
-        "mean_sampled_projection", "the mean's sampled Gaussian projection (large d)",
-        "mean.py",
-        "np.ascontiguousarray(mean), mech.sigma, plan.radius, t, rng,",
-        "np.ascontiguousarray(mean), mech.sigma / 2, plan.radius, t, rng,"),
+        "mean_laplace", "the mean's Laplace release (laplace, projection with delta = 0)",
+        "mean/_release.py",
+        "noisy = plan.mechanism.randomise(mean, rng, n_draws=n_draws)",
+        "noisy = mean + (plan.mechanism.randomise(mean, rng, n_draws=n_draws) - mean) / "
+        + _HALF_LAPLACE),
+    _sampled_projection(True),
     Mutation(
-        "mean_l1_recovery", "the mean's l1_recovery measurement noise",
-        "mean.py",
+        "mean_l1_recovery", "the mean's l1_recovery measurement noise", "mean/_release.py",
         "b = plan.mechanism.randomise(b, rng)",
         "b = b + (plan.mechanism.randomise(b, rng) - b) / 2"),
     Mutation(
-        "search_score", "the private search's score noise",
-        "model_selection/_search.py",
+        "search_score", "the private search's score noise", "model_selection/_search.py",
         "sigma = self._score_noise(rho_score, sensitivity)",
         "sigma = self._score_noise(rho_score, sensitivity) / 2"),
+    # -- the float paths, where they differ ------------------------------------------
+    Mutation(
+        "cd_update_float", "the CD update noise (float path)", _CD,
+        'return dict(update_noise="gaussian", update_scale=sensitivity * plan.scale)',
+        'return dict(update_noise="gaussian", update_scale=sensitivity * plan.scale / 2)'),
+    Mutation(
+        "greedy_selection_exponential_float", "the greedy Gumbel selection scale (float path)",
+        _CD,
+        "selection_scale=2 * delta_u / _selection_epsilon(mu),",
+        "selection_scale=delta_u / _selection_epsilon(mu),"),
+    Mutation(
+        "greedy_selection_laplace_float", "the greedy Laplace selection scale (float path)",
+        _CD,
+        'return dict(selection_noise="laplace", selection_scale=2 * delta_u * plan.scale,',
+        'return dict(selection_noise="laplace", selection_scale=delta_u * plan.scale,'),
+    Mutation(
+        "greedy_update_gaussian_float", "the greedy Gaussian update noise (float path)", _CD,
+        'update_noise="gaussian", update_scale=sensitivity / mu)',
+        'update_noise="gaussian", update_scale=sensitivity / mu / 2)'),
+    Mutation(
+        "greedy_update_laplace_float", "the greedy Laplace update noise (float path)", _CD,
+        'update_noise="laplace", update_scale=sensitivity * plan.scale)',
+        'update_noise="laplace", update_scale=sensitivity * plan.scale / 2)'),
+    Mutation(
+        "sparse_sgd_count_float", "the sparse_sgd count noise count_sigma (float path)",
+        _SPARSE,
+        "count_sigma = z / math.sqrt(share) * c_count",
+        "count_sigma = z / math.sqrt(share) * c_count / (1 if fp_safe else 2)"),
+    Mutation(
+        "sparse_sgd_gradient_float", "the sparse_sgd gradient noise grad_sigma (float path)",
+        _SPARSE,
+        "grad_sigma = z / math.sqrt(1 - share) * bounds.grad_l2",
+        "grad_sigma = z / math.sqrt(1 - share) * bounds.grad_l2 / (1 if fp_safe else 2)"),
+    _sampled_projection(False),
 ]
+
+#: Test files that check noise scales, laws and calibrations against their formulas.
+CALIBRATION_TESTS = (
+    "tests/test_mechanisms.py",
+    "tests/test_coordinate_descent.py",
+    "tests/test_cd_floating_point_safe.py",
+    "tests/test_linear_model_cd.py",
+    "tests/test_sgd.py",
+    "tests/test_sgd_audits.py",
+    "tests/test_sparse_sgd_fp_safe.py",
+    "tests/test_output_perturbation.py",
+    "tests/test_mean.py",
+    "tests/test_mean_safe.py",
+    "tests/test_private_search.py",
+)
+#: What step 2 leaves out of tests/test_audits.py: step 1 runs the honest audits, and
+#: the audits of half the noise cannot fail on a copy with less noise.
+_AUDIT_TESTS_SKIPPED = "not test_audit_honest and not catches_half_the_noise"
 
 
 def _package_dir():
@@ -140,38 +233,79 @@ def _run_audits_here(names):
     """In the copy's interpreter: the honest audits' bounds, as JSON on stdout."""
     import warnings
 
-    from .audits import AUDITS, run_audit
+    from .audits import AUDITS, claim_epsilon, run_audit
 
     warnings.simplefilter("ignore")
     out = {}
     for name in names:
         audit = AUDITS[name]
         bound = run_audit(audit, "honest").epsilon_lb
-        out[name] = {"bound": bound, "claim": audit.epsilon,
-                     "caught": bool(bound > audit.epsilon)}
+        claim = claim_epsilon(audit)
+        out[name] = {"bound": bound, "claim": claim, "caught": bool(bound > claim)}
     print(json.dumps(out))
 
 
-def run_mutation(mutation, audit_names, *, keep=False):
-    """``{audit: {"bound", "claim", "caught"}}`` of the honest audits on a mutated copy
-    (``mutation=None``: an unchanged copy)."""
+def _copy(tmp):
+    """The package, the tests and the pytest configuration, copied into ``tmp``."""
+    source = _package_dir()
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.nbi", "*.nbc")
+    shutil.copytree(source, Path(tmp) / "skdp_sparse", ignore=ignore)
+    root = source.parent
+    if (root / "tests").is_dir():
+        shutil.copytree(root / "tests", Path(tmp) / "tests", ignore=ignore)
+    if (root / "pyproject.toml").exists():
+        shutil.copy(root / "pyproject.toml", Path(tmp) / "pyproject.toml")
+
+
+def _failed_tests(junit):
+    """The test ids that failed or raised, from a JUnit XML report."""
+    if not Path(junit).exists():
+        return []
+    failed = []
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        if case.find("failure") is not None or case.find("error") is not None:
+            failed.append(f"{case.get('classname', '').split('.')[-1]}::{case.get('name')}")
+    return failed
+
+
+def run_mutation(mutation, audit_names, *, tests=CALIBRATION_TESTS, keep=False):
+    """``{"audits": {audit: {"bound", "claim", "caught"}}, "tests": [failed ids]}`` on a
+    mutated copy (``mutation=None``: an unchanged copy). ``tests``: test paths relative
+    to the repository (``tests/test_audits.py`` is always added first, without the
+    audits), ``"all"`` for the whole non-slow suite, or empty to run none; ``-x``
+    either way, so ``"tests"`` holds the first failure."""
     tmp = tempfile.mkdtemp(prefix="skdp_mutation_")
     try:
-        target = Path(tmp) / "skdp_sparse"
-        shutil.copytree(_package_dir(), target,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.nbi",
-                                                      "*.nbc"))
+        _copy(tmp)
         if mutation is not None:
-            apply_mutation(mutation, target)
-        env = dict(os.environ, PYTHONPATH=tmp, PYTHONDONTWRITEBYTECODE="1")
-        code = ("import sys; from skdp_sparse.testing.mutations import _run_audits_here; "
-                "_run_audits_here(sys.argv[1].split(','))")
-        proc = subprocess.run([sys.executable, "-c", code, ",".join(audit_names)], env=env,
-                              cwd=tmp, capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            raise RuntimeError(f"audits failed to run on {mutation and mutation.name}:\n"
-                               f"{proc.stderr}")
-        return json.loads(proc.stdout.strip().splitlines()[-1])
+            apply_mutation(mutation, Path(tmp) / "skdp_sparse")
+        env = dict(os.environ, PYTHONPATH=tmp, PYTHONDONTWRITEBYTECODE="1",
+                   NUMBA_CACHE_DIR=str(Path(tmp) / "numba_cache"))
+        check = ("import skdp_sparse, sys; assert skdp_sparse.__file__.startswith(sys.argv[1]),"
+                 " skdp_sparse.__file__")
+        subprocess.run([sys.executable, "-c", check, tmp], env=env, cwd=tmp, check=True)
+        result = {"audits": {}, "tests": []}
+        if audit_names:
+            code = ("import sys; from skdp_sparse.testing.mutations import _run_audits_here; "
+                    "_run_audits_here(sys.argv[1].split(','))")
+            proc = subprocess.run([sys.executable, "-c", code, ",".join(audit_names)],
+                                  env=env, cwd=tmp, capture_output=True, text=True,
+                                  check=False)
+            if proc.returncode != 0:
+                raise RuntimeError(f"audits failed to run on {mutation and mutation.name}:\n"
+                                   f"{proc.stderr}")
+            result["audits"] = json.loads(proc.stdout.strip().splitlines()[-1])
+        if tests:
+            junit = str(Path(tmp) / "junit.xml")
+            args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                    f"--junitxml={junit}"]
+            # -x: the first failure is the catch; the rest would take minutes more.
+            args += ["-x", "tests"] if tests == "all" else \
+                ["-x", "tests/test_audits.py", "-k", _AUDIT_TESTS_SKIPPED, *tests]
+            subprocess.run(args, env=env, cwd=tmp, capture_output=True, text=True,
+                           check=False)
+            result["tests"] = _failed_tests(junit)
+        return result
     finally:
         if not keep:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -183,24 +317,30 @@ def _main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="comma-separated mutation names")
     parser.add_argument("--audits", default="", help="comma-separated audit names")
+    parser.add_argument("--tests", default="calibration",
+                        help="'calibration' (default), 'all' (the whole suite, -x), "
+                             "'none', or comma-separated test paths")
     parser.add_argument("--baseline", action="store_true",
-                        help="also run the audits on an unchanged copy")
+                        help="also run on an unchanged copy")
     parser.add_argument("--list", action="store_true")
     args = parser.parse_args(argv)
     if args.list:
         for m in MUTATIONS:
-            print(f"{m.name:32s} {m.description}")
+            print(f"{m.name:36s} {m.description}")
         return
     names = args.audits.split(",") if args.audits else list(AUDITS)
+    tests = {"calibration": CALIBRATION_TESTS, "all": "all", "none": ()}.get(
+        args.tests, tuple(args.tests.split(",")))
     chosen = [m for m in MUTATIONS if not args.only or m.name in args.only.split(",")]
     rows = []
     for mutation in ([None] if args.baseline else []) + chosen:
         start = time.perf_counter()
-        result = run_mutation(mutation, names)
-        caught = [n for n, r in result.items() if r["caught"]]
+        result = run_mutation(mutation, names, tests=tests)
+        audits = result["audits"]
+        caught = [n for n, r in audits.items() if r["caught"]] + result["tests"]
         label = "(none: unchanged copy)" if mutation is None else mutation.description
         rows.append((label, caught))
-        detail = ", ".join(f"{n} {r['bound']:.2f}/{r['claim']:g}" for n, r in result.items()
+        detail = ", ".join(f"{n} {r['bound']:.2f}/{r['claim']:.2f}" for n, r in audits.items()
                            if r["bound"] > 0)
         print(f"[{time.perf_counter() - start:.0f}s] {label}: caught by "
               f"{', '.join(caught) or 'nothing'}\n    bounds/claims: {detail}", flush=True)
