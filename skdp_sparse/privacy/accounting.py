@@ -348,20 +348,24 @@ def compose(events, delta):
 
 def _pld_items(events):
     """``(step, count)`` of every event for :func:`~skdp_sparse.privacy.pld.pld_epsilon`,
-    or None if one has no privacy loss distribution (only RDP or zCDP)."""
-    items = []
+    identical steps merged (so K problems of T steps are the K T steps a calibration
+    composes), or None if an event has no privacy loss distribution (only RDP or
+    zCDP)."""
+    counts = {}
     for e in events:
         if e.pld is not None:
-            items.append((e.pld, e.count))
+            step = e.pld
         elif e.mu is not None:
             # A Gaussian mechanism of ratio mu: the full-batch step with 2 / z = mu.
-            z = 0.0 if math.isinf(e.mu) else (math.inf if e.mu == 0 else 2.0 / e.mu)
-            items.append((GaussianPLD("none", 1.0, z), e.count))
+            step = GaussianPLD("none", 1.0,
+                               0.0 if math.isinf(e.mu) else (math.inf if e.mu == 0
+                                                             else 2.0 / e.mu))
         elif not math.isnan(e.epsilon):
-            items.append(((e.epsilon, e.delta), e.count))
+            step = (e.epsilon, e.delta)
         else:
             return None
-    return items
+        counts[step] = counts.get(step, 0) + e.count
+    return list(counts.items())
 
 
 @functools.lru_cache(maxsize=512)

@@ -52,8 +52,8 @@ import numpy as np
 from scipy.special import gammaln, logsumexp
 
 from . import discrete
-from .accounting import RDP_ORDERS, PrivacyEvent, calibrate_scale, gaussian_mu
-from .pld import DISCRETE_GAUSSIAN_SLACK, GaussianPLD, pld_epsilon
+from .accounting import RDP_ORDERS, PrivacyEvent, _pld_candidate, calibrate_scale, gaussian_mu
+from .pld import DISCRETE_GAUSSIAN_SLACK, GaussianPLD
 
 __all__ = [
     "subsampled_noise_multiplier",
@@ -333,7 +333,9 @@ def _pld_multiplier(events, count, epsilon, delta):
     def f(log_z):
         # log(epsilon(z) / epsilon), decreasing in z, nearly linear in log z.
         if log_z not in seen:
-            eps = pld_epsilon([(events(math.exp(log_z))[0].pld, count)], delta)
+            # Through the accountant's cache: the fit's report of the calibrated
+            # events reuses this very value.
+            eps = _pld_candidate(((events(math.exp(log_z))[0].pld, count),), float(delta))
             seen[log_z] = math.log(eps / epsilon) if eps > 0 else -math.inf
         return seen[log_z]
 
