@@ -337,7 +337,7 @@ def compose(events, delta):
                         delta,
                     )
                 )
-    if delta > 0 and any(e.pld is not None for e in events):
+    if 0 < delta < 1 and any(e.pld is not None for e in events):
         items = _pld_items(events)
         if items is not None:
             candidates.append((_pld_candidate(tuple(items), float(delta)), delta))

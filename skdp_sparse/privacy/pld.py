@@ -89,6 +89,8 @@ class GaussianPLD:
             raise ValueError(f"the sampling rate must be in [0, 1], got {self.sampling_rate}")
         if not self.noise_multiplier >= 0:
             raise ValueError(f"the noise multiplier must be >= 0, got {self.noise_multiplier}")
+        if self.sampling == "none" and self.sampling_rate != 1.0:
+            raise ValueError("a step on all rows has sampling_rate 1")
 
     @property
     def ratio(self):
@@ -108,8 +110,11 @@ class GaussianPLD:
 # Privacy profiles of the dominating pairs
 # --------------------------------------------------------------------------
 def _hockey(log_a, log_b):
-    """``exp(log_a) - exp(log_b)``, clipped at 0, without cancellation."""
-    return np.exp(log_a) * -np.expm1(np.minimum(log_b - log_a, 0.0))
+    """``exp(log_a) - exp(log_b)``, clipped at 0, without cancellation (0 where both
+    vanish)."""
+    with np.errstate(invalid="ignore"):
+        gap = np.minimum(log_b - log_a, 0.0)
+    return np.where(np.isneginf(log_a), 0.0, np.exp(log_a) * -np.expm1(gap))
 
 
 def _gaussian_pos(mu, eps):
@@ -119,7 +124,7 @@ def _gaussian_pos(mu, eps):
 def _poisson_pos(q, r, eps):
     """``H_{e^eps}(P || Q)`` for eps >= 0, P, Q the Poisson replace-one pair."""
     lq, l1q = math.log(q), math.log1p(-q)
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", over="ignore"):
         lb = l1q + np.log(np.expm1(eps))
     # The threshold x where the loss equals eps: u = e^(r x) solves
     # q c u^2 - (1-q)(e^eps - 1) u - q c e^eps = 0, c = exp(-r^2/2).
@@ -135,7 +140,8 @@ def _wor_pos(q, r, eps):
     """``H_{e^eps}((1-q) N(0,1) + q N(2r,1) || N(0,1))`` for eps >= 0."""
     mu = 2.0 * r
     lq, l1q = math.log(q), math.log1p(-q)
-    x = (np.log(np.expm1(eps) + q) - lq + mu * mu / 2) / mu
+    with np.errstate(over="ignore"):
+        x = (np.log(np.expm1(eps) + q) - lq + mu * mu / 2) / mu
     log_a = np.logaddexp(l1q + log_ndtr(-x), lq + log_ndtr(mu - x))
     return _hockey(log_a, eps + log_ndtr(-x))
 
