@@ -276,9 +276,10 @@ _MAX_POINTS = 1 << 16
 
 
 def _grid_step(kept, tops):
-    """The grid step: 1/400 of the composition's standard deviation (from each step's
-    PMF on a coarse grid), within ``[2 max(top) / 2^16, 1e-3]``; it varies continuously
-    with the mechanisms' parameters, so calibrations see a continuous epsilon."""
+    """The grid step: 1/400 of the composition's standard deviation ``sd`` (from each
+    step's PMF on a coarse grid), at most ``max(1e-3, sd / 4000)``, at least ``2
+    max(top) / 2^16``; it varies continuously with the mechanisms' parameters, so
+    calibrations see a continuous epsilon."""
     coarse = max(tops) / 2048
     var = 0.0
     for (s, n), top in zip(kept, tops, strict=True):
@@ -287,7 +288,8 @@ def _grid_step(kept, tops):
         L, p = pmf.losses(coarse), pmf.p / pmf.p.sum()
         m = float(np.sum(p * L))
         var += n * float(np.sum(p * (L - m) ** 2))
-    return min(1e-3, max(math.sqrt(var) / 400, 2 * max(tops) / _MAX_POINTS))
+    sd = math.sqrt(var)
+    return max(min(sd / 400, max(1e-3, sd / 4000)), 2 * max(tops) / _MAX_POINTS)
 
 
 def pld_epsilon(items, delta, *, discretisation=None):
@@ -301,9 +303,9 @@ def pld_epsilon(items, delta, *, discretisation=None):
         ``count`` identical, adaptively composed calls.
     delta : float in (0, 1)
     discretisation : float, optional
-        Grid step ``h`` of the losses; default 1/400 of the standard deviation of the
-        composed loss, within ``[2 eps_max / 2^16, 1e-3]`` (``eps_max``: the largest
-        loss on a step's grid).
+        Grid step ``h`` of the losses; default 1/400 of the standard deviation ``sd``
+        of the composed loss, at most ``max(1e-3, sd / 4000)``, at least
+        ``2 eps_max / 2^16`` (``eps_max``: the largest loss on a step's grid).
 
     Returns
     -------

@@ -348,9 +348,12 @@ def _pld_multiplier(events, count, epsilon, delta):
     inv_z2 = math.asinh(ratio / 4) if step.sampling == "poisson" else math.log1p(ratio) / 4
     x0 = -0.5 * math.log(inv_z2)
     f0 = f(x0)
-    x1 = x0 + f0 / 1.3 if abs(f0) > 1e-6 else x0 + 1e-6
+    # log epsilon falls about 1.3 times as fast as log z rises; a first step of at
+    # most a factor e.
+    x1 = x0 + max(-1.0, min(1.0, f0 / 1.3)) if abs(f0) > 1e-6 else x0 + 1e-6
     pts = [(x0, f0), (x1, f(x1))]
-    for _ in range(60):
+    widths = []
+    for _ in range(80):
         lo = max((x for x, fx in pts if fx > 0), default=None)
         hi = min((x for x, fx in pts if fx <= 0), default=None)
         (xa, fa), (xb, fb) = pts[-2], pts[-1]
@@ -359,12 +362,16 @@ def _pld_multiplier(events, count, epsilon, delta):
         else:
             root = math.nan
         if lo is not None and hi is not None:
-            if not lo <= root <= hi:
-                root = (lo + hi) / 2
-            if hi - root <= 1e-8 or hi - lo <= 1e-8:
+            if hi - lo <= 1e-8 or (lo <= root <= hi and hi - root <= 1e-8):
                 return math.exp(hi)
-        elif not math.isfinite(root) or abs(root - xb) > 3.0:
-            root = xb + (3.0 if hi is None else -3.0)
+            widths.append(hi - lo)
+            # Secant steps while they shrink the bracket well, else bisection (the
+            # discretised epsilon is continuous, but not smooth at every scale).
+            slow = len(widths) >= 3 and widths[-1] > 0.5 * widths[-3]
+            if slow or not lo <= root <= hi:
+                root = (lo + hi) / 2
+        elif not math.isfinite(root) or abs(root - xb) > 2.0:
+            root = xb + (2.0 if hi is None else -2.0)
         # Aim just past the root, on the side of more noise.
         x = root + 5e-10
         if lo is not None and hi is not None and not lo < x < hi:
