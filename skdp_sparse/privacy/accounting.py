@@ -247,8 +247,8 @@ class PrivacyEvent:
     @classmethod
     def from_pld(cls, step, count=1, name="pld", *, rho=None, rdp=None):
         """A call bounded by the privacy loss distribution of ``step`` (a
-        :class:`~skdp_sparse.privacy.pld.GaussianPLD`), with the zCDP or RDP bound it
-        also has, for the other composition theorems."""
+        :class:`~skdp_sparse.privacy.pld.GaussianPLD`, ``doc/proofs/pld.rst``), with the
+        zCDP or RDP bound it also has, for the other composition theorems."""
         if not isinstance(step, GaussianPLD):
             raise TypeError("from_pld takes a GaussianPLD")
         if rdp is not None:

@@ -61,7 +61,8 @@ _SAMPLINGS = ("poisson", "without_replacement", "none")
 
 @dataclass(frozen=True)
 class GaussianPLD:
-    """One step of a Gaussian mechanism on a sum of per-example terms, replace-one.
+    """One step of a Gaussian mechanism on a sum of per-example terms, replace-one
+    (its dominating pair: the module docstring; proof: ``doc/proofs/pld.rst``).
 
     Attributes
     ----------
@@ -157,7 +158,7 @@ def _positive_profile(step):
 
 
 def privacy_profile(step, epsilon):
-    """``delta(epsilon)`` of one step's dominating pair (see the module docstring).
+    """``delta(epsilon)`` of one step's dominating pair (``doc/proofs/pld.rst``).
 
     Parameters
     ----------

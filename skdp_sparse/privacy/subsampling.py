@@ -305,11 +305,12 @@ def subsampled_noise_multiplier(sampling_rate, count, sampling, epsilon, delta,
     ``(epsilon, delta)`` (on the floating-point-safe path if asked).
 
     Subsampled steps are calibrated on their privacy loss distribution
-    (:func:`~skdp_sparse.privacy.pld.pld_epsilon`), full-batch steps in GDP; the
-    events of the returned multiplier compose to at most ``epsilon``. ``count`` may
-    cover several problems (the one-vs-rest fits of a multiclass problem compose in
-    one accountant). Deterministic in its public arguments, hence cached: repeated
-    fits with one configuration do not redo the search."""
+    (:func:`~skdp_sparse.privacy.pld.pld_epsilon`, ``doc/proofs/pld.rst``), full-batch
+    steps in GDP; the events of the returned multiplier compose to at most
+    ``epsilon``. ``count`` may cover several problems (the one-vs-rest fits of a
+    multiclass problem compose in one accountant). Deterministic in its public
+    arguments, hence cached: repeated fits with one configuration do not redo the
+    search."""
     def events(z):
         return [subsampled_gaussian_event(z, sampling_rate, count, sampling=sampling,
                                           floating_point_safe=floating_point_safe)]
