@@ -27,8 +27,9 @@ from skdp_sparse.data import LocalData
 from skdp_sparse.optim.losses import SquaredLoss
 from skdp_sparse.privacy.accounting import PrivacyEvent, compose, gaussian_mu
 from skdp_sparse.privacy.auditing import epsilon_lower_bound
-from skdp_sparse.privacy.discrete import SENSITIVITY_SLACK, discrete_gaussian_event
+from skdp_sparse.privacy.discrete import SENSITIVITY_SLACK
 from skdp_sparse.privacy.mechanisms import GaussianMechanism
+from skdp_sparse.privacy.subsampling import subsampled_gaussian_event
 from skdp_sparse.solvers._gradient import gradient_bounds, gradient_sum
 from skdp_sparse.solvers.bias_reduced_sgd import step_privacy
 from skdp_sparse.testing.solver_api import bias_reduced_sgd, make_problem, phased_sgd, sparse_sgd
@@ -197,13 +198,14 @@ def _logistic_fit_outputs(flipped, fits, seed, epsilon):
 def _pair_epsilon(model):
     """Epsilon of one coordinate's release for a flipped label, from the fit's events.
 
-    The event of one full-batch safe step is ``discrete_gaussian_event(2, z)``: ``rho =
-    ((1 + 2^-16) 2 / z)^2 / 2`` gives ``z``. The gradient noise is ``sigma_g = z C2 /
-    sqrt(1 - share)`` (``share = 1/2``, ``C2 = sqrt(L^2 + 1) = sqrt(2)``), and the flip
-    moves the coordinate's integer key sum by at most ``1 / gamma`` against noise of ``s
-    >= sigma_g / gamma`` units: a discrete Gaussian pair of ratio at most ``1 /
-    sigma_g``. At ``s >= 2^30`` units its (epsilon, delta) curve is the continuous
-    Gaussian's to within far less than the audit resolves.
+    The event of one full-batch safe step carries the rho of
+    ``discrete_gaussian_event(2, z)``: ``rho = ((1 + 2^-16) 2 / z)^2 / 2`` gives ``z``.
+    The gradient noise is ``sigma_g = z C2 / sqrt(1 - share)`` (``share = 1/2``, ``C2 =
+    sqrt(L^2 + 1) = sqrt(2)``), and the flip moves the coordinate's integer key sum by at
+    most ``1 / gamma`` against noise of ``s >= sigma_g / gamma`` units: a discrete
+    Gaussian pair of ratio at most ``1 / sigma_g``. At ``s >= 2^30`` units its (epsilon,
+    delta) curve is the continuous Gaussian's to within far less than the audit
+    resolves.
     """
     (event,) = model.privacy_events_
     assert event.name == "discrete_gaussian" and event.count == 1
@@ -225,7 +227,10 @@ def test_sparse_logistic_regression_fit_audit(undernoised, samples, monkeypatch)
     # The requested epsilon that puts the honest pair at CLAIM: noise ratio 1 / sigma_g
     # = gaussian_mu(CLAIM, DELTA), so half the noise is the ratio of (5.1, 1e-2).
     z = 1 / (_gradient_sigma(1.0) * gaussian_mu(CLAIM, DELTA))
-    epsilon = compose([discrete_gaussian_event(2.0, z, 1)], DELTA)[0]
+    # The fit accounts its step as subsampled_gaussian_event does (the Gaussian's PLD
+    # at z / ((1 + 2^-16)(1 + 2^-20))): the epsilon that calibrates back to z.
+    epsilon = compose([subsampled_gaussian_event(z, 1.0, 1, floating_point_safe=True)],
+                      DELTA)[0]
     honest = _logistic_fit_outputs(False, 1, 0, epsilon)[1]
     bound = _pair_epsilon(honest)
     assert bound == pytest.approx(CLAIM, rel=1e-3)

@@ -20,8 +20,9 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
     output perturbation; ``solver="auto"`` chooses from public n, p and epsilon
     (:func:`~skdp_sparse.solvers.resolve_solver`). Multiclass problems are solved
     one-vs-rest and the whole fit, all classes together, meets ``(epsilon, delta)``: the
-    coordinate-descent solvers calibrate the K binary fits jointly in one
-    accountant, the other solvers give each ``(epsilon/K, delta/K)``.
+    coordinate-descent solvers, ``"sgd"``, ``"sparse_sgd"`` and ``"phased_sgd"``
+    calibrate the K binary fits jointly in one accountant, ``"bias_reduced_sgd"`` and
+    output perturbation give each ``(epsilon/K, delta/K)``.
 
     Privacy
     -------

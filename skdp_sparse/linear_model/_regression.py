@@ -57,8 +57,9 @@ class DPGreedyCDRegressor(LinearRegressorMixin, RegressorMixin, DPMultiSolverMod
 
     The noise is calibrated so that the accountant's total equals
     ``(epsilon, delta)``; ``epsilon_spent_`` and ``delta_spent_`` report it. For
-    multiclass one-vs-rest fits the coordinate-descent solvers calibrate all K
-    problems jointly; the gradient solvers give each ``(epsilon/K, delta/K)``.
+    multiclass one-vs-rest fits the coordinate-descent solvers, ``"sgd"``,
+    ``"sparse_sgd"`` and ``"phased_sgd"`` calibrate all K problems jointly;
+    ``"bias_reduced_sgd"`` gives each ``(epsilon/K, delta/K)``.
 
     Parameters
     ----------

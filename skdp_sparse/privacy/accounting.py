@@ -16,7 +16,11 @@ Every mechanism call of a fit is recorded as a :class:`PrivacyEvent`. The
 * exact composition of Gaussian mechanisms (Dong, Roth & Su 2019, GDP): the
   composition of Gaussian mechanisms with ratios ``mu_i = Delta_i / sigma_i`` is
   exactly a Gaussian mechanism with ``mu = sqrt(sum mu_i^2)``, converted with the
-  analytic Gaussian mechanism (Balle & Wang 2018, Thm 8).
+  analytic Gaussian mechanism (Balle & Wang 2018, Thm 8);
+* privacy loss distributions (:mod:`skdp_sparse.privacy.pld`) for events that carry
+  one (Gaussian mechanisms on sums of per-example terms, subsampled or not), composed
+  with the Gaussian and (epsilon, delta) events: the tightest of all, within a
+  discretisation error of the exact epsilon (``doc/proofs/pld.rst``).
 
 Calibration inverts the same code path: :func:`calibrate_scale` finds the
 smallest noise scale whose composed spend meets a target, so the noise a fit
@@ -34,6 +38,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import brentq, minimize_scalar
 from scipy.special import log_ndtr
+
+from .pld import GaussianPLD, pld_epsilon
 
 __all__ = [
     "RDP_ORDERS",
@@ -223,6 +229,10 @@ class PrivacyEvent:
         useful rho (e.g. subsampled ones).
     count : int
         Number of identical calls this event stands for.
+    pld : GaussianPLD or None
+        The step whose privacy loss distribution bounds the call
+        (:mod:`~skdp_sparse.privacy.pld`), for Gaussian mechanisms on sums of
+        per-example terms.
     """
 
     name: str
@@ -232,6 +242,7 @@ class PrivacyEvent:
     mu: float | None = None
     count: int = 1
     rdp: tuple | None = None
+    pld: GaussianPLD | None = None
 
     @classmethod
     def pure(cls, epsilon, count=1, name="laplace"):
@@ -265,6 +276,20 @@ class PrivacyEvent:
         if len(rdp) != RDP_ORDERS.size:
             raise ValueError(f"an RDP curve needs {RDP_ORDERS.size} values, one per order")
         return cls(name, math.nan, 0.0, None, None, int(count), rdp)
+
+    @classmethod
+    def from_pld(cls, step, count=1, name="pld", *, rho=None, rdp=None):
+        """A call bounded by the privacy loss distribution of ``step`` (a
+        :class:`~skdp_sparse.privacy.pld.GaussianPLD`, ``doc/proofs/pld.rst``), with the
+        zCDP or RDP bound it also has, for the other composition theorems."""
+        if not isinstance(step, GaussianPLD):
+            raise TypeError("from_pld takes a GaussianPLD")
+        if rdp is not None:
+            rdp = tuple(float(v) for v in rdp)
+            if len(rdp) != RDP_ORDERS.size:
+                raise ValueError(f"an RDP curve needs {RDP_ORDERS.size} values, one per order")
+        return cls(name, math.nan, 0.0, None if rho is None else float(rho), None,
+                   int(count), rdp, step)
 
     @classmethod
     def approximate(cls, epsilon, delta, count=1, name="approximate"):
@@ -345,9 +370,42 @@ def compose(events, delta):
                         delta,
                     )
                 )
+    if 0 < delta < 1 and any(e.pld is not None for e in events):
+        items = _pld_items(events)
+        if items is not None:
+            candidates.append((_pld_candidate(tuple(items), float(delta)), delta))
     if not candidates:
         return math.inf, delta
     return min(candidates, key=lambda c: c[0])
+
+
+def _pld_items(events):
+    """``(step, count)`` of every event for :func:`~skdp_sparse.privacy.pld.pld_epsilon`,
+    identical steps merged (so K problems of T steps are the K T steps a calibration
+    composes), or None if an event has no privacy loss distribution (only RDP or
+    zCDP)."""
+    counts = {}
+    for e in events:
+        if e.pld is not None:
+            step = e.pld
+        elif e.mu is not None:
+            # A Gaussian mechanism of ratio mu: the full-batch step with 2 / z = mu.
+            step = GaussianPLD("none", 1.0,
+                               0.0 if math.isinf(e.mu) else (math.inf if e.mu == 0
+                                                             else 2.0 / e.mu))
+        elif not math.isnan(e.epsilon):
+            step = (e.epsilon, e.delta)
+        else:
+            return None
+        counts[step] = counts.get(step, 0) + e.count
+    return list(counts.items())
+
+
+@functools.lru_cache(maxsize=512)
+def _pld_candidate(items, delta):
+    # Events are functions of public values: repeated compositions (reports, fits of
+    # one configuration) reuse the result.
+    return pld_epsilon(items, delta)
 
 
 def calibrate_scale(events_for_scale, epsilon, delta, *, lo=1e-12, hi=1.0, rtol=1e-10):

@@ -1,4 +1,8 @@
-"""Privacy amplification by subsampling for Gaussian mechanisms, in Renyi DP.
+"""Privacy amplification by subsampling for Gaussian mechanisms: events and calibration.
+
+Each event carries two bounds: the privacy loss distribution of its step
+(:mod:`skdp_sparse.privacy.pld`, the tight one, ``doc/proofs/pld.rst``) and the Renyi DP
+curves below; :func:`subsampled_noise_multiplier` calibrates on the first.
 
 A sum of per-example terms, each of l2 norm at most ``C``, computed on a random
 subsample and released with ``N(0, sigma^2 I)`` noise, is a *subsampled Gaussian
@@ -48,7 +52,8 @@ import numpy as np
 from scipy.special import gammaln, logsumexp
 
 from . import discrete
-from .accounting import RDP_ORDERS, PrivacyEvent, calibrate_scale
+from .accounting import RDP_ORDERS, PrivacyEvent, _pld_candidate, calibrate_scale, gaussian_mu
+from .pld import DISCRETE_GAUSSIAN_SLACK, GaussianPLD
 
 __all__ = [
     "subsampled_noise_multiplier",
@@ -234,9 +239,13 @@ def subsampled_gaussian_event(noise_multiplier, sampling_rate, count=1, *,
     """The :class:`PrivacyEvent` of ``count`` subsampled Gaussian sums (replace-one).
 
     ``noise_multiplier`` is ``sigma / C`` with ``C`` the l2 bound of one
-    example's term. With ``sampling_rate == 1`` the mechanism is a plain
-    Gaussian with replace-one sensitivity ``2C`` and the event is exact
-    (``mu = 2 / z``, composed in GDP); otherwise it carries an RDP curve.
+    example's term. The event carries the privacy loss distribution of the step
+    (:class:`~skdp_sparse.privacy.pld.GaussianPLD`; proof in ``doc/proofs/pld.rst``),
+    which the accountant composes tightly, and a Renyi DP bound. With
+    ``sampling_rate == 1`` the mechanism is a plain Gaussian with replace-one
+    sensitivity ``2C`` and the event is exact (``mu = 2 / z``, composed in GDP);
+    otherwise the RDP bound is the curve of :func:`poisson_gaussian_rdp` or
+    :func:`sampled_without_replacement_gaussian_rdp`.
 
     ``floating_point_safe``: each sum is rounded to a lattice planned for the
     per-example bound ``C`` (:func:`~skdp_sparse.privacy.discrete.plan_gaussian`, so
@@ -246,22 +255,30 @@ def subsampled_gaussian_event(noise_multiplier, sampling_rate, count=1, *,
     Steinke 2020); the mixtures of the subsampled mechanism differ by such shifts
     given the rest of the batch (joint convexity), and the curves here are exact at
     integer orders and chords elsewhere, so the continuous curves of the multiplier
-    ``z / (1 + 2^-16)`` bound the safe mechanism. Without subsampling it is
-    accounted in zCDP (no GDP claim for the discrete Gaussian).
+    ``z / (1 + 2^-16)`` bound the safe mechanism. Without subsampling its RDP bound is
+    the zCDP of the discrete Gaussian. Its privacy loss distribution is that of the
+    continuous mechanism at ``z / ((1 + 2^-16)(1 + 2^-20))``, for lattices whose noise
+    is at least ``2^12`` units in every coordinate
+    (:data:`~skdp_sparse.privacy.pld.DISCRETE_GAUSSIAN_SLACK`).
     """
     q, z = _check_q_z(sampling_rate, noise_multiplier)
     if sampling not in ("poisson", "without_replacement"):
         raise ValueError(
             f"sampling must be 'poisson' or 'without_replacement', got {sampling!r}"
         )
+    kind = "none" if q == 1 else sampling
     if floating_point_safe:
+        step = GaussianPLD(kind, q, z / ((1.0 + discrete.SENSITIVITY_SLACK)
+                                         * (1.0 + DISCRETE_GAUSSIAN_SLACK)), lattice=True)
         if q == 1:
-            return discrete.discrete_gaussian_event(2.0, z, count) if z > 0 else \
-                PrivacyEvent("discrete_gaussian", math.nan, 0.0, math.inf, None, int(count))
+            rho = discrete.discrete_gaussian_event(2.0, z).rho if z > 0 else math.inf
+            return PrivacyEvent.from_pld(step, count, "discrete_gaussian", rho=rho)
         z = z / (1.0 + discrete.SENSITIVITY_SLACK)
-    if q == 1:
+    elif q == 1:
         return PrivacyEvent.gaussian(2.0 / z if z > 0 else math.inf, count=count, name=name)
-    return PrivacyEvent.from_rdp(_subsampled_curve(q, z, sampling), count=count, name=name)
+    else:
+        step = GaussianPLD(kind, q, z)
+    return PrivacyEvent.from_pld(step, count, name, rdp=_subsampled_curve(q, z, sampling))
 
 
 @functools.lru_cache(maxsize=256)
@@ -290,11 +307,82 @@ def wor_amplified_epsilon_delta(epsilon, delta, sampling_rate):
 def subsampled_noise_multiplier(sampling_rate, count, sampling, epsilon, delta,
                                 floating_point_safe=False):
     """Smallest noise multiplier whose ``count`` subsampled Gaussian sums compose to
-    ``(epsilon, delta)`` (on the floating-point-safe path if asked). Deterministic in
-    its public arguments, hence cached: repeated fits with one configuration do not
-    redo the bisection."""
-    return calibrate_scale(
-        lambda z: [subsampled_gaussian_event(z, sampling_rate, count, sampling=sampling,
-                                             floating_point_safe=floating_point_safe)],
-        epsilon, delta,
-    )
+    ``(epsilon, delta)`` (on the floating-point-safe path if asked).
+
+    Subsampled steps are calibrated on their privacy loss distribution
+    (:func:`~skdp_sparse.privacy.pld.pld_epsilon`, ``doc/proofs/pld.rst``), full-batch
+    steps in GDP; the events of the returned multiplier compose to at most
+    ``epsilon``. ``count`` may cover several problems (the one-vs-rest fits of a
+    multiclass problem compose in one accountant). Deterministic in its public
+    arguments, hence cached: repeated fits with one configuration do not redo the
+    search."""
+    def events(z):
+        return [subsampled_gaussian_event(z, sampling_rate, count, sampling=sampling,
+                                          floating_point_safe=floating_point_safe)]
+
+    q = float(sampling_rate)
+    if not (epsilon > 0):
+        raise ValueError(f"epsilon must be > 0, got {epsilon}")
+    if q in (0.0, 1.0) or not 0 < delta < 1:
+        return calibrate_scale(events, epsilon, delta)
+    z = _pld_multiplier(events, count, epsilon, delta)
+    if z is None:
+        return calibrate_scale(events, epsilon, delta)
+    return z
+
+
+def _pld_multiplier(events, count, epsilon, delta):
+    """The smallest z (relative precision 1e-9) whose step's PLD epsilon is at most
+    ``epsilon``; None if the search fails."""
+    seen = {}
+
+    def f(log_z):
+        # log(epsilon(z) / epsilon), decreasing in z, nearly linear in log z.
+        if log_z not in seen:
+            # Through the accountant's cache: the fit's report of the calibrated
+            # events reuses this very value.
+            eps = _pld_candidate(((events(math.exp(log_z))[0].pld, count),), float(delta))
+            seen[log_z] = math.log(eps / epsilon) if eps > 0 else -math.inf
+        return seen[log_z]
+
+    # A start from the central limit of the composition (Bu et al. 2020): about
+    # mu-GDP with mu^2 = T times the variance of one step's privacy loss, for small q
+    # 4 q^2 sinh(1/z^2) (Poisson, shifts +-1/z) or q^2 (e^(4/z^2) - 1) (fixed size).
+    step = events(1.0)[0].pld
+    q, mu = step.sampling_rate, gaussian_mu(epsilon, delta)
+    ratio = mu * mu / (q * q * count)
+    inv_z2 = math.asinh(ratio / 4) if step.sampling == "poisson" else math.log1p(ratio) / 4
+    x0 = -0.5 * math.log(inv_z2)
+    f0 = f(x0)
+    # log epsilon falls about 1.3 times as fast as log z rises; a first step of at
+    # most a factor e.
+    x1 = x0 + max(-1.0, min(1.0, f0 / 1.3)) if abs(f0) > 1e-6 else x0 + 1e-6
+    pts = [(x0, f0), (x1, f(x1))]
+    widths = []
+    for _ in range(80):
+        lo = max((x for x, fx in pts if fx > 0), default=None)
+        hi = min((x for x, fx in pts if fx <= 0), default=None)
+        (xa, fa), (xb, fb) = pts[-2], pts[-1]
+        if math.isfinite(fa) and math.isfinite(fb) and fa != fb:
+            root = xb - fb * (xb - xa) / (fb - fa)
+        else:
+            root = math.nan
+        if lo is not None and hi is not None:
+            if hi - lo <= 1e-8 or (lo <= root <= hi and hi - root <= 1e-8):
+                return math.exp(hi)
+            widths.append(hi - lo)
+            # Secant steps while they shrink the bracket well, else bisection (the
+            # discretised epsilon is continuous, but not smooth at every scale).
+            slow = len(widths) >= 3 and widths[-1] > 0.5 * widths[-3]
+            if slow or not lo <= root <= hi:
+                root = (lo + hi) / 2
+        elif not math.isfinite(root) or abs(root - xb) > 2.0:
+            root = xb + (2.0 if hi is None else -2.0)
+        # Aim just past the root, on the side of more noise.
+        x = root + 5e-10
+        if lo is not None and hi is not None and not lo < x < hi:
+            x = (lo + hi) / 2
+        if abs(x) > 40:
+            return None
+        pts.append((x, f(x)))
+    return None

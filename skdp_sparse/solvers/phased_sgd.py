@@ -11,9 +11,13 @@ exactly ``(epsilon, delta)``-DP:
 
 * ``sampling="disjoint"`` (default; the single-pass phased SGD of Feldman, Koren &
   Talwar 2020): consecutive blocks of one random permutation, so each example is
-  used once and the run is ``(1/s)``-GDP;
+  used once and the run is ``(1/s)``-GDP (on the floating-point-safe path, a discrete
+  Gaussian bounded by the Gaussian of ratio ``(1 + 2^-16)(1 + 2^-20) / s``,
+  ``doc/proofs/pld.rst``);
 * ``sampling="with_replacement"`` (the paper's Alg. 4): each phase accounted by an
   RDP bound over how often the replaced example is drawn, phases composed in RDP.
+
+The ``K`` one-vs-rest problems of a multiclass fit compose in one accountant.
 
 Details: ``doc/proofs/phased_sgd.rst``.
 """
@@ -31,6 +35,7 @@ from ..optim import _sgd_kernels as K
 from ..privacy import discrete
 from ..privacy.accounting import RDP_ORDERS, PrivacyEvent, calibrate_scale
 from ..privacy.mechanisms import GaussianMechanism
+from ..privacy.pld import DISCRETE_GAUSSIAN_SLACK, GaussianPLD
 from ..utils.validation import Interval, Options, validate_params
 from ._base import Plan, SolverResult, non_private_events
 from ._gradient import GradientBounds, GradientSolver, report, split
@@ -107,9 +112,13 @@ class PhasedPlan(Plan):
 def _phase_events(sampling, n, steps, etas, radius, grad_l2, s, phases, safe):
     if sampling == "disjoint":
         # One example sits in one phase: the run is one Gaussian mechanism (on the
-        # safe path a discrete Gaussian on a lattice, accounted in zCDP).
+        # safe path a discrete Gaussian on a lattice: its zCDP, and the Gaussian's
+        # privacy loss distribution at a ratio larger by (1 + 2^-16)(1 + 2^-20)).
         if safe:
-            return [discrete.discrete_gaussian_event(1.0, s)]
+            mu = (1.0 + discrete.SENSITIVITY_SLACK) * (1.0 + DISCRETE_GAUSSIAN_SLACK) / s
+            return [PrivacyEvent.from_pld(GaussianPLD("none", 1.0, 2.0 / mu, lattice=True),
+                                          name="phased SGD (disjoint phases)",
+                                          rho=discrete.discrete_gaussian_event(1.0, s).rho)]
         return [PrivacyEvent.gaussian(1.0 / s, name="phased SGD (disjoint phases)")]
     # ratio Delta_r / sigma_r = 1/s in every phase; cap = B / sigma_r. On the safe
     # path the lattice (planned for Delta_r <= B) adds at most a relative 2^-16 to
@@ -176,7 +185,8 @@ class PhasedSGD(GradientSolver):
                                  safe)
 
         if private:
-            s = calibrate_scale(events_for, eps_k, delta_k)
+            # The K one-vs-rest problems compose in one accountant.
+            s = calibrate_scale(lambda s: events_for(s) * n_targets, epsilon, delta)
             events = events_for(s)
         else:
             s, events = 0.0, list(non_private_events())
@@ -194,13 +204,13 @@ class PhasedSGD(GradientSolver):
         coefs, intercepts = [], []
         for k in range(plan.n_targets):
             coef, intercept = split(plan.bounds, self._run(problem, X, data.target(k), plan,
-                                                           rng))
+                                                           rng, k))
             coefs.append(coef)
             intercepts.append(intercept)
         return SolverResult(np.array(coefs), np.array(intercepts), plan.n_iter, plan.events,
                             {"n_gradient_evaluations": plan.n_iter * plan.n_targets})
 
-    def _run(self, problem, X, y, plan, rng):
+    def _run(self, problem, X, y, plan, rng, k=0):
         bounds = plan.bounds
         if hasattr(X, "indptr"):
             data, indices, indptr, dense = X.data, X.indices, X.indptr, np.empty((0, 0))
@@ -231,7 +241,7 @@ class PhasedSGD(GradientSolver):
             total += n_r
             if plan.verbose:
                 report(self.name, r + 1, len(plan.steps),
-                       plan.phase_events(r + 1) if plan.private else [],
-                       plan.delta / plan.n_targets,
+                       plan.phase_events(len(plan.steps)) * k + plan.phase_events(r + 1)
+                       if plan.private else [], plan.delta,
                        extra=f" (phase; {n_r} steps, eta={eta_r:.3g})")
         return theta

@@ -10,11 +10,12 @@ The step is ``theta <- Pi(prox_{eta l1}(theta - eta (g + l2 w)))``; the averaged
 iterate is returned (the last one with ``average=False``).
 
 Privacy (replace-one): the noisy sum has l2 sensitivity ``2 C2``. Full batch: the
-``T`` Gaussian mechanisms compose exactly (GDP, Dong, Roth & Su 2019); Poisson
-subsampling: the RDP of the subsampled Gaussian (Mironov, Talwar & Zhang 2019);
-fixed-size sampling without replacement: Wang, Balle & Kasiviswanathan (2019).
-``z`` is the smallest multiplier whose steps compose to ``(epsilon, delta)``.
-One-vs-rest problems each get ``(epsilon / K, delta / K)``. With
+``T`` Gaussian mechanisms compose exactly (GDP, Dong, Roth & Su 2019); subsampled
+batches (Poisson, or a fixed size without replacement): the privacy loss distribution
+of the subsampled Gaussian, composed by FFT (``doc/proofs/pld.rst``), with the RDP
+bounds of Mironov, Talwar & Zhang (2019) and Wang, Balle & Kasiviswanathan (2019) as
+the accountant's other candidates. ``z`` is the smallest multiplier whose steps, over
+the ``K`` one-vs-rest problems together, compose to ``(epsilon, delta)``. With
 ``floating_point_safe`` (the default) each noisy sum is a lattice release with
 exact discrete Gaussian noise, accounted as
 :func:`~skdp_sparse.privacy.subsampling.subsampled_gaussian_event` states.
@@ -128,6 +129,8 @@ class NoisySGD(GradientSolver):
                    "average": True, "floating_point_safe": True, **options}
         validate_params(_OPTIONS, options, f"solver {self.name!r}")
         n, _, n_targets = shape
+        # The heuristics below (steps, estimator) read one problem's share of the
+        # budget; the noise is calibrated for the K problems together.
         eps_k, delta_k = epsilon / n_targets, delta / n_targets
         batch = n if options["batch_size"] is None else min(options["batch_size"], n)
         private = math.isfinite(epsilon)
@@ -146,8 +149,8 @@ class NoisySGD(GradientSolver):
         q = batch / n
         safe = bool(options["floating_point_safe"])
         if private:
-            z = subsampled_noise_multiplier(q, n_steps, options["sampling"], eps_k, delta_k,
-                                            safe)
+            z = subsampled_noise_multiplier(q, n_steps * n_targets, options["sampling"],
+                                            epsilon, delta, safe)
             events = _step_events(z, q, options["sampling"], n_steps, safe) * n_targets
         else:
             z, events = 0.0, list(non_private_events()) * n_targets
@@ -169,7 +172,7 @@ class NoisySGD(GradientSolver):
         rows = self.rows(data, plan)
         coefs, intercepts, n_grad = [], [], 0
         for k in range(plan.n_targets):
-            theta, used = self._run(problem, rows, data.target(k), plan, rng)
+            theta, used = self._run(problem, rows, data.target(k), plan, rng, k)
             coef, intercept = split(plan.bounds, theta)
             coefs.append(coef)
             intercepts.append(intercept)
@@ -177,7 +180,7 @@ class NoisySGD(GradientSolver):
         return SolverResult(np.array(coefs), np.array(intercepts), plan.n_iter, plan.events,
                             {"n_gradient_evaluations": n_grad})
 
-    def _run(self, problem, rows, y, plan, rng):
+    def _run(self, problem, rows, y, plan, rng, k=0):
         bounds, n = plan.bounds, plan.n_samples
         sigma = plan.noise_multiplier * bounds.grad_l2
         # The lattice of the safe path is planned for one example's bound C2, the
@@ -212,6 +215,7 @@ class NoisySGD(GradientSolver):
                 avg += (theta - avg) / (t - first + 1)
             if t in marks:
                 report(self.name, t, plan.n_iter,
-                       plan.step_events(t) if plan.private else [], plan.delta / plan.n_targets)
+                       plan.step_events(k * plan.n_iter + t) if plan.private else [],
+                       plan.delta)
         return (avg if plan.average else theta), n_grad
 

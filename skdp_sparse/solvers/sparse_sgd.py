@@ -12,9 +12,10 @@ distribution without being touched, and penalties act lazily in closed form.
 
 Privacy (replace-one): per step, the counts and the gradient sums are one Gaussian
 mechanism on the concatenated vector with noise multiplier
-``z = (z_c^-2 + z_g^-2)^(-1/2)``, Poisson-subsampled, accounted in RDP and calibrated
-so the ``T`` steps compose to ``(epsilon, delta)``; ``selection_share`` is the
-share of ``1/z^2`` spent on the counts.
+``z = (z_c^-2 + z_g^-2)^(-1/2)``, Poisson-subsampled, accounted by its privacy loss
+distribution (``doc/proofs/pld.rst``) and calibrated so the ``T`` steps of the ``K``
+one-vs-rest problems together compose to ``(epsilon, delta)``; ``selection_share`` is
+the share of ``1/z^2`` spent on the counts.
 
 With ``floating_point_safe`` (the default) every step is exact: each example's count
 and gradient terms are rounded towards zero to integer keys on lattices fixed from
@@ -22,7 +23,8 @@ public values, summed exactly, and receive exact discrete Gaussian noise; the ab
 features are selected by the exceedance process of that noise at the integer
 threshold. The step is accounted as
 :func:`~skdp_sparse.privacy.subsampling.subsampled_gaussian_event` states (the
-continuous curves at multiplier ``z / (1 + 2^-16)``). Details:
+continuous mechanism at multiplier ``z / ((1 + 2^-16)(1 + 2^-20))`` for the privacy
+loss distribution, ``z / (1 + 2^-16)`` for the RDP curves). Details:
 ``doc/proofs/sparse_sgd.rst``.
 """
 
@@ -242,7 +244,9 @@ class SparseSGD(GradientSolver):
                    "average": True, "floating_point_safe": True, **options}
         validate_params(_OPTIONS, options, f"solver {self.name!r}")
         n, d, n_targets = shape
-        eps_k, delta_k = epsilon / n_targets, delta / n_targets
+        # The default batch reads one problem's share of delta; the noise is calibrated
+        # for the K problems together.
+        delta_k = delta / n_targets
         private = math.isfinite(epsilon)
         fp_safe = bool(options["floating_point_safe"]) and private
         share = float(options["selection_share"])
@@ -260,7 +264,8 @@ class SparseSGD(GradientSolver):
         if eta * bounds.l2 >= 1:
             raise ValueError("learning_rate * l2 must be < 1")
         if private:
-            z = subsampled_noise_multiplier(q, n_steps, "poisson", eps_k, delta_k, fp_safe)
+            z = subsampled_noise_multiplier(q, n_steps * n_targets, "poisson", epsilon, delta,
+                                            fp_safe)
             count_sigma = z / math.sqrt(share) * c_count
             grad_sigma = z / math.sqrt(1 - share) * bounds.grad_l2
         else:
@@ -302,7 +307,7 @@ class SparseSGD(GradientSolver):
         rows = self.rows(data, plan)
         coefs, intercepts, n_grad, traces = [], [], 0, []
         for k in range(plan.n_targets):
-            coef, b, used, tr = self._run(problem, rows, data.target(k), plan, rng, trace)
+            coef, b, used, tr = self._run(problem, rows, data.target(k), plan, rng, trace, k)
             coefs.append(coef)
             intercepts.append(b)
             n_grad += used
@@ -313,7 +318,7 @@ class SparseSGD(GradientSolver):
         return SolverResult(np.array(coefs), np.array(intercepts), plan.n_iter, plan.events,
                             info)
 
-    def _run(self, problem, X, y, plan, rng, trace):
+    def _run(self, problem, X, y, plan, rng, trace, k=0):
         bounds, n_steps, d, n = plan.bounds, plan.n_iter, plan.n_features, plan.n_samples
         w, wsum = np.zeros(d), np.zeros(d)
         last = np.zeros(d, dtype=np.int64)
@@ -341,8 +346,8 @@ class SparseSGD(GradientSolver):
                     break
                 run.serve(request)
             if plan.verbose:
-                report(self.name, t1, n_steps, plan.step_events(t1) if plan.private else [],
-                       plan.delta / plan.n_targets)
+                report(self.name, t1, n_steps,
+                       plan.step_events(k * n_steps + t1) if plan.private else [], plan.delta)
         K.lazy_finish(n_steps, w, wsum, last, plan.learning_rate, bounds.l2, bounds.l1)
         if plan.average:
             coef, b = wsum / n_steps, intercept[1] / n_steps

@@ -75,24 +75,29 @@ def halved_events(events, n_samples=None, batch_sizes=None):
     Gaussian events: ``mu`` doubled (``rho`` times 4). Pure and exponential-mechanism
     events: ``epsilon`` doubled (``rho`` times 4). zCDP-only events (the discrete
     Gaussian): ``rho`` times 4. RDP events of subsampled Gaussians (``n_samples``
-    needed): recomputed with half the noise multiplier. An event known only by an
+    needed): recomputed with half the noise multiplier. An event's privacy loss
+    distribution, if it has one, is that of its step with half the noise. An event known only by an
     ``(epsilon, delta)`` pair has no noise scale and raises ``ValueError``.
     """
     out = []
     for e in events:
+        # The privacy loss distribution's step: the same step with half the noise.
+        pld = None if e.pld is None else dataclasses.replace(
+            e.pld, noise_multiplier=e.pld.noise_multiplier / 2)
         if e.rdp is not None:
             if n_samples is None:
                 raise ValueError("halving an RDP event needs n_samples")
             q, z, sampling = subsampling_of(e, n_samples, batch_sizes=batch_sizes)
             halved = subsampled_gaussian_event(z / 2, q, e.count, sampling=sampling,
                                                name=e.name)
-            out.append(halved)
+            out.append(halved if pld is None else dataclasses.replace(halved, pld=pld))
         elif e.rho is not None:
             out.append(dataclasses.replace(
                 e,
                 epsilon=2 * e.epsilon,  # nan stays nan (Gaussian, discrete Gaussian)
                 rho=4 * e.rho,
                 mu=None if e.mu is None else 2 * e.mu,
+                pld=pld,
             ))
         else:
             raise ValueError(
@@ -106,8 +111,9 @@ def noise_scale(fitted):
     """A number proportional to the noise of a fitted estimator (public attributes only).
 
     ``noise_scale_`` where the estimator has it; ``score_noise_`` for the private
-    search (its fits' noise moves with it); otherwise ``1 / mu``, ``1 / epsilon`` or
-    ``1 / sqrt(rho)`` of the first recorded event.
+    search (its fits' noise moves with it); otherwise ``1 / mu``, ``1 / sqrt(rho)``,
+    ``1 / epsilon`` or the noise multiplier of the privacy loss distribution of the
+    first recorded event.
     """
     for name in ("noise_scale_", "score_noise_"):
         if hasattr(fitted, name):
@@ -119,6 +125,8 @@ def noise_scale(fitted):
         return 1.0 / math.sqrt(e.rho)
     if e.delta == 0 and math.isfinite(e.epsilon):
         return 1.0 / e.epsilon
+    if e.pld is not None:
+        return e.pld.noise_multiplier
     raise ValueError(f"event {e.name!r} carries no noise scale")
 
 

@@ -14,6 +14,7 @@ import numbers
 import os
 
 from ..accounting import PrivacyEvent
+from ..pld import GaussianPLD
 
 try:  # POSIX
     import fcntl
@@ -115,6 +116,10 @@ def event_to_dict(event):
 
 def event_from_dict(d):
     rdp = d.get("rdp")
+    pld = d.get("pld")
+    if pld is not None:
+        pld = GaussianPLD(str(pld["sampling"]), float(pld["sampling_rate"]),
+                          float(pld["noise_multiplier"]), bool(pld.get("lattice", False)))
     return PrivacyEvent(
         name=str(d["name"]),
         epsilon=float(d["epsilon"]),
@@ -123,6 +128,7 @@ def event_from_dict(d):
         mu=None if d.get("mu") is None else float(d["mu"]),
         count=int(d.get("count", 1)),
         rdp=None if rdp is None else tuple(float(v) for v in rdp),
+        pld=pld,
     )
 
 
