@@ -95,6 +95,8 @@ SOLVER_CONSTRAINTS = {
     "tol": [Interval(numbers.Real, 0, None)],
     "verbose": [Interval(numbers.Integral, 0, None), "boolean"],
     "floating_point_safe": [Options("auto", True, False)],
+    "feature_selection": [Options("auto", "none"), Interval(numbers.Integral, 1, None)],
+    "feature_selection_share": [Interval(numbers.Real, 0, 1, closed="neither"), None],
 }
 
 
@@ -125,6 +127,12 @@ class DPLinearModel(DPEstimatorMixin, BaseEstimator):
         options = self._solver_options()
         epsilon, delta = float(self.epsilon), float(self.delta)
         solver.check(problem, options, epsilon, delta)
+        if options.get("feature_selection", "auto") not in ("auto", "none") \
+                and not getattr(solver, "screens", False):
+            raise ValueError(
+                f"solver={name!r} does not screen features: feature_selection must be "
+                "'auto' or 'none' (screening solvers: "
+                f"{sorted(n for n, s in SOLVERS.items() if getattr(s, 'screens', False))})")
         shape = (public["n_samples"], public["n_features"], public["n_targets"])
         return LinearFitPlan(problem, solver, solver.plan(problem, shape, epsilon, delta,
                                                           options))
@@ -236,7 +244,7 @@ class DPMultiSolverModel(DPLinearModel):
         from ..solvers import resolve_solver
 
         return resolve_solver(self.solver, public["n_samples"], public["n_features"],
-                              float(self.epsilon))
+                              float(self.epsilon), loss=self._loss())
 
     def _target_bound(self):
         return None
@@ -265,6 +273,8 @@ class DPMultiSolverModel(DPLinearModel):
                     "floating_point_safe": safe}
         return {
             "floating_point_safe": safe,
+            "feature_selection": self.feature_selection,
+            "feature_selection_share": self.feature_selection_share,
             "max_iter": self.max_iter, "batch_size": self.batch_size,
             "learning_rate": self.learning_rate, "selection": self.selection,
             "curvature": self.curvature, "tol": self.tol, "verbose": int(self.verbose),
