@@ -286,4 +286,7 @@ class DPMultiSolverModel(DPLinearModel):
     def _fitted_attributes(self, public, plan, result):
         attributes = super()._fitted_attributes(public, plan, result)
         attributes["solver_"] = plan.solver.name
+        if "association" in result.info:
+            # The screening's release (public): one row per one-vs-rest problem.
+            attributes["screening_scores_"] = np.asarray(result.info["association"]).T
         return attributes

@@ -57,6 +57,10 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
     intercept_ : ndarray of shape (1,) or (n_classes,)
     solver_ : str
     n_iter_ : int
+    screening_scores_ : ndarray of shape (1, n_features) or (n_classes, n_features)
+        Only after a fit that screened features: the noisy label association of
+        every feature (the released statistic the screening ranks; zero-mean noise of
+        a known standard deviation, see :mod:`skdp_sparse.solvers._screening`).
     epsilon_spent_, delta_spent_ : float
     privacy_events_ : tuple of PrivacyEvent
 

@@ -165,6 +165,10 @@ class DPGreedyCDRegressor(LinearRegressorMixin, RegressorMixin, DPMultiSolverMod
         The solver that ran (``solver="auto"`` resolved).
     n_iter_ : int
         Iterations run; a public number fixed before the fit (1 for output perturbation).
+    screening_scores_ : ndarray of shape (1, n_features)
+        Only after a fit that screened features (``feature_selection``): the noisy
+        association of every feature with the target, the statistic the screening
+        ranks.
     epsilon_spent_, delta_spent_ : float
     privacy_events_ : tuple of PrivacyEvent
 

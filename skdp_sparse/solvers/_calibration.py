@@ -32,7 +32,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.optimize import minimize
 from scipy.special import expit, log_expit
 
 from ._screening import release
@@ -52,26 +51,40 @@ MAJORITY_MARGIN = 2.0
 
 def fit_binned(centres, c1, c0, fit_intercept=True):
     """``(a, b)`` of the logistic regression of the class on ``centres``, class 1 seen
-    ``c1`` times and class 0 ``c0`` times in each bin (non-negative weights). A ridge
-    of ``1e-6`` times the total weight keeps it finite on separable counts."""
+    ``c1`` times and class 0 ``c0`` times in each bin (non-negative weights), by
+    Newton's method with backtracking. A ridge of ``1e-6`` times the total weight
+    keeps it finite on separable counts."""
     t = np.asarray(centres, dtype=float)
     c1, c0 = np.asarray(c1, dtype=float), np.asarray(c0, dtype=float)
-    ridge = 1e-6 * max(float(c1.sum() + c0.sum()), 1.0)
-
-    def unpack(theta):
-        return theta[0], (theta[1] if fit_intercept else 0.0)
+    weight = c1 + c0
+    ridge = 1e-6 * max(float(weight.sum()), 1.0)
+    F = np.column_stack([t, np.ones_like(t)])[:, : 2 if fit_intercept else 1]
 
     def objective(theta):
-        a, b = unpack(theta)
-        z = a * t + b
-        r = c1 * (expit(z) - 1.0) + c0 * expit(z)
-        value = -(c1 @ log_expit(z) + c0 @ log_expit(-z)) + 0.5 * ridge * theta @ theta
-        grad = np.array([r @ t, r.sum()])[: theta.size] + ridge * theta
-        return value, grad
+        z = F @ theta
+        return -(c1 @ log_expit(z) + c0 @ log_expit(-z)) + 0.5 * ridge * theta @ theta
 
-    theta0 = np.zeros(2 if fit_intercept else 1)
-    result = minimize(objective, theta0, jac=True, method="L-BFGS-B")
-    return unpack(result.x)
+    theta = np.zeros(F.shape[1])
+    value = objective(theta)
+    for _ in range(100):
+        p = expit(F @ theta)
+        grad = F.T @ (weight * p - c1) + ridge * theta
+        hess = (F.T * (weight * p * (1.0 - p))) @ F + ridge * np.eye(F.shape[1])
+        step = np.linalg.solve(hess, grad)
+        size = 1.0
+        while size > 1e-12:
+            candidate = theta - size * step
+            new = objective(candidate)
+            if new <= value:
+                break
+            size /= 2.0
+        else:
+            break
+        done = value - new <= 1e-13 * max(1.0, abs(value))
+        theta, value = candidate, new
+        if done:
+            break
+    return float(theta[0]), (float(theta[1]) if fit_intercept else 0.0)
 
 
 def _scale_levels(abs_scores, bound):

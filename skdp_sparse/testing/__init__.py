@@ -13,6 +13,7 @@ solver registry. Not part of the library's API for users; nothing here is
 imported by the estimators.
 """
 
+from . import _audits_screening  # noqa: F401  (registers the screening's audit)
 from ._halving import halved_events, halved_noise_epsilon, noise_scale, subsampling_of
 from .audits import AUDITS, Audit, audit_seeds, fit_runner, halved_epsilon, run_audit
 from .bounds import epsilon_lower_bound_cp
