@@ -179,6 +179,17 @@ def test_sgd_screening_spends_exactly_its_budget():
         pytest.approx(eps, rel=1e-6)
 
 
+def test_sgd_screening_of_a_regression_releases_no_count():
+    X, y = _data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reg = DPGreedyCDRegressor(solver="sgd", feature_selection=5, epsilon=2.0, delta=1e-5,
+                                  max_iter=5, random_state=0).fit(X, y - 0.5)
+    assert [e.name for e in reg.privacy_events_][:1] == ["sgd: label association"]
+    assert reg.epsilon_spent_ == pytest.approx(2.0, rel=1e-6)
+    assert np.count_nonzero(reg.coef_) <= 5 and reg.coef_.shape == (X.shape[1],)
+
+
 def _problem(**kw):
     return Problem(loss=LogisticLoss(), **kw)
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..optim.losses import LogisticLoss
 from ..optim.projections import project_l1_ball
 from ..privacy.accounting import calibrate_scale, gaussian_mu
 from ..privacy.mechanisms import GaussianMechanism
@@ -202,7 +203,7 @@ class NoisySGD(GradientSolver):
         ``(epsilon, delta)``."""
         n, p, n_targets = shape
         safe = bool(options["floating_point_safe"])
-        counted = problem.fit_intercept and problem.derivative_clip == 1.0
+        counted = bool(problem.fit_intercept) and isinstance(problem.loss, LogisticLoss)
         shares = [SGD_COUNT_SHARE] if counted else []
         shares.append(options["feature_selection_share"] or SGD_SCREENING_SHARE)
         names = (["sgd: class counts"] if counted else []) + ["sgd: label association"]
