@@ -69,7 +69,7 @@ def test_constants_are_pinned():
     assert SCREENING_THRESHOLD == 1.0
     assert (SGD_SCREENING_SHARE, SGD_COUNT_SHARE) == (1 / 4, 1 / 25)
     assert (CALIBRATION_BINS, SCALE_LEVELS, SCALE_QUANTILE, MAJORITY_MARGIN) == \
-        (20, 48, 0.95, 2.0)
+        (20, 48, 0.95, 1.0)
     assert SHARES == {"count": 1 / 25, "association": 3 / 4, "curvature": 1 / 8,
                       "scale": 1 / 50, "calibration": 1 / 16}
 

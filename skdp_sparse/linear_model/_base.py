@@ -103,7 +103,7 @@ SOLVER_CONSTRAINTS = {
 class DPLinearModel(DPEstimatorMixin, BaseEstimator):
     """The fit hooks of a private linear model (one solver call for all targets).
 
-    Subclasses provide ``_solver_name(public)``, ``_problem(n_features)``,
+    Subclasses provide ``_solver_name(public)``, ``_problem(n_features, solver)``,
     ``_solver_options()``, ``_targets(y)`` and ``_linear_attributes(public, result)``.
     """
 
@@ -123,7 +123,7 @@ class DPLinearModel(DPEstimatorMixin, BaseEstimator):
     def _plan(self, public):
         name = self._solver_name(public)
         solver = get_solver(name)
-        problem = self._problem(public["n_features"])
+        problem = self._problem(public["n_features"], solver)
         options = self._solver_options()
         epsilon, delta = float(self.epsilon), float(self.delta)
         solver.check(problem, options, epsilon, delta)
@@ -249,11 +249,16 @@ class DPMultiSolverModel(DPLinearModel):
     def _target_bound(self):
         return None
 
-    def _problem(self, n_features):
+    def _problem(self, n_features, solver=None):
         from ..solvers import Problem
         from ..utils.validation import check_bound
 
-        alpha = self._default_alpha if self.alpha is None else self.alpha
+        alpha = self.alpha
+        if alpha is None:
+            # The solver's own default if it has one (screened_newton regularises by
+            # its noise and takes 0), else the estimator's.
+            alpha = getattr(solver, "default_alpha", None)
+            alpha = self._default_alpha if alpha is None else alpha
         return Problem(
             loss=self._loss(), penalty=make_penalty(self.penalty, alpha, self.l1_ratio),
             fit_intercept=bool(self.fit_intercept),

@@ -41,7 +41,8 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
     feature_selection_share
         As in :class:`~skdp_sparse.linear_model.DPGreedyCDRegressor`.
     alpha : float, default=None
-        Penalty strength; ``None`` is 1e-4 (``output_perturbation``: the theorem's rule).
+        Penalty strength; ``None`` is 1e-4 (``output_perturbation``: the theorem's rule;
+        ``screened_newton``: 0, its noise's soft threshold and ridge regularise it).
     classes : array-like of labels, default=None
         The public label set. ``classes_`` is its sorted copy whatever labels the
         training data hold (a class absent from them is still learnt, from its

@@ -68,7 +68,7 @@ class DPGreedyCDRegressor(LinearRegressorMixin, RegressorMixin, DPMultiSolverMod
     penalty : {"l1", "l2", "elasticnet"} or None, default="l1"
     alpha : float, default=None
         Penalty strength; ``None`` is 1e-3 (``output_perturbation``: the theorem's
-        rule from the public bounds).
+        rule from the public bounds; ``screened_newton``: 0).
     l1_ratio : float, default=0.5
         Elastic-net mixing (scikit-learn's convention).
     feature_bound : float or array of shape (n_features,), default=1.0

@@ -45,8 +45,9 @@ SCALE_QUANTILE = 0.95
 #: Bins of ``[-1, 1]`` in the class histograms.
 CALIBRATION_BINS = 20
 #: The fitted rule replaces the majority only if its estimated gain in training
-#: accuracy exceeds this many standard deviations of the estimate's noise.
-MAJORITY_MARGIN = 2.0
+#: accuracy exceeds this many standard deviations of the estimate's noise (one: the
+#: gain is positive with probability 84% or more under a flat prior).
+MAJORITY_MARGIN = 1.0
 
 
 def fit_binned(centres, c1, c0, fit_intercept=True):
@@ -154,7 +155,7 @@ def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
         coef[:, k] = directions[:, k] * (a / scales[k])
         rule = a * centres + b > 0
         # The rule's estimated gain over the majority, counted on the bins where the
-        # two decide differently, must exceed twice the noise of that count.
+        # two decide differently, must exceed MAJORITY_MARGIN times its noise.
         differ = rule if c0.sum() >= c1.sum() else ~rule
         gain = np.sum((c1 - c0)[differ]) * (1.0 if c0.sum() >= c1.sum() else -1.0)
         if gain > MAJORITY_MARGIN * cell_sd * math.sqrt(2.0 * differ.sum()) \

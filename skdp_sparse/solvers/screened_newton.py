@@ -95,6 +95,9 @@ class ScreenedNewton(Solver):
 
     name = "screened_newton"
     screens = True
+    #: Penalty strength of the estimators' ``alpha=None``: none, the soft threshold at
+    #: the association's noise and the curvature's ridge at its own noise regularise.
+    default_alpha = 0.0
 
     def check(self, problem, options, epsilon, delta):
         if not isinstance(problem.loss, LogisticLoss):
