@@ -336,6 +336,8 @@ def test_feature_selection_needs_a_screening_solver():
     with pytest.raises(ValueError, match="does not screen"):
         _fit(solver="greedy_cd", feature_selection=3)
     _fit(solver="greedy_cd", feature_selection="none", max_iter=3)
+    with pytest.raises(ValueError, match="does not screen"):
+        _fit(solver="output_perturbation", penalty="l2", feature_selection=3)
 
 
 def test_screened_newton_needs_the_logistic_loss():

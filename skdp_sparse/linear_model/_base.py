@@ -127,7 +127,7 @@ class DPLinearModel(DPEstimatorMixin, BaseEstimator):
         options = self._solver_options()
         epsilon, delta = float(self.epsilon), float(self.delta)
         solver.check(problem, options, epsilon, delta)
-        if options.get("feature_selection", "auto") not in ("auto", "none") \
+        if getattr(self, "feature_selection", "auto") not in ("auto", "none") \
                 and not getattr(solver, "screens", False):
             raise ValueError(
                 f"solver={name!r} does not screen features: feature_selection must be "
