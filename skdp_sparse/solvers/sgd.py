@@ -57,14 +57,13 @@ from ._gradient import (
 )
 from ._screening import noise_units, plan_screening, screen
 
-__all__ = ["NoisySGD", "default_noisy_gd_steps", "SGD_SCREENING_SHARE"]
+__all__ = ["NoisySGD", "default_noisy_gd_steps", "SGD_SCREENING_SHARE", "SGD_COUNT_SHARE"]
 
 #: Share of the budget (of ``rho`` in zCDP) that a screening run of ``sgd`` spends on
 #: the label association (the class count takes :data:`SGD_COUNT_SHARE` more).
 SGD_SCREENING_SHARE = 1 / 4
 #: Share of the class count, which starts the intercept at the null model's.
 SGD_COUNT_SHARE = 1 / 25
-
 
 
 def default_noisy_gd_steps(n_samples, n_params, epsilon, delta, *, smoothness, grad_bound,
