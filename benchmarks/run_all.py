@@ -34,6 +34,7 @@ SCRIPTS = {
     "bench_fp_safe_cd": {"quick": ["--quick"], "full": []},
     "bench_fp_safe_sparse": {"quick": ["--quick"], "full": []},
     "bench_fp_safe_defaults": {"quick": ["--quick"], "full": []},
+    "bench_text": {"quick": ["--quick"], "full": []},
 }
 
 

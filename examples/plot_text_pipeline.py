@@ -106,12 +106,15 @@ pipe = private_pipeline(2**12, epsilon=1.0).fit(docs_train, y_train)
 clf = pipe[-1]
 print(f"test accuracy {pipe.score(docs_test, y_test):.3f}; "
       f"spent epsilon={clf.epsilon_spent_:.3f}, delta={clf.delta_spent_:.1e}; "
-      f"{clf.n_iter_} greedy steps, {np.count_nonzero(clf.coef_)} non-zero coefficients")
+      f"solver {clf.solver_!r}, {np.count_nonzero(clf.coef_)} non-zero coefficients")
 
 # %%
-# The greedy solver changes one coefficient per step, so the model has at most
-# as many non-zero coefficients as steps. Are they the class words? Hashing the
-# known class words tells which columns they fall into.
+# With more columns than examples per unit of epsilon, the default solver
+# (``screened_newton``) spends most of the budget on one noisy release of every
+# column's association with the label, keeps the columns above the noise and
+# takes one Newton step on them; the others keep a coefficient of exactly 0.
+# Are the largest coefficients the class words? Hashing the known class words
+# tells which columns they fall into.
 
 hasher = pipe[0]
 class_columns = set(hasher.transform(list(words[:2 * N_TOPIC])).indices)
@@ -123,8 +126,8 @@ print(f"{sum(j in class_columns for j in top)} of the 20 largest coefficients ar
 # Accuracy against epsilon
 # ------------------------
 # The number of hashed columns is a public choice with a privacy side: more
-# columns mean fewer collisions between words, but also more coordinates for
-# the noisy selection of the greedy solver to choose from. Each fit below is
+# columns mean fewer collisions between words, but also more coordinates whose
+# noise can pass the screening. Each fit below is
 # a separate release at its own epsilon. Hashing is a fixed map, so the
 # documents are hashed once per size and the classifier is fitted on the
 # result, which is what the pipeline does.

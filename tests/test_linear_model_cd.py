@@ -319,15 +319,25 @@ def test_bad_data_raise():
 
 # ----------------------------------------------------------- solver choice
 def test_auto_solver_rule_uses_public_shape_only():
+    from skdp_sparse.optim.losses import LogisticLoss, SquaredLoss
     from skdp_sparse.solvers import resolve_solver
 
+    # Other losses: the rule of before.
     assert resolve_solver("auto", 32_561, 123, 1.0) == "greedy_cd"
     assert resolve_solver("auto", 7_770, 8_315, 1.0) == "sgd"
-    assert resolve_solver("auto", 100_000, 1_000_000, 1.0) == "sparse_sgd"
+    assert resolve_solver("auto", 100_000, 1_000_000, 1.0, loss=SquaredLoss()) == "sparse_sgd"
     assert resolve_solver("cd", 10, 10**7, 1.0) == "cd"
+    # The logistic loss: greedy CD with many examples per feature, else the screened
+    # Newton step (benchmarks/bench_text.py).
+    logistic = LogisticLoss()
+    assert resolve_solver("auto", 32_561, 123, 1.0, loss=logistic) == "greedy_cd"
+    assert resolve_solver("auto", 32_561, 123, 0.1, loss=logistic) == "screened_newton"
+    assert resolve_solver("auto", 7_770, 8_315, 1.0, loss=logistic) == "screened_newton"
+    assert resolve_solver("auto", 25_000, 2**18, 1.0, loss=logistic) == "screened_newton"
+    assert resolve_solver("auto", 100_000, 1_000_000, 1.0, loss=logistic) == "screened_newton"
     X, y = _classification_data()
     clf = DPSparseLogisticRegression(random_state=0).fit(X, y)
-    assert clf.solver_ == resolve_solver("auto", *X.shape, 1.0)
+    assert clf.solver_ == resolve_solver("auto", *X.shape, 1.0, loss=logistic)
     # Same shape, different labels and values: same choice.
     rng = np.random.default_rng(5)
     clf2 = DPSparseLogisticRegression(random_state=0).fit(rng.random(X.shape), y[::-1])

@@ -9,6 +9,7 @@ import scipy.sparse as sp
 
 from ..privacy.clipping import clip_entries, clip_rows
 from ..privacy.statistics import column_second_moment_sums
+from ..utils.validation import canonical_sparse
 
 __all__ = ["LocalData"]
 
@@ -84,6 +85,36 @@ class LocalData:
         b = np.asarray(feature_bound, dtype=float)
         key = ("entries+rows", b.tobytes(), b.shape, float(norm_bound))
         return self._cached(key, lambda: clip_rows(self.entries_clipped(b), norm_bound))
+
+    def weighted_column_sums(self, norm_bound, weights):
+        """``sum_i weights[i, k] xt_i`` for every column, with ``xt_i`` the rows of
+        :meth:`rows_clipped` (l2 norm at most ``norm_bound``): an array of shape
+        (n_features, K) for ``weights`` of shape (n_samples, K)."""
+        weights = np.asarray(weights, dtype=np.float64)
+        rows = self.rows_clipped(norm_bound)
+        return np.asarray(rows.T @ weights, dtype=np.float64).reshape(self.n_features, -1)
+
+    def positive_counts(self):
+        """Number of targets above 0 in each column of ``Y`` (the rows of each class of
+        a one-vs-rest problem): an int array of shape (n_targets,)."""
+        return np.count_nonzero(self.Y > 0, axis=0)
+
+    def restricted(self, columns):
+        """The same rows and targets on the given columns only (a new view)."""
+        columns = np.asarray(columns, dtype=np.int64)
+        if self.is_sparse:
+            X = canonical_sparse(self.X[:, columns].asformat(self.X.format))
+        else:
+            X = np.ascontiguousarray(self.X[:, columns])
+        return LocalData(X, self.Y)
+
+    def decision_values(self, columns, coef):
+        """``X[:, columns] @ coef`` on the rows as given (not clipped): the scores of a
+        model whose coefficients outside ``columns`` are zero, shape (n_samples, K)."""
+        coef = np.asarray(coef, dtype=np.float64).reshape(len(columns), -1)
+        full = np.zeros((self.n_features, coef.shape[1]))
+        full[np.asarray(columns, dtype=np.int64)] = coef
+        return np.asarray(self.X @ full, dtype=np.float64).reshape(self.n_samples, -1)
 
     def column_second_moment_sums(self, feature_bound, norm_bound):
         """``(sums, n_clipped)`` of the rows of :meth:`entries_clipped` clipped to

@@ -95,13 +95,15 @@ SOLVER_CONSTRAINTS = {
     "tol": [Interval(numbers.Real, 0, None)],
     "verbose": [Interval(numbers.Integral, 0, None), "boolean"],
     "floating_point_safe": [Options("auto", True, False)],
+    "feature_selection": [Options("auto", "none"), Interval(numbers.Integral, 1, None)],
+    "feature_selection_share": [Interval(numbers.Real, 0, 1, closed="neither"), None],
 }
 
 
 class DPLinearModel(DPEstimatorMixin, BaseEstimator):
     """The fit hooks of a private linear model (one solver call for all targets).
 
-    Subclasses provide ``_solver_name(public)``, ``_problem(n_features)``,
+    Subclasses provide ``_solver_name(public)``, ``_problem(n_features, solver)``,
     ``_solver_options()``, ``_targets(y)`` and ``_linear_attributes(public, result)``.
     """
 
@@ -121,10 +123,16 @@ class DPLinearModel(DPEstimatorMixin, BaseEstimator):
     def _plan(self, public):
         name = self._solver_name(public)
         solver = get_solver(name)
-        problem = self._problem(public["n_features"])
+        problem = self._problem(public["n_features"], solver)
         options = self._solver_options()
         epsilon, delta = float(self.epsilon), float(self.delta)
         solver.check(problem, options, epsilon, delta)
+        if getattr(self, "feature_selection", "auto") not in ("auto", "none") \
+                and not getattr(solver, "screens", False):
+            raise ValueError(
+                f"solver={name!r} does not screen features: feature_selection must be "
+                "'auto' or 'none' (screening solvers: "
+                f"{sorted(n for n, s in SOLVERS.items() if getattr(s, 'screens', False))})")
         shape = (public["n_samples"], public["n_features"], public["n_targets"])
         return LinearFitPlan(problem, solver, solver.plan(problem, shape, epsilon, delta,
                                                           options))
@@ -236,16 +244,21 @@ class DPMultiSolverModel(DPLinearModel):
         from ..solvers import resolve_solver
 
         return resolve_solver(self.solver, public["n_samples"], public["n_features"],
-                              float(self.epsilon))
+                              float(self.epsilon), loss=self._loss())
 
     def _target_bound(self):
         return None
 
-    def _problem(self, n_features):
+    def _problem(self, n_features, solver=None):
         from ..solvers import Problem
         from ..utils.validation import check_bound
 
-        alpha = self._default_alpha if self.alpha is None else self.alpha
+        alpha = self.alpha
+        if alpha is None:
+            # The solver's own default if it has one (screened_newton regularises by
+            # its noise and takes 0), else the estimator's.
+            alpha = getattr(solver, "default_alpha", None)
+            alpha = self._default_alpha if alpha is None else alpha
         return Problem(
             loss=self._loss(), penalty=make_penalty(self.penalty, alpha, self.l1_ratio),
             fit_intercept=bool(self.fit_intercept),
@@ -265,6 +278,8 @@ class DPMultiSolverModel(DPLinearModel):
                     "floating_point_safe": safe}
         return {
             "floating_point_safe": safe,
+            "feature_selection": self.feature_selection,
+            "feature_selection_share": self.feature_selection_share,
             "max_iter": self.max_iter, "batch_size": self.batch_size,
             "learning_rate": self.learning_rate, "selection": self.selection,
             "curvature": self.curvature, "tol": self.tol, "verbose": int(self.verbose),
@@ -276,4 +291,7 @@ class DPMultiSolverModel(DPLinearModel):
     def _fitted_attributes(self, public, plan, result):
         attributes = super()._fitted_attributes(public, plan, result)
         attributes["solver_"] = plan.solver.name
+        if "association" in result.info:
+            # The screening's release (public): one row per one-vs-rest problem.
+            attributes["screening_scores_"] = np.asarray(result.info["association"]).T
         return attributes

@@ -16,13 +16,15 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
     Minimises ``(1/n) sum_i log(1 + exp(-y_i (x_i . w + b))) + psi(w)`` by private
     greedy coordinate descent (``solver="greedy_cd"``, DP-GCD), private randomised
     coordinate descent (``solver="cd"``, DP-CD), a stochastic-gradient solver
-    (``"sgd"``, ``"bias_reduced_sgd"``, ``"sparse_sgd"``, ``"phased_sgd"``) or
-    output perturbation; ``solver="auto"`` chooses from public n, p and epsilon
-    (:func:`~skdp_sparse.solvers.resolve_solver`). Multiclass problems are solved
-    one-vs-rest and the whole fit, all classes together, meets ``(epsilon, delta)``: the
-    coordinate-descent solvers, ``"sgd"``, ``"sparse_sgd"`` and ``"phased_sgd"``
-    calibrate the K binary fits jointly in one accountant, ``"bias_reduced_sgd"`` and
-    output perturbation give each ``(epsilon/K, delta/K)``.
+    (``"sgd"``, ``"bias_reduced_sgd"``, ``"sparse_sgd"``, ``"phased_sgd"``), output
+    perturbation, or private feature screening with one diagonal Newton step
+    (``"screened_newton"``, for ``p >> n`` such as text); ``solver="auto"`` chooses
+    from public n, p and epsilon (:func:`~skdp_sparse.solvers.resolve_solver`).
+    Multiclass problems are solved one-vs-rest and the whole fit, all classes
+    together, meets ``(epsilon, delta)``: the coordinate-descent solvers, the screened
+    Newton step, ``"sgd"``, ``"sparse_sgd"`` and ``"phased_sgd"`` calibrate the K
+    binary fits jointly in one accountant, ``"bias_reduced_sgd"`` and output
+    perturbation give each ``(epsilon/K, delta/K)``.
 
     Privacy
     -------
@@ -36,10 +38,12 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
     ----------
     epsilon, delta, penalty, l1_ratio, feature_bound, norm_bound, sparsity,
     gradient_clip, fit_intercept, solver, selection, curvature, max_iter, batch_size,
-    learning_rate, tol, random_state, verbose, floating_point_safe
+    learning_rate, tol, random_state, verbose, floating_point_safe, feature_selection,
+    feature_selection_share
         As in :class:`~skdp_sparse.linear_model.DPGreedyCDRegressor`.
     alpha : float, default=None
-        Penalty strength; ``None`` is 1e-4 (``output_perturbation``: the theorem's rule).
+        Penalty strength; ``None`` is 1e-4 (``output_perturbation``: the theorem's rule;
+        ``screened_newton``: 0, its noise's soft threshold and ridge regularise it).
     classes : array-like of labels, default=None
         The public label set. ``classes_`` is its sorted copy whatever labels the
         training data hold (a class absent from them is still learnt, from its
@@ -56,6 +60,10 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
     intercept_ : ndarray of shape (1,) or (n_classes,)
     solver_ : str
     n_iter_ : int
+    screening_scores_ : ndarray of shape (1, n_features) or (n_classes, n_features)
+        Only after a fit that screened features: the noisy label association of
+        every feature (the released statistic the screening ranks; zero-mean noise of
+        a known standard deviation, see :mod:`skdp_sparse.solvers._screening`).
     epsilon_spent_, delta_spent_ : float
     privacy_events_ : tuple of PrivacyEvent
 
@@ -78,7 +86,8 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
                  fit_intercept=True, solver="auto", selection="exponential",
                  curvature="auto", max_iter=None, batch_size=None, learning_rate=None,
                  tol=1e-7, classes=None, random_state=None, verbose=0,
-                 floating_point_safe="auto"):
+                 floating_point_safe="auto", feature_selection="auto",
+                 feature_selection_share=None):
         self.epsilon = epsilon
         self.delta = delta
         self.penalty = penalty
@@ -100,6 +109,8 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
         self.random_state = random_state
         self.verbose = verbose
         self.floating_point_safe = floating_point_safe
+        self.feature_selection = feature_selection
+        self.feature_selection_share = feature_selection_share
 
     def _loss(self):
         return LogisticLoss()

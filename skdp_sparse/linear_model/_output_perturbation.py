@@ -127,7 +127,7 @@ class _BaseOutputPerturbation(DPLinearModel):
     def _target_bound(self):
         return None
 
-    def _problem(self, n_features):
+    def _problem(self, n_features, solver=None):
         return Problem(loss=self._loss(), fit_intercept=bool(self.fit_intercept),
                        norm_bound=float(self.norm_bound), sparsity=self.sparsity,
                        target_bound=self._target_bound())

@@ -73,7 +73,7 @@ class DPGreedyCDRegressor(LinearRegressorMixin, RegressorMixin, DPMultiSolverMod
     penalty : {"l1", "l2", "elasticnet"} or None, default="l1"
     alpha : float, default=None
         Penalty strength; ``None`` is 1e-3 (``output_perturbation``: the theorem's
-        rule from the public bounds).
+        rule from the public bounds; ``screened_newton``: 0).
     l1_ratio : float, default=0.5
         Elastic-net mixing (scikit-learn's convention).
     feature_bound : float or array of shape (n_features,), default=1.0
@@ -111,7 +111,10 @@ class DPGreedyCDRegressor(LinearRegressorMixin, RegressorMixin, DPMultiSolverMod
         The intercept is the coefficient of a constant feature 1, unpenalised;
         its gradient is clipped like a feature of bound 1.
     solver : {"auto", "greedy_cd", "cd", "sgd", "bias_reduced_sgd", "sparse_sgd", \
-"phased_sgd", "output_perturbation"}, default="auto"
+"phased_sgd", "output_perturbation", "screened_newton"}, default="auto"
+        ``"screened_newton"`` (logistic loss only) screens the features privately and
+        takes one diagonal Newton step from the null model
+        (:mod:`skdp_sparse.solvers.screened_newton`).
     selection : {"exponential", "laplace"}, default="exponential"
         Noisy selection of the greedy solver.
     curvature : {"auto", "private", "bound"}, default="auto"
@@ -170,6 +173,19 @@ class DPGreedyCDRegressor(LinearRegressorMixin, RegressorMixin, DPMultiSolverMod
         noise is accounted in zCDP. False: noise drawn in doubles, not private against
         an adversary who reads low-order bits; the fit emits
         :class:`~skdp_sparse.exceptions.PrivacyLeakWarning`.
+    feature_selection : {"auto", "none"} or int, default="auto"
+        Private screening of the features before learning (``sgd`` and
+        ``screened_newton``; the other solvers take ``"auto"`` or ``"none"``): a share
+        of the budget buys a Gaussian release of every feature's label association
+        (the gradient at the null model) and the solver learns on the coordinates it
+        keeps; the coefficients of the others are exactly 0 (:ref:`defaults`). An
+        integer ``k`` keeps the ``k`` largest; ``"auto"`` is the solver's rule
+        (``screened_newton``: those above one noise standard deviation; ``sgd``: no
+        screening); ``"none"`` keeps every feature.
+    feature_selection_share : float in (0, 1), default=None
+        Share of the budget (of ``rho`` in zCDP) spent on the association release;
+        ``None``: the solver's rule (``sgd``: 1/4; ``screened_newton``: 3/4, the
+        association being also its gradient).
 
     Attributes
     ----------
@@ -179,6 +195,10 @@ class DPGreedyCDRegressor(LinearRegressorMixin, RegressorMixin, DPMultiSolverMod
         The solver that ran (``solver="auto"`` resolved).
     n_iter_ : int
         Iterations run; a public number fixed before the fit (1 for output perturbation).
+    screening_scores_ : ndarray of shape (1, n_features)
+        Only after a fit that screened features (``feature_selection``): the noisy
+        association of every feature with the target, the statistic the screening
+        ranks.
     epsilon_spent_, delta_spent_ : float
     privacy_events_ : tuple of PrivacyEvent
 
@@ -207,7 +227,8 @@ class DPGreedyCDRegressor(LinearRegressorMixin, RegressorMixin, DPMultiSolverMod
                  sparsity=None, target_bound=None, target_bounds=None, gradient_clip=None,
                  fit_intercept=True, solver="auto", selection="exponential",
                  curvature="auto", max_iter=None, batch_size=None, learning_rate=None,
-                 tol=1e-7, random_state=None, verbose=0, floating_point_safe="auto"):
+                 tol=1e-7, random_state=None, verbose=0, floating_point_safe="auto",
+                 feature_selection="auto", feature_selection_share=None):
         self.epsilon = epsilon
         self.delta = delta
         self.loss = loss
@@ -232,6 +253,8 @@ class DPGreedyCDRegressor(LinearRegressorMixin, RegressorMixin, DPMultiSolverMod
         self.random_state = random_state
         self.verbose = verbose
         self.floating_point_safe = floating_point_safe
+        self.feature_selection = feature_selection
+        self.feature_selection_share = feature_selection_share
 
     # -- targets in a public range ------------------------------------------------
     def _target_range(self):

@@ -11,6 +11,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..data import LocalData
+from ..optim.losses import LogisticLoss
 from ..utils.random import check_generator
 from ..utils.validation import canonical_sparse
 from ._base import Plan, Problem, Solver, SolverResult
@@ -18,6 +19,7 @@ from .bias_reduced_sgd import BiasReducedSGD
 from .coordinate_descent import GreedyCoordinateDescent, RandomCoordinateDescent
 from .output_perturbation import OutputPerturbation
 from .phased_sgd import PhasedSGD
+from .screened_newton import ScreenedNewton
 from .sgd import NoisySGD
 from .sparse_sgd import SparseSGD
 
@@ -43,14 +45,16 @@ SOLVERS = {solver.name: solver for solver in (
     SparseSGD(),
     PhasedSGD(),
     OutputPerturbation(),
+    ScreenedNewton(),
 )}
 
 #: ``solver="auto"`` takes the greedy solver from this many examples per feature
 #: per unit of epsilon on (a9a, n eps / p = 265, is above; w8a, 124, and reuters,
 #: 0.9, are below: there noisy gradient descent wins, see benchmarks/bench_cd.py).
 GREEDY_MIN_SAMPLES_PER_FEATURE = 200
-#: ``solver="auto"`` takes the sparsity-preserving SGD from this many features on,
-#: where a dense noisy gradient of length p per step dominates the cost.
+#: ``solver="auto"`` takes the sparsity-preserving SGD from this many features on
+#: (losses other than the logistic), where a dense noisy gradient of length p per
+#: step dominates the cost.
 SPARSE_SGD_MIN_FEATURES = 100_000
 
 
@@ -62,23 +66,30 @@ def get_solver(name):
         raise ValueError(f"unknown solver {name!r}; choose one of {sorted(SOLVERS)}") from None
 
 
-def resolve_solver(solver, n_samples, n_features, epsilon):
-    """The solver ``solver="auto"`` runs, from public n, p and epsilon only.
+def resolve_solver(solver, n_samples, n_features, epsilon, *, loss=None):
+    """The solver ``solver="auto"`` runs, from public n, p and epsilon (and the kind of
+    loss) only.
 
     The rule never looks at feature values, labels or non-zero counts, so the
-    choice itself reveals nothing about the training data:
+    choice itself reveals nothing about the training data. With ``r = n epsilon / p``
+    (examples per feature per unit of epsilon):
 
-    * ``p >= SPARSE_SGD_MIN_FEATURES``: ``"sparse_sgd"`` (per-step cost independent of p);
-    * ``n * epsilon / p >= GREEDY_MIN_SAMPLES_PER_FEATURE``: ``"greedy_cd"``;
-    * otherwise ``"sgd"`` (noisy full-batch gradient descent, averaged iterates).
+    * logistic loss: ``"greedy_cd"`` if ``r >= GREEDY_MIN_SAMPLES_PER_FEATURE`` (a9a
+      at epsilon >= 1), otherwise ``"screened_newton"``, which measured best in
+      every other regime of ``benchmarks/bench_text.py`` (IMDB, SMS spam and Reuters
+      at epsilon 1 and 10, a9a at 0.1) and costs a few passes over the data;
+    * other losses: ``"sparse_sgd"`` if ``p >= SPARSE_SGD_MIN_FEATURES`` (per-step
+      cost independent of p), ``"greedy_cd"`` if ``r >= GREEDY_MIN_SAMPLES_PER_FEATURE``,
+      otherwise ``"sgd"`` (noisy full-batch gradient descent, averaged iterates).
     """
     if solver != "auto":
         return solver
+    many = n_samples * min(epsilon, 1e12) / max(n_features, 1) >= GREEDY_MIN_SAMPLES_PER_FEATURE
+    if isinstance(loss, LogisticLoss):
+        return "greedy_cd" if many else "screened_newton"
     if n_features >= SPARSE_SGD_MIN_FEATURES:
         return "sparse_sgd"
-    if n_samples * min(epsilon, 1e12) / max(n_features, 1) >= GREEDY_MIN_SAMPLES_PER_FEATURE:
-        return "greedy_cd"
-    return "sgd"
+    return "greedy_cd" if many else "sgd"
 
 
 def run_solver(name, X, Y, problem, *, epsilon, delta, rng=None, **options):

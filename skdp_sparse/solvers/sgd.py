@@ -19,18 +19,29 @@ the ``K`` one-vs-rest problems together, compose to ``(epsilon, delta)``. With
 ``floating_point_safe`` (the default) each noisy sum is a lattice release with
 exact discrete Gaussian noise, accounted as
 :func:`~skdp_sparse.privacy.subsampling.subsampled_gaussian_event` states.
+
+``feature_selection=k`` (an integer below p) screens first (:mod:`._screening`): the
+class counts (logistic loss with intercept, share ``SGD_COUNT_SHARE`` of the zCDP
+budget) and the label association (``feature_selection_share``, default
+``SGD_SCREENING_SHARE``) are released, the ``k`` coordinates of largest association
+kept, and the run starts from the null model's intercept on them; the steps' noise
+multiplier is calibrated so that the screening's events and the steps' compose to
+``(epsilon, delta)``. One-vs-rest problems share the screening and are calibrated
+jointly.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..optim.losses import LogisticLoss
 from ..optim.projections import project_l1_ball
-from ..privacy.accounting import gaussian_mu
+from ..privacy.accounting import calibrate_scale, gaussian_mu
 from ..privacy.mechanisms import GaussianMechanism
 from ..privacy.subsampling import subsampled_gaussian_event, subsampled_noise_multiplier
 from ..utils.validation import Interval, Options, validate_params
@@ -39,13 +50,21 @@ from ._gradient import (
     GradientBounds,
     GradientSolver,
     checkpoints,
+    gradient_bounds,
     gradient_sum,
     penalised_step,
     report,
     split,
 )
+from ._screening import noise_units, plan_screening, screen
 
-__all__ = ["NoisySGD", "default_noisy_gd_steps"]
+__all__ = ["NoisySGD", "default_noisy_gd_steps", "SGD_SCREENING_SHARE", "SGD_COUNT_SHARE"]
+
+#: Share of the budget (of ``rho`` in zCDP) that a screening run of ``sgd`` spends on
+#: the label association (the class count takes :data:`SGD_COUNT_SHARE` more).
+SGD_SCREENING_SHARE = 1 / 4
+#: Share of the class count, which starts the intercept at the null model's.
+SGD_COUNT_SHARE = 1 / 25
 
 
 def default_noisy_gd_steps(n_samples, n_params, epsilon, delta, *, smoothness, grad_bound,
@@ -77,6 +96,8 @@ class SGDPlan(Plan):
     average: object
     floating_point_safe: bool
     verbose: int
+    screening: object = None
+    start: object = None
 
     @property
     def full_batch(self):
@@ -103,6 +124,8 @@ _OPTIONS = {
     "gradient_estimator": [Options("auto", "gaussian", "projection")],
     "average": [Options(True, False, "tail")],
     "floating_point_safe": ["boolean"],
+    "feature_selection": [Options("auto", "none"), Interval(numbers.Integral, 1, None)],
+    "feature_selection_share": [Interval(numbers.Real, 0, 1, closed="neither"), None],
 }
 
 
@@ -123,12 +146,20 @@ class NoisySGD(GradientSolver):
     """DP-SGD and noisy gradient descent (see the module docstring)."""
 
     name = "sgd"
+    screens = True
 
     def plan_with(self, problem, shape, epsilon, delta, options, bounds):
         options = {"sampling": "poisson", "gradient_estimator": "auto", "radius": None,
-                   "average": True, "floating_point_safe": True, **options}
+                   "average": True, "floating_point_safe": True, "feature_selection": "none",
+                   "feature_selection_share": None, **options}
         validate_params(_OPTIONS, options, f"solver {self.name!r}")
-        n, _, n_targets = shape
+        n, p, n_targets = shape
+        # "auto" does not screen: noisy gradient descent is limited by its few steps on
+        # an ill-conditioned objective, not by the noise's dimension (measured on IMDB,
+        # benchmarks/bench_text.py); an integer k keeps the k first coordinates.
+        k = options["feature_selection"]
+        if not isinstance(k, str) and k < p:
+            return self._plan_screened(problem, shape, epsilon, delta, options, int(k))
         # The heuristics below (steps, estimator) read one problem's share of the
         # budget; the noise is calibrated for the K problems together.
         eps_k, delta_k = epsilon / n_targets, delta / n_targets
@@ -167,12 +198,46 @@ class NoisySGD(GradientSolver):
             verbose=int(options.get("verbose", 0)),
         )
 
+    def _plan_screened(self, problem, shape, epsilon, delta, options, k):
+        """The plan of a run that screens ``k`` coordinates first (module docstring of
+        :mod:`._screening`): the screening's releases take their shares of the budget
+        and the steps' noise is calibrated so that all of it composes to
+        ``(epsilon, delta)``."""
+        n, p, n_targets = shape
+        safe = bool(options["floating_point_safe"])
+        counted = bool(problem.fit_intercept) and isinstance(problem.loss, LogisticLoss)
+        shares = [SGD_COUNT_SHARE] if counted else []
+        shares.append(options["feature_selection_share"] or SGD_SCREENING_SHARE)
+        names = (["sgd: class counts"] if counted else []) + ["sgd: label association"]
+        units, screen_events = noise_units(epsilon, delta, shares, safe, names)
+        screening = plan_screening(k, p, count_unit=units[0] if counted else None,
+                                   association_unit=units[-1], floating_point_safe=safe)
+        inner = {**options, "feature_selection": "none", "floating_point_safe": safe}
+        sub = gradient_bounds(problem, k, private=math.isfinite(epsilon),
+                              use_sparsity=self.use_sparsity)
+        plan = self.plan_with(problem, (n, k, n_targets), epsilon, delta, inner, sub)
+        if plan.private:
+            z = calibrate_scale(
+                lambda z: screen_events + _step_events(z, plan.sampling_rate, plan.sampling,
+                                                       plan.n_iter, safe) * n_targets,
+                epsilon, delta)
+            events = tuple(screen_events) + tuple(
+                _step_events(z, plan.sampling_rate, plan.sampling, plan.n_iter, safe)
+                * n_targets)
+            plan = dataclasses.replace(plan, noise_multiplier=z, events=events)
+        return dataclasses.replace(plan, n_features=p, options=options, screening=screening)
+
     def solve(self, problem, data, plan, rng):
-        plan = self.replanned(problem, data, plan, plan.options)
+        if plan.screening is not None:
+            return self._solve_screened(problem, data, plan, rng)
+        start = plan.start
+        plan = dataclasses.replace(self.replanned(problem, data, plan, plan.options),
+                                   start=start)
         rows = self.rows(data, plan)
         coefs, intercepts, n_grad = [], [], 0
         for k in range(plan.n_targets):
-            theta, used = self._run(problem, rows, data.target(k), plan, rng, k)
+            b0 = 0.0 if start is None else float(start[k])
+            theta, used = self._run(problem, rows, data.target(k), plan, rng, k, b0)
             coef, intercept = split(plan.bounds, theta)
             coefs.append(coef)
             intercepts.append(intercept)
@@ -180,7 +245,20 @@ class NoisySGD(GradientSolver):
         return SolverResult(np.array(coefs), np.array(intercepts), plan.n_iter, plan.events,
                             {"n_gradient_evaluations": n_grad})
 
-    def _run(self, problem, rows, y, plan, rng, k=0):
+    def _solve_screened(self, problem, data, plan, rng):
+        screened = screen(problem, data, plan.screening, rng)
+        S = screened.columns
+        sub = data.restricted(S)
+        inner = dataclasses.replace(plan, n_features=S.size, screening=None,
+                                    start=screened.offsets,
+                                    options={**plan.options, "feature_selection": "none"})
+        result = self.solve(problem, sub, inner, rng)
+        coef = np.zeros((plan.n_targets, plan.n_features))
+        coef[:, S] = result.coef
+        result.info.update(n_selected=int(S.size), association=screened.association)
+        return SolverResult(coef, result.intercept, plan.n_iter, plan.events, result.info)
+
+    def _run(self, problem, rows, y, plan, rng, k=0, b0=0.0):
         bounds, n = plan.bounds, plan.n_samples
         sigma = plan.noise_multiplier * bounds.grad_l2
         # The lattice of the safe path is planned for one example's bound C2, the
@@ -192,6 +270,9 @@ class NoisySGD(GradientSolver):
         # 'tail' averages the iterates of the second half of the run (suffix averaging).
         first = plan.n_iter // 2 + 1 if plan.average == "tail" else 1
         theta = np.zeros(bounds.n_params)
+        if bounds.intercept:
+            # The null model's intercept when a screening released the class rate.
+            theta[-1] = b0
         avg = np.zeros(bounds.n_params)
         n_grad = 0
         for t in range(1, plan.n_iter + 1):

@@ -14,6 +14,7 @@ solver registry. Not part of the library's API for users; nothing here is
 imported by the estimators.
 """
 
+from . import _audits_screening  # noqa: F401  (registers the screening's audit)
 from ._halving import halved_events, halved_noise_epsilon, noise_scale, subsampling_of
 from .audits import (
     AUDITS,

@@ -1,0 +1,171 @@
+"""The decision of a linear score: its scale and intercept from two private histograms.
+
+A solver that has found a direction ``w`` (public: a function of earlier releases)
+still has to turn the score ``s_i = x_i . w`` into a decision: how steep the sigmoid
+is (the scale ``a``) and where it crosses 1/2 (the intercept ``b``). Both come from
+two histograms, each row counted once, so whatever the scores their l2 sensitivity
+under replace-one is ``sqrt(2)`` per problem (``sqrt(2K)`` for K one-vs-rest problems):
+
+1. **scale**: counts of ``|s_i|`` on the dyadic grid ``C 2^-j``, ``j = 0..SCALE_LEVELS-1``
+   (``C = L ||w||_2`` bounds every ``|s_i|`` of a row clipped to ``L``; the last bin
+   takes everything below). The scale ``c`` is the upper edge of the first bin at
+   which the noisy mass above reaches ``1 - SCALE_QUANTILE`` of the noisy total: about
+   5% of the scores lie beyond ``c``, within a factor 2.
+2. **decision**: counts of ``u_i = clip(s_i / c, -1, 1)`` on ``CALIBRATION_BINS`` equal
+   bins of ``[-1, 1]``, one histogram per class. Logistic regression of the class on
+   the bin centres, weighted by the noisy counts (clamped at 0), gives ``(a, b)``
+   (post-processing); the coefficients are ``a w / c``.
+
+The same counts estimate how many more training rows the fitted rule classifies
+correctly than the majority class (on the bins where the two differ). Where that
+gain does not exceed ``MAJORITY_MARGIN`` standard deviations of its noise, the
+slope is kept (the ranking of the scores, hence the ROC AUC, is the direction's)
+but the intercept moves beyond every score a row within the norm bound can reach,
+so that every such row is predicted as the (privately estimated) majority; where
+the counts give ``a <= 0`` (their noise hides the slope) the same holds with the
+slope ``1 / c``. Either way a default does not do worse on the training
+distribution than predicting the majority, and keeps the ranking of its scores.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.special import expit, log_expit
+
+from ._screening import release
+
+__all__ = ["SCALE_LEVELS", "SCALE_QUANTILE", "CALIBRATION_BINS", "calibrate", "fit_binned"]
+
+#: Dyadic levels of the scale histogram (down to ``C 2^-47``).
+SCALE_LEVELS = 48
+#: Quantile of ``|s|`` the scale aims at (the scores beyond it are clipped in step 2).
+SCALE_QUANTILE = 0.95
+#: Bins of ``[-1, 1]`` in the class histograms.
+CALIBRATION_BINS = 20
+#: The fitted rule replaces the majority only if its estimated gain in training
+#: accuracy exceeds this many standard deviations of the estimate's noise (one: the
+#: gain is positive with probability 84% or more under a flat prior).
+MAJORITY_MARGIN = 1.0
+
+
+def fit_binned(centres, c1, c0, fit_intercept=True):
+    """``(a, b)`` of the logistic regression of the class on ``centres``, class 1 seen
+    ``c1`` times and class 0 ``c0`` times in each bin (non-negative weights), by
+    Newton's method with backtracking. A ridge of ``1e-6`` times the total weight
+    keeps it finite on separable counts."""
+    t = np.asarray(centres, dtype=float)
+    c1, c0 = np.asarray(c1, dtype=float), np.asarray(c0, dtype=float)
+    weight = c1 + c0
+    ridge = 1e-6 * max(float(weight.sum()), 1.0)
+    F = np.column_stack([t, np.ones_like(t)])[:, : 2 if fit_intercept else 1]
+
+    def objective(theta):
+        z = F @ theta
+        return -(c1 @ log_expit(z) + c0 @ log_expit(-z)) + 0.5 * ridge * theta @ theta
+
+    theta = np.zeros(F.shape[1])
+    value = objective(theta)
+    for _ in range(100):
+        p = expit(F @ theta)
+        grad = F.T @ (weight * p - c1) + ridge * theta
+        hess = (F.T * (weight * p * (1.0 - p))) @ F + ridge * np.eye(F.shape[1])
+        step = np.linalg.solve(hess, grad)
+        size = 1.0
+        while size > 1e-12:
+            candidate = theta - size * step
+            new = objective(candidate)
+            if new <= value:
+                break
+            size /= 2.0
+        else:
+            break
+        done = value - new <= 1e-13 * max(1.0, abs(value))
+        theta, value = candidate, new
+        if done:
+            break
+    return float(theta[0]), (float(theta[1]) if fit_intercept else 0.0)
+
+
+def _scale_levels(abs_scores, bound):
+    """Dyadic level of each ``|s| / bound``: ``j`` for ``(2^-(j+1), 2^-j]``, the last
+    level for everything below."""
+    with np.errstate(divide="ignore"):
+        levels = np.floor(-np.log2(abs_scores / bound))
+    return np.clip(np.nan_to_num(levels, nan=SCALE_LEVELS - 1, posinf=SCALE_LEVELS - 1),
+                   0, SCALE_LEVELS - 1).astype(np.int64)
+
+
+def _scale_from_counts(counts, bound):
+    counts = np.maximum(counts, 0.0)
+    total = counts.sum()
+    if not total > 0:
+        return bound
+    above = np.cumsum(counts)
+    j = int(np.searchsorted(above, (1.0 - SCALE_QUANTILE) * total))
+    return bound * 2.0 ** -min(j, SCALE_LEVELS - 1)
+
+
+def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
+              calibration_unit, floating_point_safe, rng, fit_intercept=True):
+    """``(coef, intercept, used)``: the decision of each problem's score (module
+    docstring). ``directions`` has shape (len(columns), K); ``offsets`` are the
+    intercepts of the null model; ``used[k]`` says whether problem ``k`` kept its
+    fitted decision (False: the majority or the null model)."""
+    directions = np.asarray(directions, dtype=np.float64).reshape(len(columns), -1)
+    K = directions.shape[1]
+    sensitivity = math.sqrt(2.0 * K)
+    bounds = float(norm_bound) * np.linalg.norm(directions, axis=0)
+    scores = data.decision_values(columns, directions)
+    # 1. the scale of each problem's score
+    levels = np.stack([_scale_levels(np.abs(scores[:, k]), bounds[k]) if bounds[k] > 0
+                       else np.full(data.n_samples, SCALE_LEVELS - 1) for k in range(K)])
+    counts = np.stack([np.bincount(levels[k], minlength=SCALE_LEVELS) for k in range(K)])
+    noisy, _ = release(counts.astype(np.float64), sensitivity, scale_unit,
+                       floating_point_safe, rng)
+    scales = np.array([_scale_from_counts(noisy[k], bounds[k]) if bounds[k] > 0 else 1.0
+                       for k in range(K)])
+    # 2. the class histograms of the clipped, scaled scores
+    B = CALIBRATION_BINS
+    u = np.clip(scores / scales, -1.0, 1.0)
+    bins = np.minimum(np.floor((u + 1.0) * (B / 2.0)), B - 1).astype(np.int64)
+    positive = data.Y > 0
+    hist = np.stack([np.concatenate([np.bincount(bins[positive[:, k], k], minlength=B),
+                                     np.bincount(bins[~positive[:, k], k], minlength=B)])
+                     for k in range(K)])
+    noisy, cell_sd = release(hist.astype(np.float64), sensitivity, calibration_unit,
+                             floating_point_safe, rng)
+    noisy = np.maximum(noisy, 0.0)
+    centres = -1.0 + (np.arange(B) + 0.5) * (2.0 / B)
+    coef = np.zeros_like(directions)
+    intercept = np.array(offsets, dtype=np.float64) if fit_intercept else np.zeros(K)
+    used = np.zeros(K, dtype=bool)
+    for k in range(K):
+        c1, c0 = noisy[k, :B], noisy[k, B:]
+        if not bounds[k] > 0 or not (c1.sum() > 0 and c0.sum() > 0):
+            continue
+        a, b = fit_binned(centres, c1, c0, fit_intercept)
+        if not a > 0:
+            if not fit_intercept:
+                continue
+            # The counts cannot see the slope; the direction, from far less noisy
+            # releases, still ranks the scores: a unit slope, the majority's decision.
+            a, b = 1.0, -math.inf
+        coef[:, k] = directions[:, k] * (a / scales[k])
+        rule = a * centres + b > 0
+        # The rule's estimated gain over the majority, counted on the bins where the
+        # two decide differently, must exceed MAJORITY_MARGIN times its noise.
+        differ = rule if c0.sum() >= c1.sum() else ~rule
+        gain = np.sum((c1 - c0)[differ]) * (1.0 if c0.sum() >= c1.sum() else -1.0)
+        if gain > MAJORITY_MARGIN * cell_sd * math.sqrt(2.0 * differ.sum()) \
+                or not fit_intercept:
+            intercept[k] = b
+            used[k] = True
+        else:
+            # Not better than the majority: keep the ranking, and an intercept beyond
+            # every score a row within the norm bound can have (|s| <= C), so that
+            # every such row gets the majority's class.
+            majority = 1.0 if c1.sum() > c0.sum() else -1.0
+            intercept[k] = majority * math.nextafter(a * bounds[k] / scales[k], math.inf)
+    return coef, intercept, used

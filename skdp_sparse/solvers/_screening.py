@@ -1,0 +1,269 @@
+"""Private screening of the features that matter, and the budget of a fit's releases.
+
+For ``p >> n`` most coordinates carry no signal, and a solver that adds noise to all
+of them drowns the few that do. Screening spends a share of the budget on one
+Gaussian release of the **label association** of every feature, the gradient of
+the loss at the null model (``w = 0``, intercept ``b0``)::
+
+    A_jk = sum_i r_ik xt_ij,    r_ik = -l'(y_ik, b0_k),
+
+with ``xt_i`` the row clipped to l2 norm ``L = norm_bound``. For the logistic loss
+``b0_k = logit(p_k)`` and ``r_ik = 1[y_ik = +1] - p_k`` with ``p_k`` the class rate of
+problem ``k``, released first as a noisy count; ``A`` is then the difference of the
+class sums, centred, the statistic that ranks features by how much the loss falls
+when they enter the model (Gauss-Southwell). Other losses take ``b0 = 0`` and ``r``
+clipped to the loss's derivative bound ``G``.
+
+Sensitivity (replace-one): a row moves ``A`` by ``||r x - r' x'||_F <= 2 L D`` with
+``D = sqrt(sum_k max(p_k, 1 - p_k)^2)`` (``G sqrt(K)`` for other losses), whatever the
+labels; ``p`` is public once released. The class counts move by at most 1 each,
+``sqrt(K)`` in l2.
+
+The coordinates kept (``feature_selection``):
+
+* ``"threshold"`` (``"auto"`` of the solvers that screen): those whose noisy
+  association exceeds ``SCREENING_THRESHOLD`` noise standard deviations, ranked by
+  ``max_k |A_jk|``; at least the first one;
+* an integer ``k``: the ``k`` first of that ranking (all of them without noise is the
+  exact top-k);
+* ``"none"``: every coordinate.
+
+The released association, soft-thresholded at the cut, is also the first gradient
+of a solver that starts from the null model (:mod:`.screened_newton`). Everything
+after the release is post-processing.
+
+Budget. A fit whose releases are all Gaussian splits one budget by shares: on the
+floating-point-safe path (discrete Gaussian noise, accounted in zCDP) the largest
+``rho`` with ``zcdp_epsilon(rho, delta) <= epsilon`` is split, each release being
+``share * rho``-zCDP; on the float path the exact GDP ``mu`` is split as ``mu^2``
+(Dong, Roth & Su 2019). Either way the events compose to ``(epsilon, delta)``
+exactly (to the calibration's tolerance, on the private side).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import brentq
+from scipy.special import expit
+
+from ..optim.losses import LogisticLoss
+from ..privacy.accounting import PrivacyEvent, gaussian_mu, zcdp_epsilon
+from ..privacy.discrete import discrete_gaussian_event
+from ..privacy.mechanisms import GaussianMechanism, gaussian_sigma_for_rho
+from ._base import non_private_events
+
+__all__ = [
+    "SCREENING_THRESHOLD",
+    "ScreeningPlan",
+    "Screened",
+    "noise_units",
+    "release",
+    "plan_screening",
+    "screen",
+    "zcdp_budget",
+]
+
+#: Soft threshold of the screening, in noise standard deviations of the association:
+#: a coordinate without signal passes with probability ``2 Phi(-1) = 32%`` and keeps
+#: a weight whose mean square is 15% of the raw release's; a coordinate with a strong
+#: signal keeps its weight with a bias of one standard deviation.
+SCREENING_THRESHOLD = 1.0
+
+
+@functools.lru_cache(maxsize=256)
+def zcdp_budget(epsilon, delta):
+    """The largest ``rho`` whose zCDP guarantee converts to at most ``(epsilon, delta)``
+    (Canonne, Kamath & Steinke 2020, Prop. 12); ``inf`` without noise."""
+    if math.isinf(epsilon):
+        return math.inf
+    hi = 1.0
+    while zcdp_epsilon(hi, delta) < epsilon:
+        hi *= 4.0
+    rho = brentq(lambda r: zcdp_epsilon(r, delta) - epsilon, 0.0, hi, xtol=1e-300,
+                 rtol=1e-13)
+    while zcdp_epsilon(rho, delta) > epsilon:
+        rho = math.nextafter(rho, 0.0)
+    return rho
+
+
+def noise_units(epsilon, delta, shares, floating_point_safe, names):
+    """``(units, events)``: the noise standard deviation per unit of l2 sensitivity of
+    each release, and its privacy event, for a budget split by ``shares`` (summing to
+    at most 1; see the module docstring). ``units`` are 0 without noise."""
+    shares = [float(s) for s in shares]
+    if math.isinf(epsilon):
+        return [0.0] * len(shares), list(non_private_events())
+    units, events = [], []
+    if floating_point_safe:
+        rho = zcdp_budget(float(epsilon), float(delta))
+        for share, name in zip(shares, names, strict=True):
+            unit = gaussian_sigma_for_rho(1.0, share * rho)
+            units.append(unit)
+            events.append(_named(discrete_gaussian_event(1.0, unit), name))
+    else:
+        mu = gaussian_mu(float(epsilon), float(delta))
+        for share, name in zip(shares, names, strict=True):
+            unit = 1.0 / (mu * math.sqrt(share))
+            while PrivacyEvent.gaussian(1.0 / unit).rho > share * mu * mu / 2:
+                unit = math.nextafter(unit, math.inf)
+            units.append(unit)
+            events.append(PrivacyEvent.gaussian(1.0 / unit, name=name))
+    return units, events
+
+
+def _named(event, name):
+    return PrivacyEvent(name, event.epsilon, event.delta, event.rho, event.mu, event.count,
+                        event.rdp)
+
+
+def release(value, sensitivity, unit, floating_point_safe, rng):
+    """``value`` plus Gaussian noise of ``sensitivity * unit`` (rounded up until the
+    release is at least as private as its planned event, that of sensitivity 1 and
+    noise ``unit``); the value itself without noise (``unit = 0``)."""
+    value = np.asarray(value, dtype=np.float64)
+    if unit == 0:
+        return value.copy(), 0.0
+    planned = GaussianMechanism(1.0, sigma=unit, floating_point_safe=floating_point_safe)
+    sigma = float(sensitivity) * unit
+    while True:
+        mechanism = GaussianMechanism(sensitivity, sigma=sigma,
+                                      floating_point_safe=floating_point_safe)
+        if mechanism.rho <= planned.rho:
+            break
+        sigma = math.nextafter(sigma, math.inf)
+    return mechanism.randomise(value, rng), sigma
+
+
+@dataclass(frozen=True)
+class ScreeningPlan:
+    """What the screening of a fit will release and keep (public values only).
+
+    ``mode`` is ``"threshold"``, ``"top_k"`` or ``"none"``; ``k`` the number kept by
+    ``"top_k"``; ``count_unit`` and ``association_unit`` the noise per unit of
+    sensitivity of the class counts (None: no count, ``b0 = 0``) and of the
+    association (see :func:`noise_units`).
+    """
+
+    mode: str
+    k: int | None
+    threshold: float
+    count_unit: float | None
+    association_unit: float
+    floating_point_safe: bool
+
+
+def plan_screening(feature_selection, n_features, *, count_unit, association_unit,
+                   floating_point_safe, default="threshold"):
+    """The :class:`ScreeningPlan` of a ``feature_selection`` setting (``"auto"`` is
+    ``default``)."""
+    mode = default if feature_selection == "auto" else feature_selection
+    k = None
+    if not isinstance(mode, str):
+        k, mode = min(int(mode), int(n_features)), "top_k"
+    if mode not in ("threshold", "top_k", "none"):
+        raise ValueError(f"unknown feature selection {feature_selection!r}")
+    return ScreeningPlan(mode, k, SCREENING_THRESHOLD, count_unit, association_unit,
+                         bool(floating_point_safe))
+
+
+@dataclass(frozen=True, eq=False)
+class Screened:
+    """The outcome of a screening (all of it public: releases and their post-processing).
+
+    Attributes
+    ----------
+    columns : int ndarray
+        The coordinates kept, sorted.
+    association : ndarray of shape (n_features, K)
+        The noisy association of every feature.
+    weights : ndarray of shape (len(columns), K)
+        The association of the kept coordinates soft-thresholded at the cut ``cut``
+        (plus ``extra_threshold``).
+    rates : ndarray of shape (K,) or None
+        The noisy class rates (logistic loss with intercept).
+    offsets : ndarray of shape (K,)
+        The null model's intercepts ``b0``.
+    sigma : float
+        Noise standard deviation of each association entry.
+    cut : float
+        The threshold the weights were shrunk by.
+    """
+
+    columns: np.ndarray
+    association: np.ndarray
+    weights: np.ndarray
+    rates: np.ndarray | None
+    offsets: np.ndarray
+    sigma: float
+    cut: float
+
+
+def class_rates(counts, n_samples):
+    """Class rates from (noisy) counts, kept inside ``[1/(2n), 1 - 1/(2n)]``."""
+    lo = 0.5 / n_samples
+    return np.clip(np.asarray(counts, dtype=float) / n_samples, lo, 1.0 - lo)
+
+
+def null_residuals(problem, Y, rates):
+    """``(R, D)``: the negative per-example derivatives at the null model, shape (n, K),
+    and the bound ``D`` on the l2 norm of a row of ``R``'s possible values."""
+    Y = np.asarray(Y, dtype=np.float64)
+    if isinstance(problem.loss, LogisticLoss):
+        p = np.full(Y.shape[1], 0.5) if rates is None else np.asarray(rates, dtype=float)
+        R = (np.clip(Y, -1.0, 1.0) + 1.0) / 2.0 - p
+        return R, float(np.sqrt(np.sum(np.maximum(p, 1.0 - p) ** 2)))
+    bound = problem.derivative_clip
+    if bound is None:
+        raise ValueError(f"{problem.loss!r} has an unbounded derivative: give target_bound")
+    R = -np.clip(problem.loss.derivative(Y, 0.0), -bound, bound)
+    return R, float(bound) * math.sqrt(Y.shape[1])
+
+
+def screen(problem, data, plan, rng, *, extra_threshold=0.0):
+    """Run a :class:`ScreeningPlan` on a data view: the noisy class counts (logistic
+    loss with intercept), the noisy association, the coordinates kept and their
+    shrunk weights (soft threshold at the cut plus ``extra_threshold``, e.g. the l1
+    penalty's ``n alpha``)."""
+    n, p = data.n_samples, data.n_features
+    logistic = isinstance(problem.loss, LogisticLoss)
+    rates, offsets = None, np.zeros(data.n_targets)
+    if logistic and plan.count_unit is not None:
+        counts = data.positive_counts().astype(np.float64)
+        noisy, _ = release(counts, math.sqrt(counts.size), plan.count_unit,
+                           plan.floating_point_safe, rng)
+        rates = class_rates(noisy, n)
+        offsets = np.log(rates) - np.log1p(-rates)
+    R, D = null_residuals(problem, data.Y, rates)
+    L = float(problem.norm_bound)
+    association, sigma = release(data.weighted_column_sums(L, R), 2.0 * L * D,
+                                 plan.association_unit, plan.floating_point_safe, rng)
+    score = np.max(np.abs(association), axis=1)
+    if plan.mode == "none" or p == 0:
+        columns, cut = np.arange(p), 0.0
+    elif plan.mode == "top_k":
+        order = np.argsort(-score, kind="stable")
+        columns = np.sort(order[: plan.k])
+        cut = float(score[order[plan.k]]) if plan.k < p else 0.0
+    else:
+        cut = plan.threshold * sigma
+        columns = np.flatnonzero(score > cut)
+        if columns.size == 0:
+            columns = np.array([int(np.argmax(score))])
+    shrink = cut + float(extra_threshold)
+    kept = association[columns]
+    weights = np.sign(kept) * np.maximum(np.abs(kept) - shrink, 0.0)
+    return Screened(columns.astype(np.int64), association, weights, rates, offsets, sigma,
+                    shrink)
+
+
+def null_curvature(problem, screened):
+    """Second derivative of the loss at the null model, per problem (``p (1 - p)`` for
+    the logistic loss at ``b0 = logit(p)``, the loss's smoothness otherwise)."""
+    if isinstance(problem.loss, LogisticLoss):
+        s = expit(screened.offsets)
+        return s * (1.0 - s)
+    return np.full(screened.offsets.shape, float(problem.loss.smoothness))

@@ -1,0 +1,372 @@
+"""Private screening of features and the screened Newton solver.
+
+The rules are pure functions of public values (pinned here); every release is
+calibrated to its formula (sensitivity, noise from its share of ``rho``) and the
+events compose to the budget; without noise the selection is the exact top-k and a
+fit on it converges to the non-private optimum on those features. The statistical
+audit of the screening through ``fit`` is ``AUDITS["screening"]`` (tests/test_audits.py).
+"""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.optimize import minimize
+from scipy.special import expit, log_expit
+from sklearn.linear_model import LogisticRegression
+
+from skdp_sparse import DPGreedyCDRegressor, DPSparseLogisticRegression
+from skdp_sparse.data import LocalData
+from skdp_sparse.optim.losses import LogisticLoss, SquaredLoss
+from skdp_sparse.privacy.accounting import compose, gaussian_epsilon, gaussian_mu, zcdp_epsilon
+from skdp_sparse.privacy.mechanisms import gaussian_sigma_for_rho
+from skdp_sparse.solvers import Problem, resolve_solver
+from skdp_sparse.solvers._calibration import (
+    CALIBRATION_BINS,
+    MAJORITY_MARGIN,
+    SCALE_LEVELS,
+    SCALE_QUANTILE,
+    _scale_from_counts,
+    fit_binned,
+)
+from skdp_sparse.solvers._screening import (
+    SCREENING_THRESHOLD,
+    noise_units,
+    null_residuals,
+    plan_screening,
+    screen,
+    zcdp_budget,
+)
+from skdp_sparse.solvers.screened_newton import SHARES, newton_shares
+from skdp_sparse.solvers.sgd import SGD_COUNT_SHARE, SGD_SCREENING_SHARE
+from skdp_sparse.testing import AUDITS
+
+
+def _data(n=400, p=30, seed=0, informative=4):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, p, density=0.3, format="csr", random_state=rng)
+    X.data = rng.uniform(0.1, 1.0, X.nnz)
+    w = np.zeros(p)
+    w[:informative] = rng.choice([-3.0, 3.0], informative)
+    y = (rng.random(n) < expit(X @ w)).astype(int)
+    return X, y
+
+
+def _fit(**kw):
+    X, y = kw.pop("data", None) or _data()
+    kw.setdefault("classes", [0, 1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return DPSparseLogisticRegression(**kw).fit(X, y), X, y
+
+
+# --------------------------------------------------------------------------
+# The rules, pinned as functions of public values
+# --------------------------------------------------------------------------
+def test_constants_are_pinned():
+    assert SCREENING_THRESHOLD == 1.0
+    assert (SGD_SCREENING_SHARE, SGD_COUNT_SHARE) == (1 / 4, 1 / 25)
+    assert (CALIBRATION_BINS, SCALE_LEVELS, SCALE_QUANTILE, MAJORITY_MARGIN) == \
+        (20, 48, 0.95, 1.0)
+    assert SHARES == {"count": 1 / 25, "association": 3 / 4, "curvature": 1 / 8,
+                      "scale": 1 / 50, "calibration": 1 / 16}
+
+
+def test_newton_shares():
+    total = sum(SHARES.values())
+    shares = newton_shares()
+    assert sum(shares.values()) == pytest.approx(1.0, rel=1e-15)
+    assert shares == pytest.approx({k: v / total for k, v in SHARES.items()})
+    no_count = newton_shares(fit_intercept=False)
+    assert "count" not in no_count and sum(no_count.values()) == pytest.approx(1.0)
+    half = newton_shares(association_share=0.5)
+    assert half["association"] == 0.5 and sum(half.values()) == pytest.approx(1.0)
+    assert half["curvature"] / half["scale"] == pytest.approx(SHARES["curvature"]
+                                                            / SHARES["scale"])
+
+
+def test_plan_screening_modes():
+    kw = dict(count_unit=1.0, association_unit=2.0, floating_point_safe=True)
+    assert plan_screening("auto", 50, **kw).mode == "threshold"
+    assert plan_screening("none", 50, **kw).mode == "none"
+    top = plan_screening(7, 50, **kw)
+    assert (top.mode, top.k, top.threshold) == ("top_k", 7, SCREENING_THRESHOLD)
+    assert plan_screening(10**9, 50, **kw).k == 50
+    assert plan_screening("auto", 50, default="none", **kw).mode == "none"
+
+
+def test_auto_solver_rule_is_a_function_of_public_values():
+    logistic = LogisticLoss()
+    # n eps / p >= 200: greedy coordinate descent, otherwise the screened Newton step.
+    assert resolve_solver("auto", 32_561, 123, 1.0, loss=logistic) == "greedy_cd"
+    assert resolve_solver("auto", 32_561, 123, 10.0, loss=logistic) == "greedy_cd"
+    for n, p, eps in [(32_561, 123, 0.1), (25_000, 2**18, 1.0), (3_901, 2**18, 10.0),
+                      (7_770, 8_315, 1.0), (49_749, 300, 1.0), (100, 10**7, 0.1)]:
+        assert resolve_solver("auto", n, p, eps, loss=logistic) == "screened_newton"
+    assert resolve_solver("auto", 24_600, 123, 1.0, loss=logistic) == "greedy_cd"
+    assert resolve_solver("auto", 24_599, 123, 1.0, loss=logistic) == "screened_newton"
+    # Other losses keep their rule.
+    assert resolve_solver("auto", 7_770, 8_315, 1.0, loss=SquaredLoss()) == "sgd"
+    assert resolve_solver("auto", 10**5, 10**6, 1.0, loss=SquaredLoss()) == "sparse_sgd"
+    assert resolve_solver("sgd", 10, 10**7, 1.0, loss=logistic) == "sgd"
+
+
+@pytest.mark.parametrize("epsilon, delta", [(0.1, 1e-9), (1.0, 1 / 25_000**2), (10.0, 1e-5),
+                                            (1.0, 0.2)])
+def test_zcdp_budget(epsilon, delta):
+    rho = zcdp_budget(epsilon, delta)
+    assert zcdp_epsilon(rho, delta) <= epsilon
+    assert zcdp_epsilon(rho, delta) == pytest.approx(epsilon, rel=1e-9)
+    assert zcdp_budget(math.inf, delta) == math.inf
+
+
+# --------------------------------------------------------------------------
+# Calibration of the releases
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("safe", [True, False])
+def test_noise_units_split_the_budget(safe):
+    eps, delta, shares = 1.0, 1e-6, [0.1, 0.3, 0.6]
+    units, events = noise_units(eps, delta, shares, safe, ["a", "b", "c"])
+    assert compose(events, delta)[0] <= eps
+    assert compose(events, delta)[0] == pytest.approx(eps, rel=1e-6)
+    if safe:
+        rho = zcdp_budget(eps, delta)
+        for unit, share, event in zip(units, shares, events, strict=True):
+            assert event.rho == pytest.approx(share * rho, rel=1e-9)
+            assert event.rho <= share * rho
+            assert unit == gaussian_sigma_for_rho(1.0, share * rho)
+    else:
+        mu = gaussian_mu(eps, delta)
+        for unit, share, event in zip(units, shares, events, strict=True):
+            assert event.mu == pytest.approx(mu * math.sqrt(share), rel=1e-12)
+            assert unit == pytest.approx(1.0 / (mu * math.sqrt(share)), rel=1e-12)
+    assert noise_units(math.inf, delta, shares, safe, ["a", "b", "c"])[0] == [0.0] * 3
+
+
+@pytest.mark.parametrize("safe", [True, False])
+def test_screened_newton_spends_exactly_its_budget(safe):
+    eps, delta = 1.0, 1e-5
+    clf, _, _ = _fit(solver="screened_newton", epsilon=eps, delta=delta,
+                     floating_point_safe=safe)
+    assert clf.epsilon_spent_ <= eps and clf.epsilon_spent_ == pytest.approx(eps, rel=1e-6)
+    events = clf.privacy_events_
+    assert [e.name for e in events] == [
+        f"screened_newton: {name}" for name in ("class counts", "label association",
+                                                "curvature", "score scale",
+                                                "score calibration")]
+    shares = newton_shares()
+    if safe:
+        rho = zcdp_budget(eps, delta)
+        assert [e.rho for e in events] == pytest.approx([rho * s for s in shares.values()])
+        assert zcdp_epsilon(sum(e.rho for e in events), delta) == pytest.approx(eps, rel=1e-6)
+    else:
+        mu = math.sqrt(sum(e.mu**2 for e in events))
+        assert gaussian_epsilon(mu, delta) == pytest.approx(eps, rel=1e-6)
+
+
+def test_sgd_screening_spends_exactly_its_budget():
+    eps, delta = 2.0, 1e-5
+    clf, _, _ = _fit(solver="sgd", feature_selection=5, epsilon=eps, delta=delta,
+                     max_iter=10)
+    assert clf.epsilon_spent_ <= eps and clf.epsilon_spent_ == pytest.approx(eps, rel=1e-6)
+    count, association, steps = clf.privacy_events_
+    rho = zcdp_budget(eps, delta)
+    assert count.rho == pytest.approx(SGD_COUNT_SHARE * rho, rel=1e-9)
+    assert association.rho == pytest.approx(SGD_SCREENING_SHARE * rho, rel=1e-9)
+    assert zcdp_epsilon(count.rho + association.rho + steps.count * steps.rho, delta) == \
+        pytest.approx(eps, rel=1e-6)
+
+
+def test_sgd_screening_of_a_regression_releases_no_count():
+    X, y = _data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        reg = DPGreedyCDRegressor(solver="sgd", feature_selection=5, epsilon=2.0, delta=1e-5,
+                                  max_iter=5, random_state=0).fit(X, y - 0.5)
+    assert [e.name for e in reg.privacy_events_][:1] == ["sgd: label association"]
+    assert reg.epsilon_spent_ == pytest.approx(2.0, rel=1e-6)
+    assert np.count_nonzero(reg.coef_) <= 5 and reg.coef_.shape == (X.shape[1],)
+
+
+def _problem(**kw):
+    return Problem(loss=LogisticLoss(), **kw)
+
+
+@pytest.mark.parametrize("rate", [None, 0.5])
+def test_association_noise_matches_its_formula(rate):
+    # All-zero rows: the release is pure noise, of standard deviation 2 L D times the
+    # unit, D = max(p, 1 - p) with p the class rate (1/2 without a count).
+    n, p, L = 50, 40_000, 3.0
+    Y = np.where(np.arange(n) < 10, 1.0, -1.0)[:, None]
+    data = LocalData(sp.csr_matrix((n, p)), Y)
+    units, _ = noise_units(1.0, 1e-5, [0.2, 0.5], True, ["c", "a"])
+    plan = plan_screening("auto", p, count_unit=units[0] if rate is None else None,
+                          association_unit=units[1], floating_point_safe=True)
+    out = screen(_problem(norm_bound=L), data, plan, np.random.default_rng(0))
+    p_hat = 0.5 if rate is not None else float(out.rates[0])
+    assert out.sigma == pytest.approx(2 * L * max(p_hat, 1 - p_hat) * units[1], rel=1e-12)
+    assert out.sigma >= 2 * L * max(p_hat, 1 - p_hat) * units[1]
+    assert np.std(out.association) == pytest.approx(out.sigma, rel=0.03)
+    assert abs(np.mean(out.association)) < 4 * out.sigma / math.sqrt(p)
+    # The threshold keeps the coordinates above one noise standard deviation, about 32%.
+    assert out.columns.size / p == pytest.approx(2 * 0.1587, abs=0.02)
+    assert np.all(np.abs(out.association[out.columns]) > out.sigma)
+
+
+def test_null_residuals_are_bounded_by_d():
+    rng = np.random.default_rng(1)
+    for K in (1, 3):
+        Y = rng.choice([-1.0, 1.0], size=(30, K))
+        rates = rng.uniform(0.01, 0.99, K)
+        R, D = null_residuals(_problem(), Y, rates)
+        assert np.max(np.linalg.norm(R, axis=1)) <= D + 1e-15
+        assert D == pytest.approx(np.sqrt(np.sum(np.maximum(rates, 1 - rates) ** 2)))
+    # Targets outside {-1, +1} are clipped, so the bound holds whatever is passed.
+    R, D = null_residuals(_problem(), np.array([[5.0], [-7.0]]), np.array([0.3]))
+    assert np.max(np.abs(R)) <= D
+
+
+def test_curvature_sensitivity_of_the_plan():
+    from skdp_sparse.solvers.screened_newton import ScreenedNewton
+
+    for bound, L in [(1.0, 1.0), (0.25, 2.0), (5.0, 2.0)]:
+        plan = ScreenedNewton().plan(_problem(feature_bound=bound, norm_bound=L),
+                                     (100, 10, 1), 1.0, 1e-5, {})
+        assert plan.curvature_sensitivity == pytest.approx(math.sqrt(2) * min(bound, L) * L)
+
+
+# --------------------------------------------------------------------------
+# Exactness without noise
+# --------------------------------------------------------------------------
+def _association(X, y, L):
+    Xd = X.toarray()
+    norms = np.linalg.norm(Xd, axis=1, keepdims=True)
+    Xd = Xd * np.minimum(1.0, L / np.maximum(norms, 1e-300))
+    return Xd.T @ (y - y.mean()), Xd
+
+
+def test_selection_is_the_exact_top_k_without_noise():
+    X, y = _data(seed=3)
+    k = 6
+    clf, _, _ = _fit(data=(X, y), solver="sgd", feature_selection=k, epsilon=np.inf,
+                     norm_bound=3.0)
+    A, _ = _association(X, y, 3.0)
+    np.testing.assert_allclose(clf.screening_scores_[0], A, rtol=1e-12, atol=1e-12)
+    top = np.sort(np.argsort(-np.abs(A))[:k])
+    assert clf.coef_.shape == (1, X.shape[1])
+    np.testing.assert_array_equal(np.flatnonzero(clf.coef_[0]), top)
+
+
+def test_fit_on_the_selection_converges_to_the_non_private_optimum():
+    X, y = _data(seed=4, n=300, p=20)
+    k, alpha = 5, 0.01
+    clf, _, _ = _fit(data=(X, y), solver="sgd", feature_selection=k, epsilon=np.inf,
+                     norm_bound=10.0, penalty="l2", alpha=alpha, max_iter=20_000)
+    S = np.sort(np.argsort(-np.abs(_association(X, y, 10.0)[0]))[:k])
+    Xs, s = X[:, S].toarray(), 2.0 * y - 1.0
+
+    def objective(theta):
+        z = Xs @ theta[:k] + theta[k]
+        return -np.mean(log_expit(s * z)) + 0.5 * alpha * theta[:k] @ theta[:k]
+
+    best = minimize(objective, np.zeros(k + 1), method="BFGS", options={"gtol": 1e-10}).x
+    np.testing.assert_allclose(clf.coef_[0, S], best[:k], atol=2e-4)
+    assert clf.intercept_[0] == pytest.approx(best[k], abs=2e-4)
+    assert np.all(np.delete(clf.coef_[0], S) == 0.0)
+
+
+def test_screened_newton_without_noise_is_the_diagonal_newton_step():
+    X, y = _data(seed=5)
+    clf, _, _ = _fit(data=(X, y), solver="screened_newton", epsilon=np.inf,
+                     penalty=None, norm_bound=10.0, feature_bound=10.0)
+    A, Xd = _association(X, y, 10.0)
+    p_hat = y.mean()
+    step = A / (p_hat * (1 - p_hat) * np.sum(Xd**2, axis=0))
+    coef = clf.coef_[0]
+    cosine = coef @ step / (np.linalg.norm(coef) * np.linalg.norm(step))
+    assert cosine == pytest.approx(1.0, abs=1e-12)
+    assert coef @ step > 0
+
+
+# --------------------------------------------------------------------------
+# Decisions
+# --------------------------------------------------------------------------
+def test_fit_binned_is_the_weighted_logistic_regression():
+    rng = np.random.default_rng(0)
+    t = np.linspace(-0.95, 0.95, 20)
+    c1 = rng.integers(0, 50, 20) * (t > 0) + rng.integers(0, 5, 20)
+    c0 = rng.integers(0, 50, 20).astype(float)
+    a, b = fit_binned(t, c1, c0)
+    lr = LogisticRegression(C=1e12, tol=1e-12, max_iter=10_000).fit(
+        np.r_[t, t][:, None], np.r_[np.ones(20), np.zeros(20)], sample_weight=np.r_[c1, c0])
+    assert (a, b) == pytest.approx((lr.coef_[0, 0], lr.intercept_[0]), rel=1e-4)
+    a0, b0 = fit_binned(t, c1, c0, fit_intercept=False)
+    assert b0 == 0.0 and a0 > 0
+
+
+def test_scale_from_counts():
+    counts = np.zeros(SCALE_LEVELS)
+    counts[3], counts[5] = 11.0, 189.0  # 5.5% of the mass in level 3, (2^-4, 2^-3]
+    assert _scale_from_counts(counts, 8.0) == 8.0 * 2.0**-3
+    assert _scale_from_counts(-counts, 8.0) == 8.0  # no mass: no clipping
+
+
+def test_no_signal_predicts_the_majority():
+    rng = np.random.default_rng(2)
+    X = sp.random(2000, 50, density=0.2, format="csr", random_state=rng)
+    y = (rng.random(2000) < 0.2).astype(int)  # labels independent of X
+    clf, _, _ = _fit(data=(X, y), solver="screened_newton", epsilon=0.5, delta=1e-6,
+                     random_state=0, norm_bound=math.sqrt(50))
+    assert np.all(clf.predict(X) == 0)
+
+
+def test_signal_beats_the_majority():
+    X, y = _data(n=3000, seed=6)
+    clf, _, _ = _fit(data=(X, y), solver="screened_newton", epsilon=5.0, delta=1e-6,
+                     random_state=0, norm_bound=4.0)
+    assert clf.score(X, y) > max(y.mean(), 1 - y.mean()) + 0.05
+
+
+# --------------------------------------------------------------------------
+# Estimator surface
+# --------------------------------------------------------------------------
+def test_feature_selection_needs_a_screening_solver():
+    with pytest.raises(ValueError, match="does not screen"):
+        _fit(solver="greedy_cd", feature_selection=3)
+    _fit(solver="greedy_cd", feature_selection="none", max_iter=3)
+    with pytest.raises(ValueError, match="does not screen"):
+        _fit(solver="output_perturbation", penalty="l2", feature_selection=3)
+
+
+def test_screened_newton_needs_the_logistic_loss():
+    X, y = _data()
+    with pytest.raises(ValueError, match="logistic"):
+        DPGreedyCDRegressor(solver="screened_newton").fit(X, y.astype(float))
+
+
+def test_screened_newton_multiclass_and_without_intercept():
+    X, y = _data(n=600, seed=7)
+    y3 = y + (X[:, 5].toarray().ravel() > 0.5)
+    clf, _, _ = _fit(data=(X, y3), classes=[0, 1, 2], solver="screened_newton",
+                     epsilon=2.0, delta=1e-5)
+    assert clf.coef_.shape == (3, X.shape[1]) and clf.screening_scores_.shape == (3, 30)
+    assert clf.epsilon_spent_ == pytest.approx(2.0, rel=1e-6)
+    clf, _, _ = _fit(solver="screened_newton", fit_intercept=False, epsilon=2.0)
+    assert np.all(clf.intercept_ == 0.0)
+    assert "count" not in " ".join(e.name for e in clf.privacy_events_)
+
+
+def test_screened_newton_is_the_default_for_text_shapes():
+    X, y = _data(n=50, p=400, seed=8)
+    clf, _, _ = _fit(data=(X, y), epsilon=1.0, delta=1e-4)
+    assert clf.solver_ == "screened_newton"
+    assert clf.n_iter_ == 1
+
+
+def test_screening_audit_is_registered():
+    audit = AUDITS["screening"]
+    (X, y), (X2, y2) = audit.datasets
+    np.testing.assert_array_equal(y, y2)
+    assert (X - X2).nnz == 1
