@@ -156,6 +156,11 @@ MUTATIONS = [
         "b = plan.mechanism.randomise(b, rng)",
         "b = b + (plan.mechanism.randomise(b, rng) - b) / 2"),
     Mutation(
+        "screening_association", "the label-association noise of the private screening",
+        "solvers/_screening.py",
+        "plan.association_unit, plan.floating_point_safe, rng)",
+        "plan.association_unit / 2, plan.floating_point_safe, rng)"),
+    Mutation(
         "search_score", "the private search's score noise", "model_selection/_search.py",
         "sigma = self._score_noise(rho_score, sensitivity)",
         "sigma = self._score_noise(rho_score, sensitivity) / 2"),
@@ -208,6 +213,7 @@ CALIBRATION_TESTS = (
     "tests/test_mean.py",
     "tests/test_mean_safe.py",
     "tests/test_private_search.py",
+    "tests/test_screening.py",
 )
 #: What step 2 leaves out of tests/test_audits.py: step 1 runs the honest audits, and
 #: the audits of half the noise cannot fail on a copy with less noise.
