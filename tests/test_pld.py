@@ -300,3 +300,21 @@ def test_multiclass_composes_in_one_accountant():
     q, T = 100 / X.shape[0], 60
     split = subsampled_noise_multiplier(q, T, "poisson", 1 / 3, 1e-6 / 3, True)
     assert z * (1 + SENSITIVITY_SLACK) * (1 + DISCRETE_GAUSSIAN_SLACK) < 0.9 * split
+
+
+@pytest.mark.parametrize("sampling, q", [("none", 1.0), ("poisson", 0.01)])
+def test_almost_noiseless_steps_have_no_finite_epsilon(sampling, q):
+    # An included example's loss is of order (2 / z)^2 / 2, far above what a PMF
+    # resolves: its mass sits at +inf, and once it exceeds delta no finite epsilon
+    # holds (alone, or next to an (epsilon, delta) pair).
+    step = GaussianPLD(sampling, q, 1e-3)
+    assert pld_epsilon([(step, 100)], 1e-9) == math.inf
+    assert pld_epsilon([(step, 100), ((0.5, 1e-11), 1)], 1e-9) == math.inf
+
+
+def test_epsilon_decreases_with_the_noise_next_to_an_approximate_pair():
+    values = [pld_epsilon([(GaussianPLD("poisson", 0.01, z), 100), ((0.5, 1e-11), 1)],
+                          1e-9) for z in (0.01, 0.1, 0.3, 1.0, 3.0)]
+    assert values[0] == math.inf
+    assert all(a > b for a, b in zip(values, values[1:]))
+    assert values[-1] > 0.5

@@ -205,7 +205,8 @@ def test_bias_reduced_sgd_spend():
                            filter_bound="amplified")
     eps, dlt = compose(out[3], delta)
     assert eps == pytest.approx(1.0, rel=1e-9) and dlt <= delta * (1 + 1e-9)
-    out = bias_reduced_sgd(X, y, LogisticLoss(), epsilon=1.0, delta=delta, rng=0)
+    out = bias_reduced_sgd(X, y, LogisticLoss(), epsilon=1.0, delta=delta, rng=0,
+                           class_balance=False)
     eps, dlt = compose(out[3], delta)
     # The paper's rule: filter at (eps/2, delta/2) plus one step of at most ~(3/16) eps.
     n = X.shape[0]

@@ -211,13 +211,19 @@ def _connect_dots(deltas, k0, h):
     return _PMF(k0, p, float(d[-1]))
 
 
+#: Largest loss a step's PMF resolves (a power of 2 times 0.25, below log(DBL_MAX)).
+_LARGEST_TOP = 512.0
+
+
 def _upper_eps(profile, tol):
     """An ``eps`` with ``profile(eps) <= tol``, within ``1e-9`` of the smallest (so that
     it varies continuously with the mechanism's parameters)."""
     hi = 0.25
     while profile(np.array([hi]))[0] > tol:
         hi *= 2
-        if hi > 4096:
+        if hi >= _LARGEST_TOP:
+            # Profiles are not computed beyond it (e^eps overflows past 709); the mass
+            # still above goes to +inf, an upper bound.
             return hi
     lo = hi / 2 if hi > 0.25 else 0.0
     while hi - lo > 1e-9 * hi:
@@ -265,8 +271,10 @@ def _parts_of(items, h, tops):
             pmf = _step_pmf(item, h, top)
         else:
             pmf = _rr_pmf(item[0], item[1], h)
+        if pmf.inf >= 1.0:
+            return [], 1.0
         if pmf.inf > 0:
-            log_keep += count * math.log1p(-min(pmf.inf, 1.0))
+            log_keep += count * math.log1p(-pmf.inf)
         if pmf.p.sum() > 0:
             parts.append((pmf, count))
     return parts, -math.expm1(log_keep)
@@ -286,6 +294,9 @@ def _grid_step(kept, tops):
     for (s, n), top in zip(kept, tops, strict=True):
         pmf = _step_pmf(s, coarse, top) if isinstance(s, GaussianPLD) else \
             _rr_pmf(s[0], s[1], coarse)
+        if not pmf.p.sum() > 0:
+            # All of the step's mass is at +inf (almost no noise): no finite spread.
+            continue
         L, p = pmf.losses(coarse), pmf.p / pmf.p.sum()
         m = float(np.sum(p * L))
         var += n * float(np.sum(p * (L - m) ** 2))
@@ -346,8 +357,11 @@ def pld_epsilon(items, delta, *, discretisation=None):
             max(s[0], 1e-3) for s, _ in kept]
     h = discretisation or _grid_step(kept, tops)
     parts, inf_mass = _parts_of(kept, h, tops)
+    if inf_mass > delta:
+        # The mass at an infinite loss alone exceeds delta: no finite epsilon.
+        return math.inf
     if not parts:
-        return math.inf if inf_mass > delta else 0.0
+        return 0.0
     mean, var = _tilted_moments(parts, h, 0.0)
     best, target = math.inf, mean + 4 * math.sqrt(var)
     lam = _tilt(parts, h, target)

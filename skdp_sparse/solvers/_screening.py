@@ -57,7 +57,10 @@ from ..privacy.mechanisms import GaussianMechanism, gaussian_sigma_for_rho
 from ._base import non_private_events
 
 __all__ = [
+    "CLASS_BALANCE_SHARE",
     "SCREENING_THRESHOLD",
+    "class_balance_start",
+    "plan_class_balance",
     "ScreeningPlan",
     "Screened",
     "noise_units",
@@ -72,6 +75,41 @@ __all__ = [
 #: a weight whose mean square is 15% of the raw release's; a coordinate with a strong
 #: signal keeps its weight with a bias of one standard deviation.
 SCREENING_THRESHOLD = 1.0
+
+
+#: Share of a gradient solver's (epsilon, delta) that buys the noisy class balance its
+#: intercept starts from (:func:`plan_class_balance`).
+CLASS_BALANCE_SHARE = 0.05
+
+
+def plan_class_balance(problem, bounds, epsilon, delta, floating_point_safe, n_targets,
+                       name):
+    """``(mechanism, events)`` of the class-balance release that starts a logistic
+    intercept at the log-odds of the noisy positive rate, or ``(None, [])`` where there
+    is nothing to start (no noise, another loss, no intercept).
+
+    The release is the vector of positive counts, one per target: replacing one row
+    moves each by at most 1, so its l2 sensitivity is ``sqrt(K)``. It takes
+    ``CLASS_BALANCE_SHARE`` of both epsilon and delta as a Gaussian mechanism
+    calibrated to exactly that pair, and is recorded as that pair, so that it composes
+    with the solver's own events under every theorem the accountant has (the privacy
+    loss distribution included)."""
+    if not (math.isfinite(epsilon) and isinstance(problem.loss, LogisticLoss)
+            and bounds.intercept and delta > 0):
+        return None, []
+    eps_c, delta_c = CLASS_BALANCE_SHARE * epsilon, CLASS_BALANCE_SHARE * delta
+    mechanism = GaussianMechanism(math.sqrt(n_targets), epsilon=eps_c, delta=delta_c,
+                                  floating_point_safe=floating_point_safe)
+    return mechanism, [PrivacyEvent.approximate(eps_c, delta_c, name=f"{name}: class balance")]
+
+
+def class_balance_start(mechanism, data, rng):
+    """The log-odds of each target's noisy positive rate (zeros without a mechanism)."""
+    if mechanism is None:
+        return np.zeros(data.n_targets)
+    noisy = mechanism.randomise(data.positive_counts().astype(np.float64), rng)
+    rates = class_rates(noisy, data.n_samples)
+    return np.log(rates) - np.log1p(-rates)
 
 
 @functools.lru_cache(maxsize=256)

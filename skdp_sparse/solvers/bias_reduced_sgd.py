@@ -27,6 +27,7 @@ from ..privacy.subsampling import wor_amplified_epsilon_delta
 from ..utils.validation import Interval, Options, validate_params
 from ._base import Plan, SolverResult, non_private_events
 from ._gradient import GradientBounds, GradientSolver, gradient_sum, penalised_step, split
+from ._screening import CLASS_BALANCE_SHARE, class_balance_start, plan_class_balance
 
 __all__ = ["BiasReducedSGD"]
 
@@ -38,6 +39,7 @@ _OPTIONS = {
     "gradient_estimator": [Options("projection", "gaussian")],
     "boosting_runs": [Interval(numbers.Integral, 0, None)],
     "loss_bound": [Interval(numbers.Real, 0, None, closed="neither")],
+    "class_balance": ["boolean"],
     "floating_point_safe": ["boolean"],
 }
 
@@ -165,6 +167,8 @@ class BiasReducedPlan(Plan):
     loss_bound: float
     floating_point_safe: bool
     verbose: int
+    class_balance: object = None
+    class_balance_events: tuple = ()
 
 
 class BiasReducedSGD(GradientSolver):
@@ -174,15 +178,22 @@ class BiasReducedSGD(GradientSolver):
 
     def plan_with(self, problem, shape, epsilon, delta, options, bounds):
         options = {"radius": None, "filter_bound": "paper", "gradient_estimator": "projection",
-                   "boosting_runs": 0, "loss_bound": 1.0, "floating_point_safe": True,
-                   **options}
+                   "boosting_runs": 0, "loss_bound": 1.0, "class_balance": True,
+                   "floating_point_safe": True, **options}
         validate_params(_OPTIONS, options, f"solver {self.name!r}")
         n, _, n_targets = shape
         private = math.isfinite(epsilon)
         if not private and options["max_iter"] is None:
             raise ValueError("with epsilon=np.inf there is no privacy filter: give max_iter")
         runs = options["boosting_runs"]
-        eps_k, delta_k = epsilon / n_targets, delta / n_targets
+        # A logistic intercept starts at the noisy log-odds of the classes, bought with
+        # CLASS_BALANCE_SHARE of (epsilon, delta); the runs share the rest.
+        safe = bool(options["floating_point_safe"])
+        balance, balance_events = plan_class_balance(
+            problem, bounds, epsilon, delta, safe, n_targets, self.name) \
+            if options["class_balance"] else (None, [])
+        share = 1 - CLASS_BALANCE_SHARE if balance is not None else 1.0
+        eps_k, delta_k = share * epsilon / n_targets, share * delta / n_targets
         # Boosting gives each of its K runs and the selection (eps/(K+1), delta/(K+1)).
         run_epsilon = eps_k / (runs + 1) if runs else eps_k
         run_delta = delta_k / (runs + 1) if runs else delta_k
@@ -193,17 +204,19 @@ class BiasReducedSGD(GradientSolver):
             n_runs=runs, max_steps=options["max_iter"], learning_rate=options["learning_rate"],
             radius=options["radius"], filter_bound=options["filter_bound"],
             estimator=options["gradient_estimator"], loss_bound=options["loss_bound"],
-            floating_point_safe=bool(options["floating_point_safe"]),
-            verbose=int(options.get("verbose", 0)),
+            floating_point_safe=safe, class_balance=balance,
+            class_balance_events=tuple(balance_events), verbose=int(options.get("verbose", 0)),
         )
 
     def solve(self, problem, data, plan, rng):
         plan = self.replanned(problem, data, plan, plan.options)
         rows = self.rows(data, plan)
-        coefs, intercepts, events, steps, n_grad = [], [], [], 0, 0
+        starts = class_balance_start(plan.class_balance, data, rng)
+        coefs, intercepts, steps, n_grad = [], [], 0, 0
+        events = list(plan.class_balance_events)
         for k in range(plan.n_targets):
             theta, k_steps, k_events, used = self._target(problem, rows, data.target(k), plan,
-                                                          rng)
+                                                          rng, starts[k])
             coef, intercept = split(plan.bounds, theta)
             coefs.append(coef)
             intercepts.append(intercept)
@@ -213,13 +226,13 @@ class BiasReducedSGD(GradientSolver):
         return SolverResult(np.array(coefs), np.array(intercepts), steps, tuple(events),
                             {"n_gradient_evaluations": n_grad})
 
-    def _target(self, problem, rows, y, plan, rng):
+    def _target(self, problem, rows, y, plan, rng, start=0.0):
         if plan.n_runs == 0:
-            return self._run(problem, rows, y, plan, rng, self.name)
+            return self._run(problem, rows, y, plan, rng, self.name, start)
         candidates, events, total_steps, total_grad = [], [], 0, 0
         for k in range(plan.n_runs):
             theta, steps, ev, used = self._run(problem, rows, y, plan, rng,
-                                               f"{self.name} run {k + 1}")
+                                               f"{self.name} run {k + 1}", start)
             candidates.append(theta)
             events.extend(ev)
             total_steps += steps
@@ -240,7 +253,7 @@ class BiasReducedSGD(GradientSolver):
         best = int(np.argmin(scores))
         return candidates[best], total_steps, events, total_grad
 
-    def _run(self, problem, rows, y, plan, rng, tag):
+    def _run(self, problem, rows, y, plan, rng, tag, start=0.0):
         bounds, n = plan.bounds, plan.n_samples
         M = max(int(math.floor(math.log2(n))) - 1, 0)
         probs = truncated_geometric_probs(M)
@@ -272,6 +285,8 @@ class BiasReducedSGD(GradientSolver):
             eta = _learning_rate(bounds, probs, sigma_unit, plan.estimator, plan.radius,
                                  max(tau, 1.0))
         theta = np.zeros(bounds.n_params)
+        if bounds.intercept:
+            theta[bounds.n_features] = start
         avg = theta.copy()  # average of x^0 .. x^t
         n_grad = t = 0
         stopped_by_filter = False

@@ -39,6 +39,7 @@ from ..privacy.pld import DISCRETE_GAUSSIAN_SLACK, GaussianPLD
 from ..utils.validation import Interval, Options, validate_params
 from ._base import Plan, SolverResult, non_private_events
 from ._gradient import GradientBounds, GradientSolver, report, split
+from ._screening import class_balance_start, plan_class_balance
 
 __all__ = ["PhasedSGD", "phased_sgd_gradient_bound"]
 
@@ -49,6 +50,7 @@ _OPTIONS = {
     "radius": [Interval(numbers.Real, 0, None, closed="neither")],
     "target_accuracy": [Interval(numbers.Real, 0, None, closed="neither"), None],
     "sampling": [Options("disjoint", "with_replacement")],
+    "class_balance": ["boolean"],
     "floating_point_safe": ["boolean"],
 }
 
@@ -102,6 +104,7 @@ class PhasedPlan(Plan):
     noise_ratio: float
     floating_point_safe: bool
     verbose: int
+    class_balance: object = None
 
     def phase_events(self, phases):
         return _phase_events(self.sampling, self.n_samples, self.steps, self.etas,
@@ -140,7 +143,8 @@ class PhasedSGD(GradientSolver):
 
     def plan_with(self, problem, shape, epsilon, delta, options, bounds):
         options = {"radius": 10.0, "n_phases": None, "target_accuracy": None,
-                   "sampling": "disjoint", "floating_point_safe": True, **options}
+                   "sampling": "disjoint", "class_balance": True, "floating_point_safe": True,
+                   **options}
         validate_params(_OPTIONS, options, f"solver {self.name!r}")
         n, _, n_targets = shape
         eps_k, delta_k = epsilon / n_targets, delta / n_targets
@@ -184,15 +188,22 @@ class PhasedSGD(GradientSolver):
             return _phase_events(sampling, n, steps, etas, radius, bounds.grad_l2, s, n_phases,
                                  safe)
 
+        # A logistic intercept starts at the noisy log-odds of the classes: from 0, the
+        # few small late steps of a noisy run leave it near 0, and the decisions at
+        # chance whatever the scores' ranking.
+        balance, balance_events = plan_class_balance(
+            problem, bounds, epsilon, delta, safe, n_targets, self.name) \
+            if options["class_balance"] else (None, [])
         if private:
             # The K one-vs-rest problems compose in one accountant.
-            s = calibrate_scale(lambda s: events_for(s) * n_targets, epsilon, delta)
-            events = events_for(s)
+            s = calibrate_scale(lambda s: balance_events + events_for(s) * n_targets,
+                                epsilon, delta)
+            events = balance_events + events_for(s) * n_targets
         else:
-            s, events = 0.0, list(non_private_events())
+            s, events = 0.0, list(non_private_events()) * n_targets
         return PhasedPlan(
             solver=self.name, n_samples=n, n_features=shape[1], n_targets=n_targets,
-            epsilon=epsilon, delta=delta, events=tuple(events) * n_targets,
+            epsilon=epsilon, delta=delta, events=tuple(events), class_balance=balance,
             n_iter=int(sum(steps)), options=options, bounds=bounds, radius=radius,
             sampling=sampling, steps=tuple(steps), etas=tuple(etas), noise_ratio=s,
             floating_point_safe=safe, verbose=int(options.get("verbose", 0)),
@@ -201,16 +212,17 @@ class PhasedSGD(GradientSolver):
     def solve(self, problem, data, plan, rng):
         plan = self.replanned(problem, data, plan, plan.options)
         X = self.rows(data, plan)
+        starts = class_balance_start(plan.class_balance, data, rng)
         coefs, intercepts = [], []
         for k in range(plan.n_targets):
             coef, intercept = split(plan.bounds, self._run(problem, X, data.target(k), plan,
-                                                           rng, k))
+                                                           rng, k, starts[k]))
             coefs.append(coef)
             intercepts.append(intercept)
         return SolverResult(np.array(coefs), np.array(intercepts), plan.n_iter, plan.events,
                             {"n_gradient_evaluations": plan.n_iter * plan.n_targets})
 
-    def _run(self, problem, X, y, plan, rng, k=0):
+    def _run(self, problem, X, y, plan, rng, k=0, intercept_start=0.0):
         bounds = plan.bounds
         if hasattr(X, "indptr"):
             data, indices, indptr, dense = X.data, X.indices, X.indptr, np.empty((0, 0))
@@ -218,6 +230,8 @@ class PhasedSGD(GradientSolver):
             data, indices, indptr = np.empty(0), np.empty(0, np.int64), np.empty(0, np.int64)
             dense = X
         theta = np.zeros(bounds.n_params)
+        if bounds.intercept:
+            theta[bounds.n_features] = intercept_start
         total = 0
         disjoint = plan.sampling == "disjoint"
         perm = rng.permutation(plan.n_samples).astype(np.int64) if disjoint else None
@@ -241,7 +255,8 @@ class PhasedSGD(GradientSolver):
             total += n_r
             if plan.verbose:
                 report(self.name, r + 1, len(plan.steps),
-                       plan.phase_events(len(plan.steps)) * k + plan.phase_events(r + 1)
+                       list(plan.events[:1] if plan.class_balance is not None else ())
+                       + plan.phase_events(len(plan.steps)) * k + plan.phase_events(r + 1)
                        if plan.private else [], plan.delta,
                        extra=f" (phase; {n_r} steps, eta={eta_r:.3g})")
         return theta
