@@ -143,8 +143,9 @@ class DPSelectKBest(SelectorMixin, DPEstimatorMixin, BaseEstimator):
     --------
     >>> import numpy as np, scipy.sparse as sp
     >>> from skdp_sparse.feature_selection import DPSelectKBest
-    >>> X = sp.random(5000, 50, density=0.02, format="csr", random_state=0)
+    >>> X = sp.random(5000, 50, density=0.02, format="lil", random_state=0)
     >>> X[:, 7] = 1.0  # a column in every row
+    >>> X = X.tocsr()
     >>> sel = DPSelectKBest(k=1, sparsity=5, delta=1e-6, random_state=0).fit(X)
     >>> sel.get_support(indices=True)
     array([7])

@@ -112,7 +112,7 @@ instead (``tests/test_audits.py``, the calibration tests):
 
 from __future__ import annotations
 
-from . import _registry, _registry_mean  # noqa: F401  (they fill AUDITS)
+from . import _registry, _registry_mean, _registry_text  # noqa: F401  (they fill AUDITS)
 from ._audit import (
     AUDITS,
     Audit,
