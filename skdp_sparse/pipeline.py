@@ -39,13 +39,20 @@ def private_steps(estimator):
     ``get_params``."""
     if _is_private(estimator):
         return {"": estimator}
+    params = estimator.get_params(deep=True)
+    position = {path: i for i, path in enumerate(params)}
+
+    def order(path):
+        # A step's place in its composite, then in its composite's composite, ...:
+        # the order in which the data go through them.
+        parts = path.split("__")
+        return tuple(position.get("__".join(parts[: i + 1]), -1) for i in range(len(parts)))
+
     found = {}
-    for path, value in estimator.get_params(deep=True).items():
-        if not _is_private(value):
-            continue
+    for path in sorted((p for p, v in params.items() if _is_private(v)), key=order):
         if any(path.startswith(outer + "__") for outer in found):
             continue  # inside a private step
-        found[path] = value
+        found[path] = params[path]
     return found
 
 
