@@ -59,7 +59,7 @@ def test_frequency_noise_on_the_safe_path_is_the_zcdp_budget(epsilon, delta):
 
 def test_association_spends_its_shares():
     X, y = _data()
-    sel = DPSelectKBest(k=3, epsilon=1.0, delta=1e-6, score="association",
+    sel = DPSelectKBest(k=3, epsilon=1.0, delta=1e-6, score_func="association",
                         classes=[0, 1], random_state=0).fit(X, y)
     counts, association = sel.privacy_events_
     rho = zcdp_budget(1.0, 1e-6)
@@ -111,7 +111,7 @@ def test_frequency_without_noise_is_the_exact_top_k():
 
 def test_association_without_noise_is_the_exact_ranking():
     X, y = _data()
-    sel = DPSelectKBest(k=4, epsilon=np.inf, score="association", norm_bound=10.0,
+    sel = DPSelectKBest(k=4, epsilon=np.inf, score_func="association", norm_bound=10.0,
                         classes=[0, 1]).fit(X, y)
     # Rows have norm below 10: nothing is clipped; A_j = sum_i (y_i - mean(y)) x_ij.
     A = np.abs(X.T @ (y - y.mean()))
@@ -131,7 +131,7 @@ def test_private_selection_finds_the_informative_columns():
     X = sp.csr_matrix(X)
     from sklearn.preprocessing import normalize
     X = normalize(X)
-    sel = DPSelectKBest(k=5, epsilon=1.0, delta=1e-6, score="association",
+    sel = DPSelectKBest(k=5, epsilon=1.0, delta=1e-6, score_func="association",
                         classes=[0, 1], random_state=0).fit(X, y)
     assert set(sel.get_support(indices=True)) == set(range(5))
     assert sel.transform(X).shape == (n, 5)
@@ -140,7 +140,7 @@ def test_private_selection_finds_the_informative_columns():
 def test_multiclass_association_and_feature_names():
     X, y = _data()
     y = y + (np.asarray(X[:, 7].sum(axis=1)).ravel() > 0)
-    sel = DPSelectKBest(k=2, epsilon=np.inf, score="association", classes=[0, 1, 2],
+    sel = DPSelectKBest(k=2, epsilon=np.inf, score_func="association", classes=[0, 1, 2],
                         norm_bound=10.0).fit(X, y)
     assert sel.classes_.tolist() == [0, 1, 2]
     names = sel.get_feature_names_out([f"f{j}" for j in range(X.shape[1])])
@@ -175,10 +175,10 @@ def _nan():
     ({"sparsity": 3, "delta": 0.0}, lambda: (_data()[0], None), "delta > 0"),
     ({"sparsity": 0}, lambda: (_data()[0], None), "sparsity"),
     ({"sparsity": 3, "k": 0}, lambda: (_data()[0], None), "k must be"),
-    ({"score": "association", "norm_bound": -1.0}, lambda: _data(), "norm_bound"),
-    ({"score": "association"}, lambda: (_data()[0], None), "requires y"),
-    ({"score": "association", "classes": [0, 2]}, lambda: _data(), "outside the public"),
-    ({"score": "chi2", "sparsity": 3}, lambda: (_data()[0], None), "score"),
+    ({"score_func": "association", "norm_bound": -1.0}, lambda: _data(), "norm_bound"),
+    ({"score_func": "association"}, lambda: (_data()[0], None), "requires y"),
+    ({"score_func": "association", "classes": [0, 2]}, lambda: _data(), "outside the public"),
+    ({"score_func": "chi2", "sparsity": 3}, lambda: (_data()[0], None), "score"),
 ])
 def test_bad_input_raises_before_any_budget(params, data, message):
     X, y = data()

@@ -77,11 +77,11 @@ class DPSelectKBest(SelectorMixin, DPEstimatorMixin, BaseEstimator):
     The fit releases one noisy score per column with Gaussian noise, then keeps the
     ``k`` columns of highest noisy score (post-processing). Two scores:
 
-    * ``score="frequency"`` (no labels): the number of rows in which the column is
+    * ``score_func="frequency"`` (no labels): the number of rows in which the column is
       non-zero, each row counting at most ``sparsity`` columns (the entries of largest
       magnitude; a public bound). Replacing one row moves at most ``2 sparsity``
       counts by one each: l2 sensitivity ``sqrt(2 sparsity)``.
-    * ``score="association"`` (labels): the label association of the private screening
+    * ``score_func="association"`` (labels): the label association of the private screening
       of the classifiers (:mod:`skdp_sparse.solvers._screening`, the same release),
       ``A_jk = sum_i (1[y_i = k] - p_k) xt_ij`` with each row clipped to l2 norm
       ``norm_bound`` and ``p_k`` the class rate released first as a noisy count; the
@@ -109,16 +109,18 @@ class DPSelectKBest(SelectorMixin, DPEstimatorMixin, BaseEstimator):
         Privacy budget, > 0, or ``np.inf`` (no noise).
     delta : float, default=1e-6
         In (0, 1).
-    score : {"frequency", "association"}, default="frequency"
+    score_func : {"frequency", "association"}, default="frequency"
+        The score (named like scikit-learn's ``SelectKBest(score_func=...)``; a string, as
+        each score needs its own sensitivity analysis).
     sparsity : int or None, default=None
         Public bound on the non-zeros of a row that the frequency counts (required by
-        ``score="frequency"``; rows with more count their ``sparsity`` largest).
+        ``score_func="frequency"``; rows with more count their ``sparsity`` largest).
     norm_bound : float, default=1.0
-        Public bound on the l2 norm of a row (``score="association"``; rows are
+        Public bound on the l2 norm of a row (``score_func="association"``; rows are
         clipped to it). Unit rows (``TfidfVectorizer``, ``DPTfidfVectorizer``,
         ``Normalizer``) have 1.
     classes : array-like or None, default=None
-        The public label set (``score="association"``). Without it the label set is
+        The public label set (``score_func="association"``). Without it the label set is
         read from ``y`` with a :class:`~skdp_sparse.exceptions.PrivacyLeakWarning`.
     floating_point_safe : {"auto", True, False}, default="auto"
     random_state : None, int or numpy.random.Generator, default=None
@@ -132,7 +134,7 @@ class DPSelectKBest(SelectorMixin, DPEstimatorMixin, BaseEstimator):
     noise_scale_ : float
         Standard deviation of the noise on each score.
     classes_ : ndarray
-        The label set (``score="association"`` only).
+        The label set (``score_func="association"`` only).
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Defined when ``X`` has string column names.
@@ -155,7 +157,7 @@ class DPSelectKBest(SelectorMixin, DPEstimatorMixin, BaseEstimator):
         "k": [Interval(numbers.Integral, 1, None)],
         "epsilon": EPSILON,
         "delta": DELTA,
-        "score": [Options("frequency", "association")],
+        "score_func": [Options("frequency", "association")],
         "sparsity": [Interval(numbers.Integral, 1, None), None],
         "norm_bound": [Bound()],
         "classes": ["array-like", None],
@@ -163,13 +165,13 @@ class DPSelectKBest(SelectorMixin, DPEstimatorMixin, BaseEstimator):
         "random_state": ["random_state"],
     }
 
-    def __init__(self, k=10, *, epsilon=1.0, delta=1e-6, score="frequency", sparsity=None,
-                 norm_bound=1.0, classes=None, floating_point_safe="auto",
+    def __init__(self, k=10, *, epsilon=1.0, delta=1e-6, score_func="frequency",
+                 sparsity=None, norm_bound=1.0, classes=None, floating_point_safe="auto",
                  random_state=None):
         self.k = k
         self.epsilon = epsilon
         self.delta = delta
-        self.score = score
+        self.score_func = score_func
         self.sparsity = sparsity
         self.norm_bound = norm_bound
         self.classes = classes
@@ -182,8 +184,8 @@ class DPSelectKBest(SelectorMixin, DPEstimatorMixin, BaseEstimator):
         if math.isfinite(self.epsilon) and self.delta == 0:
             raise ValueError(f"{owner} adds Gaussian noise and needs delta > 0 (for example "
                              "1 / n_samples**2)")
-        if self.score == "frequency" and self.sparsity is None:
-            raise ValueError(f"{owner}(score='frequency') needs sparsity, the public bound "
+        if self.score_func == "frequency" and self.sparsity is None:
+            raise ValueError(f"{owner}(score_func='frequency') needs sparsity, the public bound "
                              "on the non-zeros of a row (for text: the distinct terms a "
                              "document may count, e.g. DPTfidfVectorizer's "
                              "max_terms_per_document)")
@@ -192,7 +194,7 @@ class DPSelectKBest(SelectorMixin, DPEstimatorMixin, BaseEstimator):
 
     def _validate_fit_data(self, X, y):
         owner = type(self).__name__
-        association = self.score == "association"
+        association = self.score_func == "association"
         X, y = validate_fit_data(self, X, y, y_required=association,
                                  accept_sparse=("csr",))
         public = {"n_samples": X.shape[0], "n_features": X.shape[1]}
@@ -213,7 +215,7 @@ class DPSelectKBest(SelectorMixin, DPEstimatorMixin, BaseEstimator):
         safe = self.floating_point_safe is not False
         p, k = int(public["n_features"]), min(int(self.k), int(public["n_features"]))
         epsilon, delta = float(self.epsilon), float(self.delta)
-        if self.score == "frequency":
+        if self.score_func == "frequency":
             units, events = noise_units(epsilon, delta, [1.0], safe,
                                         ["select k best: column frequencies"])
             return _SelectPlan(epsilon, delta, tuple(events), k, {"frequency": units[0]})
@@ -259,7 +261,7 @@ class DPSelectKBest(SelectorMixin, DPEstimatorMixin, BaseEstimator):
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
         y : array-like of shape (n_samples,) or None
-            Labels (``score="association"``); ignored otherwise.
+            Labels (``score_func="association"``); ignored otherwise.
 
         Returns
         -------
@@ -275,5 +277,5 @@ class DPSelectKBest(SelectorMixin, DPEstimatorMixin, BaseEstimator):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.target_tags.required = self.score == "association"
+        tags.target_tags.required = self.score_func == "association"
         return tags

@@ -30,9 +30,9 @@ TEXT_AUDIT_DOCUMENTS = 30
 _GAUSS = (1.5, 0.2)
 
 
-# -- DPSelectKBest(score="frequency") ------------------------------------------
+# -- DPSelectKBest(score_func="frequency") ------------------------------------------
 def _frequency_make(epsilon, delta, seed):
-    return DPSelectKBest(k=1, epsilon=epsilon, delta=delta, score="frequency", sparsity=1,
+    return DPSelectKBest(k=1, epsilon=epsilon, delta=delta, score_func="frequency", sparsity=1,
                          random_state=seed)
 
 
@@ -59,9 +59,9 @@ register(Audit(
 ))
 
 
-# -- DPSelectKBest(score="association") ----------------------------------------
+# -- DPSelectKBest(score_func="association") ----------------------------------------
 def _association_make(epsilon, delta, seed):
-    return DPSelectKBest(k=1, epsilon=epsilon, delta=delta, score="association",
+    return DPSelectKBest(k=1, epsilon=epsilon, delta=delta, score_func="association",
                          classes=[0, 1], random_state=seed)
 
 
