@@ -40,7 +40,7 @@ from .discrete import discrete_gaussian_event
 from .mechanisms import GaussianMechanism, gaussian_sigma_for_rho
 
 __all__ = ["PartitionSelectionPlan", "plan_partition_selection", "select_partitions",
-           "THRESHOLD_SHARE"]
+           "single_row_event", "THRESHOLD_SHARE"]
 
 #: Share of ``delta`` given to the keys used by one row (``delta_1``); the rest is the
 #: Gaussian part's. Half: the threshold grows with ``sqrt(log(1 / delta_1))`` only.
