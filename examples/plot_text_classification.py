@@ -54,17 +54,17 @@ print(f"{n} training reviews, {y_train.mean():.0%} positive")
 # %%
 # The private pipeline
 # --------------------
-# Each review adds at most its first 60 distinct words (after English stop words)
+# Each review adds at most its first 50 distinct words (after English stop words)
 # to the document counts: a public bound, which sets the noise of the counts. The
-# vectorizer gets 30% of the budget and the classifier 70%; the rows have l2 norm 1,
+# vectorizer and the classifier get half the budget each; the rows have l2 norm 1,
 # the classifier's default ``norm_bound``.
 
 model = Pipeline([
-    ("tfidf", DPTfidfVectorizer(max_terms_per_document=60, stop_words="english",
+    ("tfidf", DPTfidfVectorizer(max_terms_per_document=50, stop_words="english",
                                 sublinear_tf=True, random_state=0)),
     ("clf", DPSparseLogisticRegression(classes=[0, 1], random_state=0)),
 ])
-split_budget(model, epsilon=1.0, delta=1.0 / n**2, weights={"tfidf": 0.3, "clf": 0.7})
+split_budget(model, epsilon=1.0, delta=1.0 / n**2, weights={"tfidf": 0.5, "clf": 0.5})
 with privacy_ledger() as ledger:
     model.fit(docs_train, y_train)
 auc_private = roc_auc_score(y_test, model.decision_function(docs_test))
