@@ -215,10 +215,10 @@ stop_words, token_pattern, ngram_range
             raise ValueError(f"{owner} needs 0 < delta < 1: a term used by one document is "
                              "kept with probability at most delta (for example "
                              "delta = 1 / n_documents**2)")
-        lo, hi = (self.ngram_range + (None, None))[:2] if isinstance(
-            self.ngram_range, tuple) else (None, None)
-        if not (isinstance(lo, numbers.Integral) and isinstance(hi, numbers.Integral)
-                and 1 <= lo <= hi) or len(self.ngram_range) != 2:
+        ngram = self.ngram_range
+        integers = all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
+                       for v in ngram)
+        if not (len(ngram) == 2 and integers and 1 <= ngram[0] <= ngram[1]):
             raise ValueError(f"{owner}: ngram_range must be a pair (min_n, max_n) of "
                              f"integers with 1 <= min_n <= max_n, got {self.ngram_range!r}")
         if self.floating_point_safe is False:

@@ -201,11 +201,11 @@ class DPSelectKBest(SelectorMixin, DPEstimatorMixin, BaseEstimator):
         Y = None
         if association:
             classes, codes = encode_labels(y, self.classes, owner)
-            K = 1 if classes.size == 2 else classes.size
-            Y = (-np.ones((X.shape[0], K)) if K > 1 else -np.ones((X.shape[0], 1)))
-            if K == 1:
-                Y[codes == 1, 0] = 1.0
+            # One-vs-rest targets in {-1, +1}: one problem for two classes.
+            if classes.size == 2:
+                Y = np.where(codes == 1, 1.0, -1.0)[:, None]
             else:
+                Y = -np.ones((X.shape[0], classes.size))
                 Y[np.arange(X.shape[0]), codes] = 1.0
             public["classes"] = classes
         public["n_targets"] = 0 if Y is None else Y.shape[1]
