@@ -295,7 +295,7 @@ stop_words, token_pattern, ngram_range
 
         Returns
         -------
-        X : sparse matrix of shape (n_documents, len(vocabulary_))
+        X : sparse matrix of shape (n_documents, n_terms)
             Rows of l2 norm 1 (0 for a document without a term of the vocabulary).
         """
         check_is_fitted(self, "vocabulary_")
