@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import norm
 
-from .accounting import PrivacyEvent, gaussian_mu, zcdp_epsilon
+from .accounting import PrivacyEvent, gaussian_mu, zcdp_rho
 from .discrete import discrete_gaussian_event
 from .mechanisms import GaussianMechanism, gaussian_sigma_for_rho
 
@@ -90,26 +90,13 @@ def _gaussian_part(epsilon, delta, sensitivity, safe):
     """``(sigma, event)``: the smallest noise whose release of l2 sensitivity
     ``sensitivity`` composes with nothing else to ``(epsilon, delta)``."""
     if safe:
-        rho = _largest_rho(epsilon, delta)
+        rho = zcdp_rho(epsilon, delta)
         sigma = gaussian_sigma_for_rho(sensitivity, rho)
         return sigma, discrete_gaussian_event(sensitivity, sigma)
     sigma = sensitivity / gaussian_mu(epsilon, delta)
     while gaussian_mu(epsilon, delta) < sensitivity / sigma:
         sigma = math.nextafter(sigma, math.inf)
     return sigma, PrivacyEvent.gaussian(sensitivity / sigma)
-
-
-def _largest_rho(epsilon, delta):
-    from scipy.optimize import brentq
-
-    hi = 1.0
-    while zcdp_epsilon(hi, delta) < epsilon:
-        hi *= 4.0
-    rho = brentq(lambda r: zcdp_epsilon(r, delta) - epsilon, 0.0, hi, xtol=1e-300,
-                 rtol=1e-13)
-    while zcdp_epsilon(rho, delta) > epsilon:
-        rho = math.nextafter(rho, 0.0)
-    return rho
 
 
 def single_row_event(delta_1):
