@@ -27,7 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 from _common import Dataset, data_dir, load_dataset
 
-__all__ = ["TEXT_DATASETS", "load_text", "featuriser"]
+__all__ = ["TEXT_DATASETS", "load_text", "load_raw_text", "featuriser"]
 
 TEXT_DATASETS = ("imdb", "sms", "reuters")
 
@@ -45,12 +45,43 @@ def _cache_dir() -> Path:
     return (Path(env) if env else Path.home() / ".cache" / "skdp_sparse") / "text"
 
 
-def _imdb(root):
+def _imdb_raw(root):
     with bz2.open(Path(root) / "imdb_reviews.csv.bz2", "rt", encoding="utf-8",
                   newline="") as f:
         rows = list(csv.reader(f))[1:]
     text = [r[0] for r in rows]
     y = np.array([r[1] == "positive" for r in rows], dtype=np.int64)
+    return text, y
+
+
+def _sms_raw(root):
+    with bz2.open(Path(root) / "sms_spam_collection.tsv.bz2", "rt", encoding="utf-8",
+                  newline="") as f:
+        pairs = [line.split("\t", 1) for line in f.read().split("\n")[:-1]]
+    text = [t for _, t in pairs]
+    y = np.array([lab == "spam" for lab, _ in pairs], dtype=np.int64)
+    return text, y
+
+
+def load_raw_text(name, root=None):
+    """``(docs_train, y_train, docs_test, y_test)``: the raw documents of ``imdb`` or
+    ``sms`` with the splits of :func:`load_text` (labels {0, 1})."""
+    from sklearn.model_selection import train_test_split
+
+    root = data_dir() if root is None else root
+    if name == "imdb":
+        text, y = _imdb_raw(root)
+        return text[:25_000], y[:25_000], text[25_000:], y[25_000:]
+    if name != "sms":
+        raise ValueError(f"no raw text for {name!r}; choose imdb or sms")
+    text, y = _sms_raw(root)
+    index = np.arange(len(text))
+    train, test = train_test_split(index, test_size=0.3, stratify=y, random_state=0)
+    return [text[i] for i in train], y[train], [text[i] for i in test], y[test]
+
+
+def _imdb(root):
+    text, y = _imdb_raw(root)
     vec = featuriser()
     X = sp.csr_matrix(vec.transform(text))
     return X[:25_000], y[:25_000], X[25_000:], y[25_000:]
@@ -59,11 +90,7 @@ def _imdb(root):
 def _sms(root):
     from sklearn.model_selection import train_test_split
 
-    with bz2.open(Path(root) / "sms_spam_collection.tsv.bz2", "rt", encoding="utf-8",
-                  newline="") as f:
-        pairs = [line.split("\t", 1) for line in f.read().split("\n")[:-1]]
-    text = [t for _, t in pairs]
-    y = np.array([lab == "spam" for lab, _ in pairs], dtype=np.int64)
+    text, y = _sms_raw(root)
     X = sp.csr_matrix(featuriser().transform(text))
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, stratify=y, random_state=0)
     return sp.csr_matrix(Xtr), ytr, sp.csr_matrix(Xte), yte

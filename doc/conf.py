@@ -97,6 +97,7 @@ html_static_path = []
 # curves.
 EXAMPLE_ORDER = (
     "plot_text_pipeline.py",
+    "plot_text_classification.py",
     "plot_privacy_utility.py",
     "plot_model_selection.py",
     "plot_private_search.py",

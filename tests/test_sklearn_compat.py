@@ -16,6 +16,8 @@ from skdp_sparse import (
     DPSparseLogisticRegression,
     DPSparseMeanEstimator,
 )
+from skdp_sparse.feature_extraction.text import DPTfidfVectorizer
+from skdp_sparse.feature_selection import DPSelectKBest
 
 ESTIMATORS = [
     DPSparseLogisticRegression(epsilon=10.0, random_state=0),
@@ -34,6 +36,9 @@ ESTIMATORS = [
     DPSparseMeanEstimator(delta=1e-5, sparsity=1, method="l1_recovery", random_state=0),
     DPSparseMeanEstimator(delta=1e-5, sparsity=1, floating_point_safe=True, random_state=0),
     DPSparseMeanEstimator(floating_point_safe=False, random_state=0),
+    DPSelectKBest(k=2, epsilon=10.0, sparsity=5, random_state=0),
+    DPSelectKBest(k=2, epsilon=10.0, score_func="association", random_state=0),
+    DPTfidfVectorizer(epsilon=10.0, random_state=0),
 ]
 
 _SMALL_DATA = ("the check's data have 100-300 rows: with noise calibrated to {budget} "

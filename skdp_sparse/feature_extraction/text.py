@@ -1,0 +1,323 @@
+"""Raw documents to unit tf-idf rows, with a vocabulary and idf chosen privately.
+
+:class:`DPTfidfVectorizer` tokenises like scikit-learn's
+:class:`~sklearn.feature_extraction.text.TfidfVectorizer` (it delegates the analysis
+to a :class:`~sklearn.feature_extraction.text.CountVectorizer` built with the same
+parameters), but learns its vocabulary by private partition selection
+(:mod:`skdp_sparse.privacy.partitions`) and its idf from the same noisy document
+frequencies.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.feature_extraction.text import CountVectorizer
+from sklearn.preprocessing import normalize
+from sklearn.utils.validation import check_is_fitted
+
+from ..base import DPEstimatorMixin
+from ..privacy.partitions import plan_partition_selection, select_partitions
+from ..utils._warnings import warn_float_noise
+from ..utils.validation import DELTA, EPSILON, Interval, Options
+
+__all__ = ["DPTfidfVectorizer", "document_terms"]
+
+#: Parameters handed to the CountVectorizer that analyses the documents.
+_ANALYSIS = ("encoding", "decode_error", "strip_accents", "lowercase", "preprocessor",
+             "tokenizer", "analyzer", "stop_words", "token_pattern", "ngram_range")
+
+
+def document_terms(analyze, document, max_terms):
+    """The distinct terms of one document, in the order they first occur, the first
+    ``max_terms`` of them: what the document contributes to the counts (a function of
+    the document alone)."""
+    terms = dict.fromkeys(analyze(document))
+    return list(terms)[:max_terms] if len(terms) > max_terms else list(terms)
+
+
+@dataclass(frozen=True)
+class _Vocabulary:
+    terms: list
+    df: np.ndarray
+    events: tuple
+
+
+class DPTfidfVectorizer(DPEstimatorMixin, TransformerMixin, BaseEstimator):
+    """Tf-idf features whose vocabulary and idf are differentially private.
+
+    ``fit`` tokenises every document as :class:`~sklearn.feature_extraction.text.TfidfVectorizer`
+    would, takes from each its first ``max_terms_per_document`` distinct terms (a
+    public bound), counts the documents that contain each term, adds Gaussian noise
+    to every count and keeps the terms whose noisy count exceeds a threshold
+    (private partition selection, :mod:`skdp_sparse.privacy.partitions`). The
+    threshold is set so that a term used by one document only is kept with
+    probability at most ``delta / (2 max_terms_per_document)``. The idf of each term
+    kept is computed from its noisy count. ``transform`` is then scikit-learn's:
+    term counts of the vocabulary, times the idf, each row scaled to l2 norm 1, so
+    the estimator that follows can take ``norm_bound=1``.
+
+    Privacy
+    -------
+    ``(epsilon, delta)``-DP for replace-one neighbouring datasets of documents (the
+    number of documents is public), with ``0 < delta < 1``: half of ``delta`` covers
+    the terms used by one document (the threshold), the rest and ``epsilon`` the
+    Gaussian noise of the counts, whose l2 sensitivity is
+    ``sqrt(2 max_terms_per_document)`` (``doc/proofs/partition_selection.rst``). The
+    vocabulary, the noisy counts (``document_frequency_``), the idf and the spend are
+    public. On the floating-point-safe path (default) the noise is a discrete
+    Gaussian accounted in zCDP. ``epsilon=np.inf`` keeps every term that occurs,
+    with exact counts (not private).
+
+    Parameters
+    ----------
+    epsilon : float, default=1.0
+        Privacy budget, > 0, or ``np.inf``.
+    delta : float, default=1e-6
+        In (0, 1); ``1 / n_documents**2`` or smaller is the usual choice.
+    max_terms_per_document : int, default=100
+        Public bound on the distinct terms (after analysis: n-grams, stop words) one
+        document adds to the counts; a document with more adds the first ones. The
+        noise grows with its square root.
+    max_features : int or None, default=None
+        Keep at most this many terms, those of highest noisy count (post-processing).
+    encoding, decode_error, strip_accents, lowercase, preprocessor, tokenizer, analyzer, \
+stop_words, token_pattern, ngram_range
+        As in :class:`~sklearn.feature_extraction.text.TfidfVectorizer`.
+    binary : bool, default=False
+        Term presence instead of term counts in ``transform``.
+    use_idf, smooth_idf, sublinear_tf : bool
+        As in :class:`~sklearn.feature_extraction.text.TfidfVectorizer`; the idf is
+        ``ln((1 + n) / (1 + df)) + 1`` (``smooth_idf``) or ``ln(n / df) + 1`` with
+        ``df`` the noisy count clipped to ``[1, n]``.
+    dtype : numpy dtype, default=np.float64
+    floating_point_safe : {"auto", True, False}, default="auto"
+        Discrete Gaussian noise on a lattice ("auto", True) or Gaussian noise in doubles
+        (False, with a :class:`~skdp_sparse.exceptions.PrivacyLeakWarning`).
+    random_state : None, int or numpy.random.Generator, default=None
+
+    Attributes
+    ----------
+    vocabulary_ : dict
+        Term to column index (terms in sorted order, like scikit-learn's).
+    idf_ : ndarray of shape (n_terms,)
+    document_frequency_ : ndarray of shape (n_terms,)
+        Noisy number of documents containing each term.
+    threshold_ : float
+        The noisy count a term had to exceed.
+    noise_scale_ : float
+        Standard deviation of the noise on each count.
+    n_documents_ : int
+    epsilon_spent_, delta_spent_ : float
+    privacy_events_ : tuple of PrivacyEvent
+
+    Examples
+    --------
+    >>> from skdp_sparse.feature_extraction.text import DPTfidfVectorizer
+    >>> docs = ["the cat sat", "the dog sat", "a cat ran"] * 400 + ["my secret phrase"]
+    >>> vec = DPTfidfVectorizer(epsilon=1.0, delta=1e-6, max_terms_per_document=5,
+    ...                         random_state=0).fit(docs)
+    >>> vec.get_feature_names_out().tolist()
+    ['cat', 'dog', 'ran', 'sat', 'the']
+    >>> vec.transform(["the cat"]).toarray().round(2)
+    array([[0.71, 0.  , 0.  , 0.  , 0.7 ]])
+    """
+
+    _parameter_constraints = {
+        "epsilon": EPSILON,
+        "delta": DELTA,
+        "max_terms_per_document": [Interval(numbers.Integral, 1, None)],
+        "max_features": [Interval(numbers.Integral, 1, None), None],
+        "encoding": [str],
+        "decode_error": [Options("strict", "ignore", "replace")],
+        "strip_accents": [Options("ascii", "unicode"), "callable", None],
+        "lowercase": ["boolean"],
+        "preprocessor": ["callable", None],
+        "tokenizer": ["callable", None],
+        "analyzer": [Options("word", "char", "char_wb"), "callable"],
+        "stop_words": [Options("english"), "array-like", None],
+        "token_pattern": [str, None],
+        "ngram_range": [tuple],
+        "binary": ["boolean"],
+        "use_idf": ["boolean"],
+        "smooth_idf": ["boolean"],
+        "sublinear_tf": ["boolean"],
+        "dtype": ["no_validation"],
+        "floating_point_safe": [Options("auto", True, False)],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(self, *, epsilon=1.0, delta=1e-6, max_terms_per_document=100,
+                 max_features=None, encoding="utf-8", decode_error="strict",
+                 strip_accents=None, lowercase=True, preprocessor=None, tokenizer=None,
+                 analyzer="word", stop_words=None, token_pattern=r"(?u)\b\w\w+\b",
+                 ngram_range=(1, 1), binary=False, use_idf=True, smooth_idf=True,
+                 sublinear_tf=False, dtype=np.float64, floating_point_safe="auto",
+                 random_state=None):
+        self.epsilon = epsilon
+        self.delta = delta
+        self.max_terms_per_document = max_terms_per_document
+        self.max_features = max_features
+        self.encoding = encoding
+        self.decode_error = decode_error
+        self.strip_accents = strip_accents
+        self.lowercase = lowercase
+        self.preprocessor = preprocessor
+        self.tokenizer = tokenizer
+        self.analyzer = analyzer
+        self.stop_words = stop_words
+        self.token_pattern = token_pattern
+        self.ngram_range = ngram_range
+        self.binary = binary
+        self.use_idf = use_idf
+        self.smooth_idf = smooth_idf
+        self.sublinear_tf = sublinear_tf
+        self.dtype = dtype
+        self.floating_point_safe = floating_point_safe
+        self.random_state = random_state
+
+    # -- analysis -----------------------------------------------------------------
+    def _counter(self, vocabulary=None):
+        params = {name: getattr(self, name) for name in _ANALYSIS}
+        return CountVectorizer(vocabulary=vocabulary, binary=self.binary, dtype=np.float64,
+                               **params)
+
+    def build_analyzer(self):
+        """The callable that turns a document into its terms (scikit-learn's)."""
+        return self._counter().build_analyzer()
+
+    def _documents(self, raw_documents):
+        owner = type(self).__name__
+        if isinstance(raw_documents, str | bytes):
+            raise ValueError(f"{owner}: an iterable of documents (strings) is expected, "
+                             "got a single string")
+        try:
+            docs = list(raw_documents)
+        except TypeError as exc:
+            raise ValueError(f"{owner}: an iterable of documents (strings) is expected, "
+                             f"got {type(raw_documents).__name__}") from exc
+        for i, doc in enumerate(docs):
+            if not isinstance(doc, str | bytes | np.str_):
+                raise ValueError(f"{owner}: document {i} is a {type(doc).__name__} "
+                                 f"({doc!r:.40}), not a string; missing texts (NaN, None) "
+                                 "must be replaced, e.g. by ''")
+        return docs
+
+    # -- the fit sequence ---------------------------------------------------------
+    def _check_dp_rules(self):
+        owner = type(self).__name__
+        if math.isfinite(self.epsilon) and not 0 < self.delta < 1:
+            raise ValueError(f"{owner} needs 0 < delta < 1: a term used by one document is "
+                             "kept with probability at most delta (for example "
+                             "delta = 1 / n_documents**2)")
+        ngram = self.ngram_range
+        integers = all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
+                       for v in ngram)
+        if not (len(ngram) == 2 and integers and 1 <= ngram[0] <= ngram[1]):
+            raise ValueError(f"{owner}: ngram_range must be a pair (min_n, max_n) of "
+                             f"integers with 1 <= min_n <= max_n, got {self.ngram_range!r}")
+        if self.floating_point_safe is False:
+            warn_float_noise(owner)
+
+    def _validate_fit_data(self, X, y):
+        docs = self._documents(X)
+        if not docs:
+            raise ValueError(f"{type(self).__name__}: no documents")
+        analyze = self.build_analyzer()
+        return (docs, analyze), {"n_samples": len(docs)}
+
+    def _plan(self, public):
+        return plan_partition_selection(
+            self.epsilon, self.delta, self.max_terms_per_document,
+            floating_point_safe=self.floating_point_safe is not False)
+
+    def _solve(self, data, plan, rng):
+        docs, analyze = data
+        counts = {}
+        for doc in docs:
+            for term in document_terms(analyze, doc, plan.max_contributions):
+                counts[term] = counts.get(term, 0) + 1
+        terms = sorted(counts)
+        kept, noisy = select_partitions(np.array([counts[t] for t in terms], dtype=float),
+                                        plan, rng)
+        terms = [terms[i] for i in kept]
+        if self.max_features is not None and len(terms) > self.max_features:
+            top = np.sort(np.argsort(-noisy, kind="stable")[: self.max_features])
+            terms, noisy = [terms[i] for i in top], noisy[top]
+        return _Vocabulary(terms, noisy, plan.events)
+
+    def _fitted_attributes(self, public, plan, result):
+        n = int(public["n_samples"])
+        df = np.clip(result.df, 1.0, n)
+        if self.smooth_idf:
+            idf = np.log((1.0 + n) / (1.0 + df)) + 1.0
+        else:
+            idf = np.log(n / df) + 1.0
+        return {"vocabulary_": {t: i for i, t in enumerate(result.terms)},
+                "idf_": idf, "document_frequency_": result.df,
+                "threshold_": float(plan.threshold), "noise_scale_": float(plan.sigma),
+                "n_documents_": n}
+
+    def fit(self, raw_documents, y=None):
+        """Choose the vocabulary and the idf privately.
+
+        Every check (parameters, documents that are not strings) happens before any
+        budget is reserved.
+
+        Parameters
+        ----------
+        raw_documents : iterable of str
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self
+        """
+        return self._fit(raw_documents, y)
+
+    def fit_transform(self, raw_documents, y=None):
+        """``fit`` then ``transform`` (the documents are read once as a list)."""
+        docs = self._documents(raw_documents)
+        return self.fit(docs, y).transform(docs)
+
+    def transform(self, raw_documents):
+        """Unit-norm tf-idf rows on the private vocabulary (a CSR matrix).
+
+        Parameters
+        ----------
+        raw_documents : iterable of str
+
+        Returns
+        -------
+        X : sparse matrix of shape (n_documents, n_terms)
+            Rows of l2 norm 1 (0 for a document without a term of the vocabulary).
+        """
+        check_is_fitted(self, "vocabulary_")
+        docs = self._documents(raw_documents)
+        if not self.vocabulary_:
+            return sp.csr_matrix((len(docs), 0), dtype=self.dtype)
+        X = self._counter(self.vocabulary_).transform(docs).astype(np.float64)
+        if self.sublinear_tf:
+            np.log(X.data, X.data)
+            X.data += 1.0
+        if self.use_idf:
+            X = X @ sp.diags(self.idf_)
+        return sp.csr_matrix(normalize(X, norm="l2", copy=False), dtype=self.dtype)
+
+    def get_feature_names_out(self, input_features=None):
+        """The terms of the vocabulary, in column order."""
+        check_is_fitted(self, "vocabulary_")
+        return np.asarray(list(self.vocabulary_), dtype=object)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = False
+        tags.input_tags.string = True
+        tags.input_tags.two_d_array = False
+        return tags

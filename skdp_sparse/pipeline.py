@@ -1,0 +1,128 @@
+"""One privacy budget for a whole pipeline: :func:`split_budget`.
+
+A :class:`~sklearn.pipeline.Pipeline` whose steps fit privately spends the
+composition of their budgets on the training data. :func:`split_budget` lets a user
+state one ``(epsilon, delta)`` and divides it among the private steps by weights:
+step ``i`` gets ``epsilon w_i / sum(w)`` and ``delta w_i / sum(w)``. By basic
+composition (Dwork & Roth 2014, Thm 3.16) the pipeline's fit is then
+``(epsilon, delta)``-DP; the privacy ledger's tight composition of the steps' recorded
+events is at most that.
+
+A private step is an estimator with both ``epsilon`` and ``delta`` parameters (every
+private estimator and transformer of the library), found anywhere inside
+pipelines, column transformers and feature unions; the private steps inside a private
+step (the estimator of a private search) are that step's business and are left alone.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+from sklearn.base import BaseEstimator
+
+from .utils.validation import check_privacy_params
+
+__all__ = ["private_steps", "split_budget"]
+
+
+def _is_private(estimator):
+    if not isinstance(estimator, BaseEstimator):
+        return False
+    params = estimator.get_params(deep=False)
+    return "epsilon" in params and "delta" in params
+
+
+def private_steps(estimator):
+    """The private steps of ``estimator``: a dict from their parameter path (as in
+    ``set_params``; ``""`` for ``estimator`` itself) to the step, in the order of
+    ``get_params``."""
+    if _is_private(estimator):
+        return {"": estimator}
+    params = estimator.get_params(deep=True)
+    position = {path: i for i, path in enumerate(params)}
+
+    def order(path):
+        # A step's place in its composite, then in its composite's composite, ...:
+        # the order in which the data go through them.
+        parts = path.split("__")
+        return tuple(position.get("__".join(parts[: i + 1]), -1) for i in range(len(parts)))
+
+    found = {}
+    for path in sorted((p for p, v in params.items() if _is_private(v)), key=order):
+        if any(path.startswith(outer + "__") for outer in found):
+            continue  # inside a private step
+        found[path] = params[path]
+    return found
+
+
+def split_budget(estimator, epsilon, delta=0.0, *, weights=None):
+    """Divide one budget among the private steps of ``estimator``, in place.
+
+    Parameters
+    ----------
+    estimator : estimator
+        A private estimator, or a pipeline (or column transformer, feature union,
+        nested) holding private steps.
+    epsilon : float
+        The pipeline's epsilon, > 0.
+    delta : float, default=0.0
+        The pipeline's delta. Steps that add Gaussian noise need a share > 0.
+    weights : dict or sequence of positive numbers, optional
+        The weight of each private step: a dict from the step's path (see
+        :func:`private_steps`; for a step of a pipeline, its name) to its weight, or
+        one weight per private step in their order. Default: equal weights.
+
+    Returns
+    -------
+    estimator
+        The same object, with the ``epsilon`` and ``delta`` of each private step set.
+
+    Examples
+    --------
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from skdp_sparse import DPSparseLogisticRegression
+    >>> from skdp_sparse.feature_extraction.text import DPTfidfVectorizer
+    >>> from skdp_sparse.pipeline import split_budget
+    >>> model = make_pipeline(DPTfidfVectorizer(), DPSparseLogisticRegression())
+    >>> model = split_budget(model, 1.0, 1e-6, weights={"dptfidfvectorizer": 1,
+    ...                                                  "dpsparselogisticregression": 3})
+    >>> model[0].epsilon, model[1].epsilon
+    (0.25, 0.75)
+    """
+    epsilon, delta = check_privacy_params(epsilon, delta)
+    if math.isinf(epsilon):
+        raise ValueError("split_budget divides a finite epsilon; set epsilon=np.inf on "
+                         "each step to fit without noise")
+    steps = private_steps(estimator)
+    if not steps:
+        raise ValueError(f"{type(estimator).__name__} has no private step (no step with "
+                         "epsilon and delta parameters)")
+    if weights is None:
+        weights = {path: 1.0 for path in steps}
+    elif isinstance(weights, dict):
+        unknown = sorted(set(weights) - set(steps))
+        missing = sorted(set(steps) - set(weights))
+        if unknown or missing:
+            raise ValueError(f"weights must name every private step exactly: the private "
+                             f"steps are {list(steps)}; unknown {unknown}, missing {missing}")
+    else:
+        weights = list(weights)
+        if len(weights) != len(steps):
+            raise ValueError(f"{len(weights)} weights for {len(steps)} private steps "
+                             f"{list(steps)}")
+        weights = dict(zip(steps, weights, strict=True))
+    for path, w in weights.items():
+        if (not isinstance(w, numbers.Real) or isinstance(w, bool) or not math.isfinite(w)
+                or w <= 0):
+            raise ValueError(f"the weight of {path or 'the estimator'} must be a positive "
+                             f"number, got {w!r}")
+    total = float(sum(weights.values()))
+    params = {}
+    for path in steps:
+        share = weights[path] / total
+        prefix = f"{path}__" if path else ""
+        params[f"{prefix}epsilon"] = epsilon * share
+        params[f"{prefix}delta"] = delta * share
+    estimator.set_params(**params)
+    return estimator

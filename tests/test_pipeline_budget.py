@@ -1,0 +1,126 @@
+"""One budget for a pipeline (split_budget), and what a grid search over a private
+pipeline spends: every private step of every candidate, in the ledger."""
+
+import numpy as np
+import pytest
+from sklearn.compose import ColumnTransformer
+from sklearn.frozen import FrozenEstimator
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import Pipeline, make_pipeline
+from sklearn.preprocessing import Normalizer
+
+from skdp_sparse import DPSparseLogisticRegression, DPStandardScaler, privacy_ledger
+from skdp_sparse.feature_extraction.text import DPTfidfVectorizer
+from skdp_sparse.feature_selection import DPSelectKBest
+from skdp_sparse.pipeline import private_steps, split_budget
+from skdp_sparse.privacy.accounting import compose
+
+_WORDS = ["good", "great", "fine", "bad", "awful", "poor", "film", "plot", "actor"]
+
+
+def _corpus(n=1500, seed=0):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, n)
+    docs = [" ".join(rng.choice(_WORDS[:3] if label else _WORDS[3:6], 2).tolist()
+                     + rng.choice(_WORDS[6:], 2).tolist()) for label in y]
+    return docs, y
+
+
+def _pipeline():
+    return Pipeline([
+        ("tfidf", DPTfidfVectorizer(max_terms_per_document=4, random_state=0)),
+        ("select", DPSelectKBest(k=5, sparsity=4, random_state=0)),
+        ("clf", DPSparseLogisticRegression(classes=[0, 1], random_state=0)),
+    ])
+
+
+def test_split_budget_by_weights():
+    model = split_budget(_pipeline(), 2.0, 1e-6, weights={"tfidf": 1, "select": 1, "clf": 2})
+    assert [model[s].epsilon for s in ("tfidf", "select", "clf")] == [0.5, 0.5, 1.0]
+    assert sum(model[s].delta for s in ("tfidf", "select", "clf")) == pytest.approx(1e-6)
+    model = split_budget(_pipeline(), 3.0, 3e-6)
+    assert [model[s].epsilon for s in ("tfidf", "select", "clf")] == [1.0, 1.0, 1.0]
+    model = split_budget(_pipeline(), 1.0, 1e-6, weights=[1, 3, 6])
+    assert model["clf"].epsilon == pytest.approx(0.6)
+
+
+def test_private_steps_found_in_nested_composites():
+    ct = ColumnTransformer([("scale", DPStandardScaler(bounds=(0, 1)), [0, 1]),
+                            ("norm", Normalizer(), [2])])
+    model = make_pipeline(ct, DPSparseLogisticRegression())
+    steps = private_steps(model)
+    assert list(steps) == ["columntransformer__scale", "dpsparselogisticregression"]
+    split_budget(model, 1.0, 1e-6)
+    assert model[0].transformers[0][1].epsilon == 0.5
+    clf = DPSparseLogisticRegression()
+    assert private_steps(clf) == {"": clf}
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"weights": {"tfidf": 1}}, "missing"),
+    ({"weights": {"tfidf": 1, "select": 1, "clf": 1, "other": 1}}, "unknown"),
+    ({"weights": [1, 2]}, "2 weights for 3"),
+    ({"weights": [1, -2, 1]}, "positive"),
+    ({"weights": [1, True, 1]}, "positive"),
+])
+def test_split_budget_rejects_bad_weights(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        split_budget(_pipeline(), 1.0, 1e-6, **kwargs)
+
+
+def test_split_budget_rejects_bad_budgets_and_pipelines_without_private_steps():
+    with pytest.raises(ValueError, match="epsilon"):
+        split_budget(_pipeline(), -1.0, 1e-6)
+    with pytest.raises(ValueError, match="delta"):
+        split_budget(_pipeline(), 1.0, 1.5)
+    with pytest.raises(ValueError, match="finite"):
+        split_budget(_pipeline(), np.inf, 1e-6)
+    with pytest.raises(ValueError, match="no private step"):
+        split_budget(make_pipeline(Normalizer()), 1.0, 1e-6)
+
+
+def test_pipeline_fit_spends_at_most_the_stated_budget():
+    docs, y = _corpus()
+    model = split_budget(_pipeline(), 1.0, 1e-6, weights={"tfidf": 1, "select": 1, "clf": 2})
+    with privacy_ledger() as ledger:
+        model.fit(docs, y)
+    assert len(ledger.records()) == 3
+    epsilon, delta = ledger.spent(1e-6)
+    assert epsilon <= 1.0 * (1 + 1e-9) and delta <= 1e-6 * (1 + 1e-12)
+    basic = ledger.spent(composition="basic")
+    assert basic[0] == pytest.approx(1.0, rel=1e-6)
+
+
+def test_grid_search_records_every_private_step_of_every_candidate():
+    docs, y = _corpus()
+    model = split_budget(_pipeline(), 1.0, 1e-6)
+    grid = {"select__k": [3, 5], "clf__alpha": [1e-3, 1e-2]}
+    with privacy_ledger() as ledger:
+        GridSearchCV(model, grid, cv=3, scoring="roc_auc").fit(docs, y)
+    records = ledger.records()
+    fits = len(grid["select__k"]) * len(grid["clf__alpha"]) * 3 + 1  # and the refit
+    names = [r.estimator for r in records]
+    for step in ("DPTfidfVectorizer", "DPSelectKBest", "DPSparseLogisticRegression"):
+        assert sum(name.startswith(step) for name in names) == fits
+    assert len(records) == 3 * fits
+    # The total is the composition of every recorded release.
+    events = [e for r in records for e in r.composable_events()]
+    total_delta = sum(r.delta_spent for r in records)
+    assert ledger.spent(total_delta)[0] == pytest.approx(
+        min(compose(events, total_delta)[0], sum(r.epsilon_spent for r in records)))
+    assert ledger.spent(composition="basic")[0] == pytest.approx(fits * 1.0, rel=1e-6)
+
+
+def test_a_frozen_private_step_is_not_fitted_again():
+    docs, y = _corpus()
+    with privacy_ledger() as ledger:
+        vectorizer = DPTfidfVectorizer(epsilon=0.5, delta=5e-7, max_terms_per_document=4,
+                                       random_state=0).fit(docs)
+        model = make_pipeline(FrozenEstimator(vectorizer),
+                              DPSparseLogisticRegression(epsilon=0.5, delta=5e-7,
+                                                         classes=[0, 1], random_state=0))
+        GridSearchCV(model, {"dpsparselogisticregression__alpha": [1e-3, 1e-2]},
+                     cv=3).fit(docs, y)
+    names = [r.estimator for r in ledger.records()]
+    assert sum(n.startswith("DPTfidfVectorizer") for n in names) == 1
+    assert sum(n.startswith("DPSparseLogisticRegression") for n in names) == 2 * 3 + 1
