@@ -161,6 +161,13 @@ MUTATIONS = [
         "plan.association_unit, plan.floating_point_safe, rng)",
         "plan.association_unit / 2, plan.floating_point_safe, rng)"),
     Mutation(
+        "partition_selection", "the noisy counts of partition selection (DPTfidfVectorizer)",
+        "privacy/partitions.py", "sigma=plan.sigma,", "sigma=plan.sigma / 2,"),
+    Mutation(
+        "select_k_best_frequency", "the noisy document frequencies of DPSelectKBest",
+        "feature_selection/_select_k_best.py",
+        'plan.units["frequency"], safe, rng)', 'plan.units["frequency"] / 2, safe, rng)'),
+    Mutation(
         "search_score", "the private search's score noise", "model_selection/_search.py",
         "sigma = self._score_noise(rho_score, sensitivity)",
         "sigma = self._score_noise(rho_score, sensitivity) / 2"),
