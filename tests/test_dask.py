@@ -38,7 +38,7 @@ def as_dask(X, chunks):
     # The blocks travel as data (no function of this module has to import on workers).
     blocks = [da.from_delayed(dask.delayed(X[int(a):int(a + c)]),
                               shape=(c, X.shape[1]), dtype=np.float64, meta=meta)
-              for a, c in zip(starts, chunks)]
+              for a, c in zip(starts, chunks, strict=True)]
     return da.concatenate(blocks, axis=0)
 
 
@@ -188,7 +188,7 @@ def test_poisson_rows_are_the_same_whatever_the_blocks():
     sampler = PoissonRows(0.3, (12345, 678))
     whole = sampler.rows(0, 1000)
     for cuts in ([0, 1, 2, 3, 1000], [0, 499, 500, 1000], [0, 333, 777, 1000]):
-        parts = [sampler.rows(a, b) + a for a, b in zip(cuts[:-1], cuts[1:])]
+        parts = [sampler.rows(a, b) + a for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
         np.testing.assert_array_equal(np.concatenate(parts), whole)
     # a retry draws the same rows
     np.testing.assert_array_equal(sampler.rows(10, 90), sampler.rows(10, 90))
@@ -276,3 +276,11 @@ def test_fits_on_a_local_cluster_equal_in_memory(cluster, sparse_data):
         local = DPSparseLogisticRegression(**kw).fit(X, y)
         _same(remote.coef_, local.coef_)
         _same(remote.intercept_, local.intercept_)
+
+
+def test_poisson_rows_never_keep_above_the_rate():
+    # The coin is a 53-bit integer compared with floor(q 2^53): q = 2^-53 keeps a row
+    # only on the coin 0, and a rate just below 1 / 2^k keeps below it.
+    sampler = PoissonRows(2.0**-53 * 0.999, (1, 2))
+    assert sampler.rows(0, 100_000).size == 0
+    assert PoissonRows(1.0, (1, 2)).rows(0, 1000).size == 1000

@@ -11,7 +11,6 @@ sum of the dask array's chunk sizes, which are public metadata of the input.
 from __future__ import annotations
 
 import math
-import operator
 
 import numpy as np
 import scipy.sparse as sp
@@ -20,6 +19,9 @@ from ..privacy.clipping import clip_rows
 from ..utils.validation import canonical_sparse
 
 __all__ = ["DaskData", "is_dask_array"]
+
+#: Partial sums added by one task of the reduction tree.
+_FAN_IN = 8
 
 
 def is_dask_array(X):
@@ -83,6 +85,13 @@ def _block_rows(block):
 def _block_sum(block, start, func, args):
     X, Y = block
     return np.asarray(func(X, Y, start, *args), dtype=np.float64)
+
+
+def _sum(*parts):
+    total = parts[0].copy()
+    for part in parts[1:]:
+        total += part
+    return total
 
 
 def _block_max_row_norm(block):
@@ -167,7 +176,7 @@ class DaskData:
                 y = y.rechunk((row_chunks,))
             y_blocks = y.to_delayed().ravel()
         validated = [dask.delayed(_validated_block)(xb, yb, p, targets)
-                     for xb, yb in zip(x_blocks, y_blocks)]
+                     for xb, yb in zip(x_blocks, y_blocks, strict=True)]
         validated = list(dask.persist(*validated))
         # Errors of the validation surface here, before the fit reserves its budget.
         rows = dask.compute(*[dask.delayed(_block_rows)(b) for b in validated])
@@ -197,11 +206,12 @@ class DaskData:
         # worker, not once per block.
         shared = dask.delayed(args, traverse=False)
         parts = [dask.delayed(_block_sum)(b, start, func, shared)
-                 for b, start in zip(blocks, self._starts)]
+                 for b, start in zip(blocks, self._starts, strict=True)]
+        # A tree of fan-in _FAN_IN: few tasks per step, each adding a handful of
+        # p-length vectors, in an order fixed by the chunking.
         while len(parts) > 1:
-            pairs = [dask.delayed(operator.add)(parts[i], parts[i + 1])
-                     for i in range(0, len(parts) - 1, 2)]
-            parts = pairs + parts[len(parts) - len(parts) % 2:]
+            parts = [dask.delayed(_sum)(*parts[i:i + _FAN_IN])
+                     for i in range(0, len(parts), _FAN_IN)]
         return np.asarray(dask.compute(parts[0])[0], dtype=np.float64)
 
     def max_row_norm(self):

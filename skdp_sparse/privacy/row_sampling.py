@@ -17,6 +17,7 @@ independent of the noise, which the client draws from its own generator.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,11 +26,13 @@ __all__ = ["PoissonRows", "step_samplers"]
 
 # Philox4x64 yields four 64-bit outputs per counter value.
 _OUTPUTS_PER_COUNTER = 4
+_TWO_53 = 2.0**53
 
 
 @dataclass(frozen=True)
 class PoissonRows:
-    """The rows one step keeps: row ``i`` iff its uniform coin is below ``rate``.
+    """The rows one step keeps: row ``i`` iff its uniform coin is below ``rate``
+    (``rate`` rounded down to a multiple of ``2^-53``).
 
     Parameters
     ----------
@@ -52,9 +55,14 @@ class PoissonRows:
         skip = start % _OUTPUTS_PER_COUNTER
         bits.advance(start // _OUTPUTS_PER_COUNTER)
         raw = bits.random_raw(skip + count)[skip:]
-        # The 53 high bits as a double in [0, 1), as numpy's own uniform does.
-        coins = (raw >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
-        return np.flatnonzero(coins < self.rate).astype(np.int64)
+        # Row kept iff its 53 high bits, a uniform integer below 2^53, are below
+        # floor(q 2^53): the kept rate is q rounded down to a multiple of 2^-53, never
+        # above the q the accountant amplifies by.
+        return np.flatnonzero((raw >> np.uint64(11)) < self._threshold).astype(np.int64)
+
+    @property
+    def _threshold(self):
+        return np.uint64(math.floor(self.rate * _TWO_53))
 
 
 def step_samplers(rate, n_steps, rng):

@@ -50,9 +50,9 @@ from ._base import Plan, SolverResult, non_private_events
 from ._gradient import (
     GradientBounds,
     GradientSolver,
+    block_gradient_sum,
     checkpoints,
     gradient_bounds,
-    block_gradient_sum,
     penalised_step,
     report,
     split,
