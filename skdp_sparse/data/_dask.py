@@ -87,6 +87,42 @@ def _block_sum(block, start, func, args):
     return np.asarray(func(X, Y, start, *args), dtype=np.float64)
 
 
+def _group_sum(blocks, starts, func, args):
+    """The sum of :func:`_block_sum` over blocks held by one worker, in one task."""
+    total = _block_sum(blocks[0], starts[0], func, args)
+    for block, start in zip(blocks[1:], starts[1:], strict=True):
+        total += _block_sum(block, start, func, args)
+    return total
+
+
+def _worker_groups(blocks):
+    """Indices of the persisted ``blocks`` grouped by the worker holding them (one
+    group per worker, in block order), or one group per block without a
+    ``distributed`` client."""
+    import sys
+
+    single = [[i] for i in range(len(blocks))]
+    if "distributed" not in sys.modules:
+        return single
+    import distributed
+
+    try:
+        client = distributed.get_client()
+    except ValueError:
+        return single
+    futures = [distributed.futures_of(b) for b in blocks]
+    if not all(len(f) == 1 for f in futures):
+        return single
+    futures = [f[0] for f in futures]
+    distributed.wait(futures)
+    holders = client.who_has(futures)
+    groups = {}
+    for i, future in enumerate(futures):
+        where = sorted(holders.get(future.key, ())) or [None]
+        groups.setdefault(where[0], []).append(i)
+    return sorted(groups.values())
+
+
 def _sum(*parts):
     total = parts[0].copy()
     for part in parts[1:]:
@@ -119,6 +155,7 @@ class DaskData:
         self.n_targets = int(n_targets)
         self._sparse = bool(sparse)
         self._clipped = {}
+        self._groups = _worker_groups(self._blocks)
 
     @property
     def is_sparse(self):
@@ -192,7 +229,8 @@ class DaskData:
         if key not in self._clipped:
             dask, _ = _import_dask()
             blocks = [dask.delayed(_clipped_block)(b, *key) for b in self._blocks]
-            self._clipped[key] = list(dask.persist(*blocks))
+            blocks = list(dask.persist(*blocks))
+            self._clipped[key] = blocks, _worker_groups(blocks)
         return self._clipped[key]
 
     def row_sum(self, func, *args, norm_bound=None, l1_bound=math.inf):
@@ -200,13 +238,16 @@ class DaskData:
         :meth:`LocalData.row_sum <skdp_sparse.data.LocalData.row_sum>`), each term
         computed on the worker holding the block, the terms tree-reduced."""
         dask, _ = _import_dask()
-        blocks = (self._blocks if norm_bound is None
-                  else self._clipped_blocks(norm_bound, l1_bound))
+        blocks, groups = (self._blocks, self._groups) if norm_bound is None \
+            else self._clipped_blocks(norm_bound, l1_bound)
         # One key holds the arguments (theta, the sampler, ...): sent once per
         # worker, not once per block.
         shared = dask.delayed(args, traverse=False)
-        parts = [dask.delayed(_block_sum)(b, start, func, shared)
-                 for b, start in zip(blocks, self._starts, strict=True)]
+        # One task per worker sums the blocks it holds: the tasks of a step do not
+        # grow with the number of blocks.
+        parts = [dask.delayed(_group_sum)([blocks[i] for i in group],
+                                          [self._starts[i] for i in group], func, shared)
+                 for group in groups]
         # A tree of fan-in _FAN_IN: few tasks per step, each adding a handful of
         # p-length vectors, in an order fixed by the chunking.
         while len(parts) > 1:
