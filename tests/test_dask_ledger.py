@@ -97,7 +97,9 @@ def test_cap_holds_across_the_workers(cluster, data):
     ledger = PrivacyLedger(store=DaskLedgerStore(cluster), max_epsilon=1.0, max_delta=1e-6)
     with pytest.raises(BudgetExceededError):
         _fit_on_workers(cluster, ledger, *data)
-    assert 0 < len(ledger.records()) < N_FITS
+    # Fits that passed are recorded, or still reserved if the search stopped them
+    # mid-fit (a reservation counts until its fit reports).
+    assert 0 < len(ledger.records()) + len(ledger.pending()) < N_FITS
     assert ledger.spent(delta=1e-6)[0] <= 1.0 * (1 + 1e-9)
 
 
