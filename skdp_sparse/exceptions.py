@@ -21,3 +21,12 @@ class SpendDeviationError(RuntimeError):
     def __init__(self, message, privacy_events=()):
         super().__init__(message)
         self.privacy_events = tuple(privacy_events)
+
+
+class LedgerUnreachableError(RuntimeError):
+    """A private fit cannot reach a ledger it must report to, so it refuses to run.
+
+    Raised before anything private is computed: the ledger's store (a file that
+    does not exist in this process's file system, a scheduler that cannot be
+    reached or no longer holds the log) is missing. A fit never runs unrecorded.
+    """

@@ -121,6 +121,18 @@ class LocalData:
         ``norm_bound`` in l2 (the statistic a curvature estimate perturbs)."""
         return column_second_moment_sums(self.entries_clipped(feature_bound), norm_bound)
 
+    def row_sum(self, func, *args, norm_bound=None, l1_bound=math.inf):
+        """``func(rows, Y, 0, *args)``: a sum over the rows that ``func`` computes, on
+        the rows as validated (``norm_bound=None``) or on :meth:`rows_clipped`.
+
+        ``func(rows, Y, start, *args)`` sums over a block of rows whose first row is
+        row ``start`` of the fit; here the block is all rows. A view over distributed
+        row blocks calls it on each block and adds the results, so a solver written
+        against this method runs unchanged on both.
+        """
+        rows = self.X if norm_bound is None else self.rows_clipped(norm_bound, l1_bound)
+        return func(rows, self.Y, 0, *args)
+
     def max_row_norm(self):
         """Largest l2 norm of a row. Not private: for runs without noise only."""
         X = self.X

@@ -17,7 +17,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from ..base import DPEstimatorMixin
-from ..data import LocalData
+from ..data import DaskData, LocalData, is_dask_array
 from ..optim.losses import HuberLoss, SquaredLoss
 from ..optim.penalties import L1, L2, ElasticNet, NoPenalty
 from ..solvers import SOLVERS, get_solver
@@ -113,7 +113,27 @@ class DPLinearModel(DPEstimatorMixin, BaseEstimator):
         """``(Y, public)``: the (n, K) targets of the K problems and public facts."""
         raise NotImplementedError
 
+    def _public_label_probe(self):
+        """Labels that stand for the public label set when the targets are not read on
+        the client (a dask fit): ``_targets`` of them gives the public facts."""
+        return np.zeros(1)
+
+    def _validate_dask_data(self, X, y):
+        """The fit's view of a dask array: blocks validated and encoded on the
+        workers; the public facts from the public label set, never from ``y``."""
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, "
+                             "but the target y is None.")
+        probe, facts = self._targets(self._public_label_probe())
+        data = DaskData.from_arrays(X, y, targets=self._targets, n_targets=probe.shape[1])
+        self.n_features_in_ = data.n_features
+        public = {"n_samples": data.n_samples, "n_features": data.n_features,
+                  "n_targets": data.n_targets, "distributed": True, **facts}
+        return data, public
+
     def _validate_fit_data(self, X, y):
+        if is_dask_array(X):
+            return self._validate_dask_data(X, y)
         X, y = validate_fit_data(self, X, y, y_required=True, y_numeric=self._y_numeric)
         Y, facts = self._targets(y)
         n, p = X.shape
@@ -133,6 +153,8 @@ class DPLinearModel(DPEstimatorMixin, BaseEstimator):
                 f"solver={name!r} does not screen features: feature_selection must be "
                 "'auto' or 'none' (screening solvers: "
                 f"{sorted(n for n, s in SOLVERS.items() if getattr(s, 'screens', False))})")
+        if public.get("distributed"):
+            _check_distributed(name, solver, options)
         shape = (public["n_samples"], public["n_features"], public["n_targets"])
         return LinearFitPlan(problem, solver, solver.plan(problem, shape, epsilon, delta,
                                                           options))
@@ -151,8 +173,26 @@ class DPLinearModel(DPEstimatorMixin, BaseEstimator):
         return X @ self.coef_.T + self.intercept_
 
 
+def _check_distributed(name, solver, options):
+    supported = sorted(n for n, s in SOLVERS.items() if getattr(s, "distributed", False))
+    if not getattr(solver, "distributed", False):
+        raise ValueError(f"solver={name!r} cannot fit a dask array; the solvers that can "
+                         f"are {supported} (pass solver=... explicitly)")
+    k = options.get("feature_selection", "none")
+    if not isinstance(k, str):
+        raise ValueError("feature_selection=k is not supported on a dask array: "
+                         "use feature_selection='none'")
+
+
 class LinearClassifierMixin:
     """One-vs-rest targets from the public label set, and class predictions."""
+
+    def _public_label_probe(self):
+        if self.classes is None:
+            raise ValueError(
+                f"{type(self).__name__} fits a dask array only with its public label "
+                "set: pass classes=[...] (reading the labels from y is not private)")
+        return np.asarray(self.classes)
 
     def _targets(self, y):
         classes, codes = encode_labels(y, self.classes, type(self).__name__)

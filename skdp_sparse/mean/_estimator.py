@@ -10,10 +10,11 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 
 from ..base import DPEstimatorMixin
+from ..data import DaskData, LocalData, is_dask_array
 from ..utils._warnings import warn_float_noise
 from ..utils.validation import DELTA, EPSILON, Bound, Interval, Options, validate_fit_data
 from ._plan import METHODS, make_plan
-from ._release import check_finite, clip_to_plan, clipped_mean, l1_recovery, release
+from ._release import block_clipped_mean, check_finite, l1_recovery, release
 
 __all__ = ["DPSparseMeanEstimator"]
 
@@ -204,12 +205,17 @@ class DPSparseMeanEstimator(DPEstimatorMixin, BaseEstimator):
             warn_float_noise(type(self).__name__)
 
     def _validate_fit_data(self, X, y):
+        if is_dask_array(X):
+            # Blocks are validated (finite values included) on the workers.
+            data = DaskData.from_arrays(X)
+            self.n_features_in_ = data.n_features
+            return data, {"n_samples": data.n_samples, "n_features": data.n_features}
         # Finiteness is checked once, by the clipped mean (or just before the
         # measurements), before any noise is drawn, rather than by scikit-learn's
         # slower check here.
         X, _ = validate_fit_data(self, X, ensure_all_finite=False)
         n, d = X.shape
-        return X, {"n_samples": n, "n_features": d}
+        return LocalData(X), {"n_samples": n, "n_features": d}
 
     def _plan(self, public):
         n, d = public["n_samples"], public["n_features"]
@@ -221,13 +227,15 @@ class DPSparseMeanEstimator(DPEstimatorMixin, BaseEstimator):
         return make_plan(self.method, int(n), int(d), float(self.norm_bound), sparsity,
                          float(self.epsilon), float(self.delta), self.floating_point_safe)
 
-    def _solve(self, X, plan, rng):
+    def _solve(self, data, plan, rng):
         if plan.n_measurements:
-            check_finite(X.data if sp.issparse(X) else X)
-            mean = l1_recovery(clip_to_plan(X, plan), plan, rng)
+            if isinstance(data, LocalData):
+                check_finite(data.X.data if sp.issparse(data.X) else data.X)
+            mean = l1_recovery(data, plan, rng)
         else:
             # The clipped mean is a fresh array: the release may overwrite it.
-            mean = release(clipped_mean(X, plan), plan, rng, overwrite=True)
+            mean = data.row_sum(block_clipped_mean, plan, data.n_samples)
+            mean = release(mean, plan, rng, overwrite=True)
         return _MeanResult(mean, plan.events)
 
     def _fitted_attributes(self, public, plan, result):

@@ -39,19 +39,20 @@ def _unsigned(a):
     return a.view(np.uint32 if a.dtype.itemsize == 4 else np.uint64)
 
 
-def clipped_mean(X, plan):
-    """Mean of the rows of X after clipping them to the plan's public bounds.
+def clipped_mean(X, plan, n=None):
+    """Mean of the rows of X after clipping them to the plan's public bounds (their
+    sum divided by ``n``, by default the number of rows of ``X``).
 
     Sparse input is not copied (CSC is converted to CSR; a matrix with duplicate
     or unsorted entries is copied and summed): a Numba kernel computes the rows'
     norms and adds their scaled values, block by block (``clipped_mean_csr``).
     Raises ``ValueError`` on NaN or infinite values, before anything is released.
     """
-    n = X.shape[0]
+    n = X.shape[0] if n is None else n
     if not sp.issparse(X):
         X = np.asarray(X, dtype=np.float64)
         check_finite(X)
-        return clip_rows(X, plan.max_l2, plan.max_l1).mean(axis=0)
+        return clip_rows(X, plan.max_l2, plan.max_l1).sum(axis=0) / n
     X = with_summed_duplicates(X.tocsr())
     if X.data.dtype != np.float64:
         X = X.astype(np.float64)
@@ -63,6 +64,17 @@ def clipped_mean(X, plan):
     if status:
         raise ValueError("X is not a valid CSR matrix: an index points outside it")
     return out
+
+
+def block_clipped_mean(X, Y, start, plan, n):
+    """One row block's share of the clipped mean of ``n`` rows (``data.row_sum``)."""
+    return clipped_mean(X, plan, n)
+
+
+def block_measurement_sum(X, Y, start, plan, A):
+    """One row block's sum of clipped measurements ``clip(A z_i)`` (``data.row_sum``)."""
+    Xc = clip_to_plan(X, plan)
+    return clipped_measurement_sum(Xc, A, MEASUREMENT_CLIP * plan.max_l2)
 
 
 def check_finite(values):
@@ -124,6 +136,11 @@ def release(mean, plan, rng, overwrite=False):
 
 def clipped_measurement_mean(Xc, A, max_norm):
     """``(1/n) sum_i clip(A z_i, max_norm)``, measuring the rows chunk by chunk."""
+    return clipped_measurement_sum(Xc, A, max_norm) / Xc.shape[0]
+
+
+def clipped_measurement_sum(Xc, A, max_norm):
+    """``sum_i clip(A z_i, max_norm)``, measuring the rows chunk by chunk."""
     n = Xc.shape[0]
     chunk = max(1, _ROW_CHUNK_BYTES // (8 * A.m))
     total = np.zeros(A.m)
@@ -132,15 +149,16 @@ def clipped_measurement_mean(Xc, A, max_norm):
         norms = np.linalg.norm(Y, axis=1)
         scales = np.minimum(1.0, max_norm / np.maximum(norms, 1e-300))
         total += scales @ Y
-    return total / n
+    return total
 
 
-def l1_recovery(Xc, plan, rng):
-    """Compressed-sensing branch of Algorithm 2 with clipped measurements."""
-    d = Xc.shape[1]
+def l1_recovery(data, plan, rng):
+    """Compressed-sensing branch of Algorithm 2 with clipped measurements, on a data
+    view (the measurements are summed where the rows are)."""
+    d = data.n_features
     # A is drawn independently of the data; only its seed is kept.
     A = GaussianSensingMatrix(plan.n_measurements, d, int(rng.integers(2**63 - 1)))
-    b = clipped_measurement_mean(Xc, A, MEASUREMENT_CLIP * plan.max_l2)
+    b = data.row_sum(block_measurement_sum, plan, A) / data.n_samples
     b = plan.mechanism.randomise(b, rng)
     z = basis_pursuit(A, b, max_iter=_BP_MAX_ITER, tol=_BP_TOL)
     if not np.linalg.norm(z) <= 2 * plan.max_l2:

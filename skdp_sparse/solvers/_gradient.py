@@ -22,6 +22,7 @@ from ..privacy.accounting import compose
 from ._base import Solver
 
 __all__ = ["GradientBounds", "gradient_bounds", "GradientSolver", "gradient_sum",
+           "block_gradient_sum",
            "penalised_step", "split", "report", "checkpoints"]
 
 
@@ -148,6 +149,34 @@ def gradient_sum(rows, y, bounds, loss, theta, batch):
         total = float(g.sum())
     if bounds.intercept:
         out[d] = total
+    return out
+
+
+def block_gradient_sum(rows, Y, start, k, bounds, loss, theta, batch):
+    """:func:`gradient_sum` of problem ``k`` over the rows of one block that are in the
+    batch, followed by the number of rows summed: a vector of length
+    ``bounds.n_params + 1``.
+
+    The block holds rows ``start, ...`` of the fit; ``batch`` is None (every row),
+    sorted row indices of the fit, or a sampler with ``rows(start, stop)``
+    (:class:`~skdp_sparse.privacy.row_sampling.PoissonRows`) that draws the block's
+    own rows. A view calls it on each block (``data.row_sum``) and adds the results.
+    """
+    stop = start + rows.shape[0]
+    if batch is None:
+        local = None
+        count = rows.shape[0]
+    elif isinstance(batch, np.ndarray):
+        lo, hi = np.searchsorted(batch, [start, stop])
+        local = batch[lo:hi] - start
+        count = local.size
+    else:
+        local = batch.rows(start, stop)
+        count = local.size
+    y = np.ascontiguousarray(Y[:, k])
+    out = np.empty(bounds.n_params + 1)
+    out[:-1] = gradient_sum(rows, y, bounds, loss, theta, local)
+    out[-1] = count
     return out
 
 

@@ -43,15 +43,16 @@ from ..optim.losses import LogisticLoss
 from ..optim.projections import project_l1_ball
 from ..privacy.accounting import calibrate_scale, gaussian_mu
 from ..privacy.mechanisms import GaussianMechanism
+from ..privacy.row_sampling import step_samplers
 from ..privacy.subsampling import subsampled_gaussian_event, subsampled_noise_multiplier
 from ..utils.validation import Interval, Options, validate_params
 from ._base import Plan, SolverResult, non_private_events
 from ._gradient import (
     GradientBounds,
     GradientSolver,
+    block_gradient_sum,
     checkpoints,
     gradient_bounds,
-    gradient_sum,
     penalised_step,
     report,
     split,
@@ -147,6 +148,8 @@ class NoisySGD(GradientSolver):
 
     name = "sgd"
     screens = True
+    #: Reads the data only through ``data.row_sum``: fits dask arrays too.
+    distributed = True
 
     def plan_with(self, problem, shape, epsilon, delta, options, bounds):
         options = {"sampling": "poisson", "gradient_estimator": "auto", "radius": None,
@@ -233,11 +236,10 @@ class NoisySGD(GradientSolver):
         start = plan.start
         plan = dataclasses.replace(self.replanned(problem, data, plan, plan.options),
                                    start=start)
-        rows = self.rows(data, plan)
         coefs, intercepts, n_grad = [], [], 0
         for k in range(plan.n_targets):
             b0 = 0.0 if start is None else float(start[k])
-            theta, used = self._run(problem, rows, data.target(k), plan, rng, k, b0)
+            theta, used = self._run(problem, data, plan, rng, k, b0)
             coef, intercept = split(plan.bounds, theta)
             coefs.append(coef)
             intercepts.append(intercept)
@@ -258,7 +260,9 @@ class NoisySGD(GradientSolver):
         result.info.update(n_selected=int(S.size), association=screened.association)
         return SolverResult(coef, result.intercept, plan.n_iter, plan.events, result.info)
 
-    def _run(self, problem, rows, y, plan, rng, k=0, b0=0.0):
+    def _run(self, problem, data, plan, rng, k=0, b0=0.0):
+        """One problem's steps. The view sums the clipped gradients (over its blocks,
+        where the rows live); the noise is added here, once per step."""
         bounds, n = plan.bounds, plan.n_samples
         sigma = plan.noise_multiplier * bounds.grad_l2
         # The lattice of the safe path is planned for one example's bound C2, the
@@ -275,17 +279,22 @@ class NoisySGD(GradientSolver):
             theta[-1] = b0
         avg = np.zeros(bounds.n_params)
         n_grad = 0
+        poisson = not plan.full_batch and plan.sampling == "poisson"
+        # Each step's Poisson sample is drawn where the rows are, from a key of its
+        # own, so a retried block draws the same rows whatever the chunking.
+        samplers = step_samplers(plan.sampling_rate, plan.n_iter, rng) if poisson else None
         for t in range(1, plan.n_iter + 1):
             if plan.full_batch:
                 batch, denom = None, float(n)
-                n_grad += n
+            elif poisson:
+                batch, denom = samplers[t - 1], plan.sampling_rate * n
             else:
-                size = (rng.binomial(n, plan.sampling_rate) if plan.sampling == "poisson"
-                        else plan.batch_size)
-                batch = np.sort(rng.choice(n, size=size, replace=False)).astype(np.int64)
-                denom = plan.sampling_rate * n
-                n_grad += size
-            g = gradient_sum(rows, y, bounds, problem.loss, theta, batch)
+                batch = np.sort(rng.choice(n, size=plan.batch_size, replace=False))
+                batch, denom = batch.astype(np.int64), plan.sampling_rate * n
+            summed = data.row_sum(block_gradient_sum, k, bounds, problem.loss, theta, batch,
+                                  norm_bound=bounds.norm_bound, l1_bound=bounds.l1_bound)
+            g, used = summed[:-1], int(summed[-1])
+            n_grad += used
             if noise is not None:
                 g = noise.randomise(g, rng)
             g /= denom

@@ -23,6 +23,14 @@ search that fits 31 models records the spend of none of them. A
   worker, or on other machines (dask, ray), do not: pass the ledger as the
   estimator parameter ``ledger=`` there, which travels with the pickled
   estimator and is the robust choice for any parallel backend.
+* **On a dask cluster.** ``PrivacyLedger(store=DaskLedgerStore(client))`` keeps the
+  records on the cluster's scheduler. Activating a ledger in a process that has a
+  dask client activates it on every worker of the cluster, those that join later
+  too (a worker plugin), so fits sent there (``joblib.parallel_config(backend=
+  "dask")``) report to it. A worker that cannot reach the ledger's store (a file
+  its file system does not have) refuses to fit: ledgers **fail closed**, raising
+  :class:`~skdp_sparse.exceptions.LedgerUnreachableError` rather than letting a fit
+  run unrecorded.
 * **Budget cap.** ``PrivacyLedger(max_epsilon=..., max_delta=...)`` refuses a fit
   whose planned budget would take the composed total above the cap, before any
   private computation; the check and a reservation of the planned budget happen
@@ -48,6 +56,7 @@ scalar hyperparameters, the mechanism events and spends, a timestamp and the
 process id. They never hold data or anything computed from it.
 """
 
+from ._dask_store import DaskLedgerStore
 from ._ledger import LedgerRecord, PrivacyLedger, Reservation
 from ._registry import active_ledgers, privacy_ledger
 from .hooks import (
@@ -62,6 +71,7 @@ from .hooks import (
 
 __all__ = [
     "PrivacyLedger",
+    "DaskLedgerStore",
     "LedgerRecord",
     "Reservation",
     "privacy_ledger",

@@ -13,17 +13,16 @@ import uuid
 import weakref
 from dataclasses import dataclass
 
-from ...exceptions import BudgetExceededError
+from ...exceptions import BudgetExceededError, LedgerUnreachableError
 from ...utils._warnings import warn
 from ..accounting import PrivacyEvent, compose
 from ._store import (
     FORMAT_VERSION,
-    append_line,
+    FileStore,
     event_from_dict,
     event_to_dict,
-    locked_fd,
-    read_from,
     scalar_params,
+    store_at,
 )
 
 __all__ = ["PrivacyLedger", "LedgerRecord", "Reservation"]
@@ -142,6 +141,10 @@ class PrivacyLedger:
         reopened and keeps its records, so a ledger can span sessions. ``None``
         creates a temporary file that the creating process deletes when the
         ledger is garbage-collected or the interpreter exits.
+    store : DaskLedgerStore, optional
+        Where the records live instead of a file: a
+        :class:`~skdp_sparse.privacy.ledger.DaskLedgerStore` keeps them on a dask
+        scheduler, reachable from every worker of the cluster (give no ``path``).
     max_epsilon, max_delta : float, optional
         Budget cap. A fit whose planned ``(epsilon, delta)``, composed with
         everything already recorded, would exceed ``max_epsilon`` at
@@ -156,6 +159,11 @@ class PrivacyLedger:
     store: unpickled in the same process it is the same object; elsewhere it is
     a new object appending to the same file. The cap travels with the handle.
 
+    Fail closed: a handle whose store cannot be reached (its file does not exist in
+    this process's file system, its scheduler is gone) raises
+    :class:`~skdp_sparse.exceptions.LedgerUnreachableError` on every access, so a fit
+    that must report to it refuses to run rather than run unrecorded.
+
     Examples
     --------
     >>> from skdp_sparse.privacy.ledger import privacy_ledger
@@ -164,16 +172,22 @@ class PrivacyLedger:
     >>> ledger.spent()                             # doctest: +SKIP
     """
 
-    def __init__(self, path=None, *, max_epsilon=None, max_delta=None):
+    def __init__(self, path=None, *, store=None, max_epsilon=None, max_delta=None):
         self._max_epsilon, self._max_delta = _check_caps(max_epsilon, max_delta)
         self._init_state()
-        if path is None:
+        if store is not None:
+            if path is not None:
+                raise ValueError("give a ledger a path or a store, not both")
+            self._store = store
+        elif path is None:
             fd, path = tempfile.mkstemp(prefix="skdp_sparse-ledger-", suffix=".jsonl")
             os.close(fd)
-            self._path = os.path.abspath(path)
-            weakref.finalize(self, _remove_owned_file, self._path, os.getpid())
+            self._store = FileStore(path)
+            weakref.finalize(self, _remove_owned_file, self._store.path, os.getpid())
         else:
-            self._path = os.path.abspath(os.fspath(path))
+            self._store = FileStore(path)
+        self._path = self._store.address
+        self._unreachable = None
         self._id = self._read_or_write_header()
         self._register()
 
@@ -201,12 +215,16 @@ class PrivacyLedger:
             obj._init_state()
             obj._path = path
             obj._id = ledger_id
-            if not os.path.exists(path):
-                warn(
-                    f"the store of privacy ledger {ledger_id} ({path}) no longer exists; "
-                    "it starts empty again. Give PrivacyLedger a path to keep a ledger "
-                    "beyond the process that created it.", RuntimeWarning)
-                obj._write_header_if_empty(ledger_id)
+            obj._store = store_at(path)
+            obj._unreachable = None
+            if not obj._store.exists():
+                # Fail closed: never start an empty copy of a ledger that exists
+                # elsewhere (a worker with its own file system, a deleted file).
+                obj._unreachable = (
+                    f"the store of privacy ledger {ledger_id} ({path}) cannot be reached "
+                    f"from this process (pid {os.getpid()}): fits that report to it refuse "
+                    "to run. Keep the store where every process can reach it: a path on a "
+                    "shared file system, or a DaskLedgerStore on a dask cluster.")
             _LIVE[key] = obj
             return obj
 
@@ -214,15 +232,9 @@ class PrivacyLedger:
         with _LIVE_LOCK:
             _LIVE.setdefault(self._key, self)
 
-    def _write_header_if_empty(self, ledger_id):
-        with locked_fd(self._path, exclusive=True) as fd:
-            if os.fstat(fd).st_size == 0:
-                append_line(fd, {"kind": "header", "v": FORMAT_VERSION, "id": ledger_id,
-                                  "created": time.time()})
-
     def _read_or_write_header(self):
-        with locked_fd(self._path, exclusive=True) as fd:
-            data, _ = read_from(fd, 0)
+        with self._store.locked(exclusive=True) as session:
+            data, _ = session.read_from(0)
             first = data.split(b"\n", 1)[0]
             if first.strip():
                 try:
@@ -233,7 +245,7 @@ class PrivacyLedger:
                     raise ValueError(f"{self._path} is not a privacy ledger file")
                 return str(header["id"])
             ledger_id = uuid.uuid4().hex
-            append_line(fd, {"kind": "header", "v": FORMAT_VERSION, "id": ledger_id,
+            session.append({"kind": "header", "v": FORMAT_VERSION, "id": ledger_id,
                               "created": time.time()})
             return ledger_id
 
@@ -249,8 +261,14 @@ class PrivacyLedger:
 
     @property
     def path(self):
-        """The file holding the records."""
+        """The file holding the records (for a store other than a file, its address)."""
         return self._path
+
+    def ensure_reachable(self):
+        """Raise :class:`~skdp_sparse.exceptions.LedgerUnreachableError` unless the
+        store can be read from this process (fits call it before they run)."""
+        with self._locked(exclusive=False):
+            pass
 
     @property
     def max_epsilon(self):
@@ -282,12 +300,12 @@ class PrivacyLedger:
         return f"PrivacyLedger(path={self._path!r}{caps})"
 
     # -- reading ----------------------------------------------------------
-    def _refresh(self, fd):
+    def _refresh(self, session):
         """Parse the lines appended since the last read (the store is append-only)."""
-        data, size = read_from(fd, self._offset)
+        data, size = session.read_from(self._offset)
         if size < self._offset:  # replaced behind our back: start over
             self._reset_cache()
-            data, size = read_from(fd, 0)
+            data, size = session.read_from(0)
         end = data.rfind(b"\n")
         if end < 0:
             return
@@ -332,9 +350,11 @@ class PrivacyLedger:
 
     @contextlib.contextmanager
     def _locked(self, exclusive):
-        with self._mutex, locked_fd(self._path, exclusive) as fd:
-            self._refresh(fd)
-            yield fd
+        if self._unreachable:
+            raise LedgerUnreachableError(self._unreachable)
+        with self._mutex, self._store.locked(exclusive) as session:
+            self._refresh(session)
+            yield session
 
     def _snapshot(self):
         with self._locked(exclusive=False):
@@ -441,24 +461,24 @@ class PrivacyLedger:
         if self._max_epsilon is None:
             return None
         epsilon, delta = _planned(epsilon, delta)
-        with self._locked(exclusive=True) as fd:
+        with self._locked(exclusive=True) as log:
             over, total = self._exceeds(self._records, list(self._reservations.values()),
                                         epsilon, delta)
             if over:
                 raise self._refusal(estimator, epsilon, delta, total)
             rid = uuid.uuid4().hex
-            append_line(fd, {"kind": "reserve", "id": rid, "estimator": estimator,
+            log.append({"kind": "reserve", "id": rid, "estimator": estimator,
                               "epsilon": epsilon, "delta": delta, "time": time.time(),
                               "pid": os.getpid()})
-            self._refresh(fd)
+            self._refresh(log)
             return rid
 
     def _release(self, reservation):
         """Cancel a reservation whose fit never started."""
-        with self._locked(exclusive=True) as fd:
-            append_line(fd, {"kind": "release", "reservation": reservation,
+        with self._locked(exclusive=True) as log:
+            log.append({"kind": "release", "reservation": reservation,
                               "time": time.time(), "pid": os.getpid()})
-            self._refresh(fd)
+            self._refresh(log)
 
     def record(self, estimator, events, epsilon_spent, delta_spent, *, params=None,
                reservation=None):
@@ -479,9 +499,9 @@ class PrivacyLedger:
             "events": [event_to_dict(e) for e in events], "time": time.time(),
             "pid": os.getpid(), "reservation": reservation,
         }
-        with self._locked(exclusive=True) as fd:
-            append_line(fd, payload)
-            self._refresh(fd)
+        with self._locked(exclusive=True) as log:
+            log.append(payload)
+            self._refresh(log)
             record = next(r for r in reversed(self._records) if r.id == rid)
             if reservation is None and self._max_epsilon is not None:
                 over, total = self._exceeds(self._records,

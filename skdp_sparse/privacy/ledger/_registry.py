@@ -15,10 +15,13 @@ import uuid
 from ...utils._warnings import warn
 from ._ledger import PrivacyLedger, restore_ledger
 
-__all__ = ["activate", "deactivate", "privacy_ledger", "active_ledgers"]
+__all__ = ["activate", "deactivate", "privacy_ledger", "active_ledgers",
+           "add_cluster_handles", "remove_cluster_handles"]
 
 _STACK = []
 _STACK_LOCK = threading.RLock()
+# Activations published to the workers of a dask cluster: (ledger, client, plugin name).
+_ON_CLUSTER = []
 
 
 def activate(ledger):
@@ -33,8 +36,18 @@ def deactivate(ledger):
             if _STACK[i] is ledger:
                 del _STACK[i]
                 _publish_locked()
-                return
-    raise RuntimeError(f"{ledger!r} is not active")
+                break
+        else:
+            raise RuntimeError(f"{ledger!r} is not active")
+        for i in range(len(_ON_CLUSTER) - 1, -1, -1):
+            if _ON_CLUSTER[i][0] is ledger:
+                _, client, name = _ON_CLUSTER.pop(i)
+                break
+        else:
+            return
+    from ._dask_plugin import remove_activation
+
+    remove_activation(client, name)
 
 
 class _Activation:
@@ -43,6 +56,10 @@ class _Activation:
         with _STACK_LOCK:
             _STACK.append(ledger)
             _publish_locked()
+        on_cluster = _activate_on_cluster(ledger)
+        if on_cluster is not None:
+            with _STACK_LOCK:
+                _ON_CLUSTER.append((ledger, *on_cluster))
 
     def __enter__(self):
         return self.ledger
@@ -50,6 +67,41 @@ class _Activation:
     def __exit__(self, *exc):
         self.ledger.deactivate()
         return False
+
+
+def _activate_on_cluster(ledger):
+    """Activate ``ledger`` on the workers of the dask cluster this process uses, if
+    any: ``(client, plugin name)``, or None."""
+    import sys
+
+    if "distributed" not in sys.modules and not ledger._path.startswith("dask://"):
+        return None
+    from ._dask_plugin import cluster_client_for, install_activation
+
+    client = cluster_client_for(ledger)
+    if client is None:
+        return None
+    return client, install_activation(client, [ledger._key])
+
+
+# Ledgers a dask worker plugin activated in this process: plugin name -> handles.
+_CLUSTER_HANDLES = {}
+
+
+def add_cluster_handles(name, handles):
+    with _STACK_LOCK:
+        _CLUSTER_HANDLES[name] = list(handles)
+
+
+def remove_cluster_handles(name):
+    with _STACK_LOCK:
+        _CLUSTER_HANDLES.pop(name, None)
+
+
+def _cluster_ledgers():
+    with _STACK_LOCK:
+        handles = [h for hs in _CLUSTER_HANDLES.values() for h in hs]
+    return [restore_ledger(*h) for h in handles]
 
 
 @contextlib.contextmanager
@@ -174,7 +226,7 @@ def active_ledgers():
     with _STACK_LOCK:
         own = list(_STACK)
     found = {}
-    for ledger in own + _inherited_ledgers():
+    for ledger in own + _inherited_ledgers() + _cluster_ledgers():
         found.setdefault(ledger._key, ledger)
     return list(found.values())
 

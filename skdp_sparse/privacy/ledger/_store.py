@@ -1,4 +1,10 @@
-"""The ledger's store: an append-only file of JSON lines, written under a file lock.
+"""The ledger's stores: append-only logs of JSON lines, written under a lock.
+
+A store has an ``address`` (what a pickled ledger carries), ``exists()``, and
+``locked(exclusive)``, a context manager giving a session with ``read_from(offset)
+-> (bytes, size)`` and ``append(payload)``. :class:`FileStore` is a local file
+under ``flock``; :class:`~._dask_store.DaskLedgerStore` a log on a dask
+scheduler. :func:`store_at` finds the store of an address.
 
 ``flock`` locks belong to the open file description, so two threads of one process
 exclude each other as two processes do. A writer killed mid-line damages only that
@@ -86,7 +92,7 @@ def _seek_read(fd, pos, n):  # pragma: no cover - platforms without pread
 
 def append_line(fd, payload):
     """Append one JSON line; called with the exclusive lock held."""
-    line = json.dumps(payload, separators=(",", ":")).encode() + b"\n"
+    line = line_of(payload)
     size = os.fstat(fd).st_size
     # A writer killed mid-line leaves no newline; start a fresh line so the
     # damage stays confined to that one (skipped) line.
@@ -102,6 +108,50 @@ def _last_byte(fd, size):
     if hasattr(os, "pread"):
         return os.pread(fd, 1, size - 1)
     return _seek_read(fd, size - 1, 1)  # pragma: no cover
+
+
+class FileStore:
+    """A ledger's records in a local file (JSON lines under ``flock``)."""
+
+    def __init__(self, path):
+        self.path = os.path.abspath(os.fspath(path))
+
+    @property
+    def address(self):
+        return self.path
+
+    def exists(self):
+        return os.path.exists(self.path)
+
+    @contextlib.contextmanager
+    def locked(self, exclusive):
+        with locked_fd(self.path, exclusive) as fd:
+            yield _FileSession(fd)
+
+
+class _FileSession:
+    def __init__(self, fd):
+        self.fd = fd
+
+    def read_from(self, offset):
+        return read_from(self.fd, offset)
+
+    def append(self, payload):
+        append_line(self.fd, payload)
+
+
+def store_at(address):
+    """The store an address names: ``dask://...`` a scheduler's log, else a file."""
+    if str(address).startswith("dask://"):
+        from ._dask_store import DaskLedgerStore
+
+        return DaskLedgerStore.at(address)
+    return FileStore(address)
+
+
+def line_of(payload):
+    """One JSON line of a payload, as the stores write it."""
+    return json.dumps(payload, separators=(",", ":")).encode() + b"\n"
 
 
 # --------------------------------------------------------------------------

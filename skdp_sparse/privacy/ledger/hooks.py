@@ -84,7 +84,9 @@ class FitBudget:
         self._done = reporting_suspended()
 
     def reserve(self):
-        """Reserve the planned budget in every capped ledger; all or none."""
+        """Reserve the planned budget in every capped ledger, all or none, and check
+        that every other ledger can be reached
+        (:class:`~skdp_sparse.exceptions.LedgerUnreachableError` otherwise)."""
         if self._done:
             return
         name = type(self.estimator).__name__
@@ -93,6 +95,9 @@ class FitBudget:
                 if ledger.max_epsilon is not None:
                     rid = ledger.reserve(self.epsilon, self.delta, estimator=name)
                     self._reservations[ledger._key] = (ledger, rid)
+                else:
+                    # Fail closed: a fit that could not record its spend does not run.
+                    ledger.ensure_reachable()
         except BaseException:
             self.release()
             raise

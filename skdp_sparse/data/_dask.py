@@ -1,0 +1,262 @@
+"""The rows of a fit held as row blocks of a dask array, on a cluster's workers.
+
+Nothing about the rows is computed on the client: every method maps a function
+over the blocks where they live and tree-reduces the partial sums the blocks
+return (clipped gradient sums, clipped column sums, measurements). The client
+only receives those sums; the solver adds noise to them through
+:mod:`skdp_sparse.privacy`, once, after the reduction. The number of rows is the
+sum of the dask array's chunk sizes, which are public metadata of the input.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..privacy.clipping import clip_rows
+from ..utils.validation import canonical_sparse
+
+__all__ = ["DaskData", "is_dask_array"]
+
+#: Partial sums added by one task of the reduction tree.
+_FAN_IN = 8
+
+
+def is_dask_array(X):
+    """Whether ``X`` is a ``dask.array.Array`` (without importing dask)."""
+    return type(X).__module__.startswith("dask.array") and hasattr(X, "to_delayed")
+
+
+def _import_dask():
+    try:
+        import dask
+        import dask.array as da
+    except ImportError as exc:  # pragma: no cover - the extra is missing
+        raise ImportError("fitting a dask array needs the dask extra: "
+                          "pip install 'skdp_sparse[dask]'") from exc
+    return dask, da
+
+
+# --------------------------------------------------------------------------
+# Functions that run on the workers, one block at a time
+# --------------------------------------------------------------------------
+def _validated_block(X, y, n_features, targets):
+    """A block as a fit reads it: canonical float64 CSR (or a C-ordered array), finite,
+    with its targets (``targets(y)``, the estimator's own encoding) beside it."""
+    if sp.issparse(X):
+        X = canonical_sparse(sp.csr_matrix(X))
+        values = X.data
+    else:
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        values = X
+    if X.ndim != 2 or X.shape[1] != n_features:
+        raise ValueError(f"a block of X has shape {X.shape}, expected (m, {n_features})")
+    if not np.isfinite(values).all():
+        raise ValueError("Input X contains NaN or infinity.")
+    Y = None
+    if targets is not None:
+        y = np.asarray(y).reshape(-1)
+        if y.shape[0] != X.shape[0]:
+            raise ValueError("y is not chunked like the rows of X")
+        Y = np.asarray(targets(y)[0], dtype=np.float64)
+    return X, Y
+
+
+def _clipped_block(block, norm_bound, l1_bound):
+    X, Y = block
+    if math.isfinite(norm_bound) or math.isfinite(l1_bound):
+        X = clip_rows(X, norm_bound, l1_bound)
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)
+        X.sort_indices()
+        X.indices = X.indices.astype(np.int64, copy=False)
+        X.indptr = X.indptr.astype(np.int64, copy=False)
+    else:
+        X = np.ascontiguousarray(X)
+    return X, Y
+
+
+def _block_rows(block):
+    return block[0].shape[0]
+
+
+def _block_sum(block, start, func, args):
+    X, Y = block
+    return np.asarray(func(X, Y, start, *args), dtype=np.float64)
+
+
+def _group_sum(blocks, starts, func, args):
+    """The sum of :func:`_block_sum` over blocks held by one worker, in one task."""
+    total = _block_sum(blocks[0], starts[0], func, args)
+    for block, start in zip(blocks[1:], starts[1:], strict=True):
+        total += _block_sum(block, start, func, args)
+    return total
+
+
+def _worker_groups(blocks):
+    """Indices of the persisted ``blocks`` grouped by the worker holding them (one
+    group per worker, in block order), or one group per block without a
+    ``distributed`` client."""
+    import sys
+
+    single = [[i] for i in range(len(blocks))]
+    if "distributed" not in sys.modules:
+        return single
+    import distributed
+
+    try:
+        client = distributed.get_client()
+    except ValueError:
+        return single
+    futures = [distributed.futures_of(b) for b in blocks]
+    if not all(len(f) == 1 for f in futures):
+        return single
+    futures = [f[0] for f in futures]
+    distributed.wait(futures)
+    holders = client.who_has(futures)
+    groups = {}
+    for i, future in enumerate(futures):
+        where = sorted(holders.get(future.key, ())) or [None]
+        groups.setdefault(where[0], []).append(i)
+    return sorted(groups.values())
+
+
+def _sum(*parts):
+    total = parts[0].copy()
+    for part in parts[1:]:
+        total += part
+    return total
+
+
+def _block_max_row_norm(block):
+    X = block[0]
+    sq = X.multiply(X).sum(axis=1) if sp.issparse(X) else (X * X).sum(axis=1)
+    return math.sqrt(float(np.max(sq))) if X.shape[0] else 0.0
+
+
+# --------------------------------------------------------------------------
+# The view
+# --------------------------------------------------------------------------
+class DaskData:
+    """A fit's rows as persisted row blocks of a dask array, and the sums solvers ask for.
+
+    Build it with :meth:`from_arrays`. Its methods have the signatures of
+    :class:`~skdp_sparse.data.LocalData`'s, so a solver written against
+    :meth:`row_sum` runs unchanged on both.
+    """
+
+    def __init__(self, blocks, starts, n_samples, n_features, n_targets, sparse):
+        self._blocks = list(blocks)
+        self._starts = list(starts)
+        self.n_samples = int(n_samples)
+        self.n_features = int(n_features)
+        self.n_targets = int(n_targets)
+        self._sparse = bool(sparse)
+        self._clipped = {}
+        self._groups = _worker_groups(self._blocks)
+
+    @property
+    def is_sparse(self):
+        return self._sparse
+
+    @property
+    def n_blocks(self):
+        return len(self._blocks)
+
+    @classmethod
+    def from_arrays(cls, X, y=None, targets=None, n_targets=0):
+        """Validate the blocks of ``X`` (and ``y``) on the workers and persist them.
+
+        Parameters
+        ----------
+        X : dask.array.Array of shape (n_samples, n_features)
+            Row blocks of scipy.sparse matrices or arrays; chunk sizes must be known
+            (they are the public sizes of the blocks). Column chunks are merged.
+        y : dask.array.Array or array-like of shape (n_samples,), optional
+            Rechunked like the rows of ``X``.
+        targets : callable, optional
+            ``targets(y_block) -> (Y_block, facts)``: the estimator's encoding of its
+            targets, applied to each block on its worker.
+        n_targets : int
+            Number of columns of the encoded targets.
+
+        Raises ``ValueError`` (before anything private is released) on NaN or
+        infinite values, a wrong shape, unknown chunk sizes or labels outside the
+        public label set.
+        """
+        dask, da = _import_dask()
+        if X.ndim != 2:
+            raise ValueError(f"X must be a 2-d dask array, got {X.ndim} dimensions")
+        if any(math.isnan(c) for c in X.chunks[0]) or math.isnan(X.shape[1]):
+            raise ValueError("X has unknown chunk sizes: the block sizes are the public "
+                             "number of rows; give a dask array with known chunks")
+        if len(X.chunks[1]) > 1:
+            X = X.rechunk({1: -1})
+        n, p = (int(v) for v in X.shape)
+        if n == 0:
+            raise ValueError("X has no rows")
+        row_chunks = tuple(int(c) for c in X.chunks[0])
+        x_blocks = X.to_delayed().ravel()
+        if y is None:
+            y_blocks = [None] * len(x_blocks)
+        else:
+            if not is_dask_array(y):
+                y = np.asarray(y)
+            if y.ndim != 1 or int(y.shape[0]) != n:
+                raise ValueError(f"y must be 1-d with {n} entries like the rows of X, "
+                                 f"got shape {y.shape}")
+            if not is_dask_array(y):
+                y = da.from_array(y, chunks=(row_chunks,))
+            if tuple(y.chunks[0]) != row_chunks:
+                y = y.rechunk((row_chunks,))
+            y_blocks = y.to_delayed().ravel()
+        validated = [dask.delayed(_validated_block)(xb, yb, p, targets)
+                     for xb, yb in zip(x_blocks, y_blocks, strict=True)]
+        validated = list(dask.persist(*validated))
+        # Errors of the validation surface here, before the fit reserves its budget.
+        rows = dask.compute(*[dask.delayed(_block_rows)(b) for b in validated])
+        if tuple(rows) != row_chunks:
+            raise ValueError("the blocks of X do not have the sizes of its chunks")
+        starts = np.concatenate([[0], np.cumsum(row_chunks)[:-1]]).astype(int).tolist()
+        sparse = sp.issparse(getattr(X, "_meta", None))
+        return cls(validated, starts, n, p, n_targets, sparse)
+
+    # -- what solvers ask for ------------------------------------------------
+    def _clipped_blocks(self, norm_bound, l1_bound):
+        key = (float(norm_bound), float(l1_bound))
+        if key not in self._clipped:
+            dask, _ = _import_dask()
+            blocks = [dask.delayed(_clipped_block)(b, *key) for b in self._blocks]
+            blocks = list(dask.persist(*blocks))
+            self._clipped[key] = blocks, _worker_groups(blocks)
+        return self._clipped[key]
+
+    def row_sum(self, func, *args, norm_bound=None, l1_bound=math.inf):
+        """The sum over blocks of ``func(rows, Y, start, *args)`` (see
+        :meth:`LocalData.row_sum <skdp_sparse.data.LocalData.row_sum>`), each term
+        computed on the worker holding the block, the terms tree-reduced."""
+        dask, _ = _import_dask()
+        blocks, groups = (self._blocks, self._groups) if norm_bound is None \
+            else self._clipped_blocks(norm_bound, l1_bound)
+        # One key holds the arguments (theta, the sampler, ...): sent once per
+        # worker, not once per block.
+        shared = dask.delayed(args, traverse=False)
+        # One task per worker sums the blocks it holds: the tasks of a step do not
+        # grow with the number of blocks.
+        parts = [dask.delayed(_group_sum)([blocks[i] for i in group],
+                                          [self._starts[i] for i in group], func, shared)
+                 for group in groups]
+        # A tree of fan-in _FAN_IN: few tasks per step, each adding a handful of
+        # p-length vectors, in an order fixed by the chunking.
+        while len(parts) > 1:
+            parts = [dask.delayed(_sum)(*parts[i:i + _FAN_IN])
+                     for i in range(0, len(parts), _FAN_IN)]
+        return np.asarray(dask.compute(parts[0])[0], dtype=np.float64)
+
+    def max_row_norm(self):
+        """Largest l2 norm of a row. Not private: for runs without noise only."""
+        dask, _ = _import_dask()
+        norms = dask.compute(*[dask.delayed(_block_max_row_norm)(b) for b in self._blocks])
+        return max(norms) if norms else 0.0

@@ -1,0 +1,286 @@
+"""Fitting dask arrays: the same fit as in memory, whatever the chunking.
+
+A fit on a dask array of scipy.sparse (or dense) row blocks must give the in-memory
+fit's result on the same rows with the same ``random_state`` (to 1e-9), because the
+blocks return only partial sums and the client draws the noise once, from the same
+generator, after the reduction. The cluster tests run the same fits on a
+``LocalCluster`` of worker processes.
+"""
+
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+da = pytest.importorskip("dask.array")
+dask = pytest.importorskip("dask")
+
+from skdp_sparse import (  # noqa: E402
+    DPGreedyCDRegressor,
+    DPSparseLogisticRegression,
+    DPSparseMeanEstimator,
+    PrivacyLedger,
+)
+from skdp_sparse.data import DaskData, LocalData  # noqa: E402
+from skdp_sparse.optim.losses import LogisticLoss  # noqa: E402
+from skdp_sparse.optim.penalties import L2  # noqa: E402
+from skdp_sparse.privacy.row_sampling import PoissonRows, step_samplers  # noqa: E402
+from skdp_sparse.solvers import Problem, get_solver  # noqa: E402
+
+CHUNKINGS = [(600,), (200, 200, 200), (1, 299, 37, 263)]
+
+
+def as_dask(X, chunks):
+    """``X`` (CSR or array) as a dask array whose row blocks have the sizes ``chunks``."""
+    meta = sp.csr_matrix((0, X.shape[1])) if sp.issparse(X) else np.empty((0, X.shape[1]))
+    starts = np.concatenate([[0], np.cumsum(chunks)[:-1]])
+    # The blocks travel as data (no function of this module has to import on workers).
+    blocks = [da.from_delayed(dask.delayed(X[int(a):int(a + c)]),
+                              shape=(c, X.shape[1]), dtype=np.float64, meta=meta)
+              for a, c in zip(starts, chunks, strict=True)]
+    return da.concatenate(blocks, axis=0)
+
+
+@pytest.fixture(scope="module")
+def sparse_data():
+    rng = np.random.default_rng(0)
+    X = sp.random(600, 40, density=0.15, format="csr", random_state=1)
+    X.data = rng.normal(size=X.nnz) * 2.0
+    y = (X @ rng.normal(size=40) + 0.3 * rng.normal(size=600) > 0).astype(int)
+    return X, y
+
+
+def _same(a, b):
+    np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)
+
+
+# --------------------------------------------------------------------------
+# The mean, every method
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("chunks", CHUNKINGS)
+@pytest.mark.parametrize("method,delta,safe", [
+    ("projection", 1e-6, True), ("projection", 0.0, True), ("projection", 1e-6, False),
+    ("gaussian", 1e-6, True), ("laplace", 0.0, True), ("laplace", 0.0, False),
+])
+def test_mean_on_dask_equals_in_memory(sparse_data, chunks, method, delta, safe):
+    X, _ = sparse_data
+    kw = dict(epsilon=1.0, delta=delta, norm_bound=1.5, sparsity=6, method=method,
+              floating_point_safe=safe, random_state=7)
+    with pytest.warns() if safe is False else _no_warning():
+        local = DPSparseMeanEstimator(**kw).fit(X)
+    with pytest.warns() if safe is False else _no_warning():
+        remote = DPSparseMeanEstimator(**kw).fit(as_dask(X, chunks))
+    _same(remote.mean_, local.mean_)
+    assert remote.epsilon_spent_ == local.epsilon_spent_
+    assert remote.n_features_in_ == X.shape[1]
+
+
+class _no_warning:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+@pytest.mark.parametrize("chunks", [(60,), (25, 35)])
+def test_mean_l1_recovery_on_dask_equals_in_memory(chunks):
+    # The compressed branch needs d large against n eps (test_mean's sizes).
+    rng = np.random.default_rng(2)
+    n, d, s = 60, 8000, 3
+    X = sp.csr_matrix((np.abs(rng.normal(size=n * s)),
+                       rng.integers(0, d, size=n * s), np.arange(0, n * s + 1, s)),
+                      shape=(n, d))
+    kw = dict(epsilon=2.0, delta=1e-5, sparsity=s, method="l1_recovery", random_state=0)
+    local = DPSparseMeanEstimator(**kw).fit(X)
+    assert local.n_measurements_ > 0
+    remote = DPSparseMeanEstimator(**kw).fit(as_dask(X, chunks))
+    _same(remote.mean_, local.mean_)
+
+
+def test_mean_on_dense_blocks_equals_in_memory(sparse_data):
+    X = sparse_data[0].toarray()
+    kw = dict(epsilon=1.0, delta=1e-6, sparsity=6, method="projection", random_state=3)
+    _same(DPSparseMeanEstimator(**kw).fit(as_dask(X, (250, 350))).mean_,
+          DPSparseMeanEstimator(**kw).fit(X).mean_)
+
+
+def test_mean_without_noise_is_the_clipped_mean(sparse_data):
+    X, _ = sparse_data
+    est = DPSparseMeanEstimator(epsilon=np.inf, norm_bound=1.0, method="gaussian",
+                                delta=1e-6).fit(as_dask(X, (100, 500)))
+    norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1))).ravel()
+    scales = np.minimum(1.0, 1.0 / np.maximum(norms, 1e-300))
+    exact = np.asarray(X.multiply(scales[:, None]).mean(axis=0)).ravel()
+    np.testing.assert_allclose(est.mean_, exact, rtol=1e-12, atol=1e-15)
+
+
+# --------------------------------------------------------------------------
+# sgd: full batch, Poisson and fixed-size minibatches
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("chunks", CHUNKINGS)
+@pytest.mark.parametrize("batch_size", [None, 120])
+def test_sgd_on_dask_equals_in_memory(sparse_data, chunks, batch_size):
+    X, y = sparse_data
+    kw = dict(epsilon=1.0, delta=1e-6, norm_bound=2.0, solver="sgd", classes=[0, 1],
+              batch_size=batch_size, max_iter=15, random_state=11)
+    local = DPSparseLogisticRegression(**kw).fit(X, y)
+    remote = DPSparseLogisticRegression(**kw).fit(as_dask(X, chunks),
+                                                  da.from_array(y, chunks=(chunks,)))
+    _same(remote.coef_, local.coef_)
+    _same(remote.intercept_, local.intercept_)
+    assert remote.epsilon_spent_ == local.epsilon_spent_
+    assert remote.delta_spent_ == local.delta_spent_
+
+
+def _signs(y):
+    return np.where(np.asarray(y) > 0, 1.0, -1.0).reshape(-1, 1), {}
+
+
+@pytest.mark.parametrize("chunks", CHUNKINGS)
+def test_sgd_without_replacement_on_dask_equals_in_memory(sparse_data, chunks):
+    X, y = sparse_data
+    problem = Problem(LogisticLoss(), L2(0.01), norm_bound=2.0, fit_intercept=True)
+    solver = get_solver("sgd")
+    options = dict(max_iter=12, batch_size=90, sampling="without_replacement")
+    plan = solver.plan(problem, (600, 40, 1), 1.0, 1e-6, {**_defaults(), **options})
+    local = solver.solve(problem, LocalData(X, _signs(y)[0]), plan, np.random.default_rng(4))
+    data = DaskData.from_arrays(as_dask(X, chunks), y, targets=_signs, n_targets=1)
+    remote = solver.solve(problem, data, plan, np.random.default_rng(4))
+    _same(remote.coef, local.coef)
+    _same(remote.intercept, local.intercept)
+
+
+def _defaults():
+    return {"max_iter": None, "batch_size": None, "learning_rate": None}
+
+
+def test_sgd_multiclass_and_regression_on_dask_equal_in_memory(sparse_data):
+    X, y = sparse_data
+    labels = y + (np.arange(y.size) % 3 == 0)
+    kw = dict(epsilon=2.0, delta=1e-6, solver="sgd", classes=[0, 1, 2], max_iter=10,
+              random_state=5)
+    local = DPSparseLogisticRegression(**kw).fit(X, labels)
+    remote = DPSparseLogisticRegression(**kw).fit(as_dask(X, (300, 300)), labels)
+    _same(remote.coef_, local.coef_)
+    target = X @ np.linspace(-1, 1, X.shape[1])
+    kw = dict(epsilon=2.0, delta=1e-6, solver="sgd", target_bound=3.0, max_iter=10,
+              random_state=5)
+    local = DPGreedyCDRegressor(**kw).fit(X, target)
+    remote = DPGreedyCDRegressor(**kw).fit(as_dask(X, (100, 500)), target)
+    _same(remote.coef_, local.coef_)
+    _same(remote.intercept_, local.intercept_)
+
+
+def test_sgd_without_noise_on_dask_matches_in_memory_optimum(sparse_data):
+    X, y = sparse_data
+    kw = dict(epsilon=np.inf, solver="sgd", classes=[0, 1], max_iter=50, random_state=0)
+    local = DPSparseLogisticRegression(**kw).fit(X, y)
+    remote = DPSparseLogisticRegression(**kw).fit(as_dask(X, (1, 299, 300)), y)
+    _same(remote.coef_, local.coef_)
+
+
+# --------------------------------------------------------------------------
+# Poisson sampling on the blocks
+# --------------------------------------------------------------------------
+def test_poisson_rows_are_the_same_whatever_the_blocks():
+    sampler = PoissonRows(0.3, (12345, 678))
+    whole = sampler.rows(0, 1000)
+    for cuts in ([0, 1, 2, 3, 1000], [0, 499, 500, 1000], [0, 333, 777, 1000]):
+        parts = [sampler.rows(a, b) + a for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+        np.testing.assert_array_equal(np.concatenate(parts), whole)
+    # a retry draws the same rows
+    np.testing.assert_array_equal(sampler.rows(10, 90), sampler.rows(10, 90))
+
+
+def test_poisson_rows_keep_each_row_with_the_rate():
+    # 200 steps x 5000 rows: the kept fraction within 5 standard deviations of q,
+    # and each step's sample fresh (no two steps share their rows).
+    rng = np.random.default_rng(0)
+    q, n = 0.05, 5000
+    samplers = step_samplers(q, 200, rng)
+    counts = np.array([s.rows(0, n).size for s in samplers])
+    sd = math.sqrt(q * (1 - q) * n * 200)
+    assert abs(counts.sum() - q * n * 200) < 5 * sd
+    assert len({tuple(s.rows(0, n)) for s in samplers}) == 200
+    # a row's inclusion is independent across steps: row 0 kept about q of the time
+    kept = np.zeros(n)
+    for s in samplers:
+        kept[s.rows(0, n)] += 1
+    assert abs(kept.mean() - q * 200) < 5 * math.sqrt(q * (1 - q) * 200 / n)
+
+
+# --------------------------------------------------------------------------
+# Errors: clear, and before any budget is reserved
+# --------------------------------------------------------------------------
+def test_bad_blocks_fail_before_the_budget_is_reserved(sparse_data):
+    X, y = sparse_data
+    bad = X.copy()
+    bad.data[-1] = np.nan
+    ledger = PrivacyLedger(max_epsilon=10.0, max_delta=1e-3)
+    with pytest.raises(ValueError, match="NaN"):
+        _fit_with(ledger, DPSparseMeanEstimator(sparsity=5), as_dask(bad, (300, 300)))
+    with pytest.raises(ValueError, match="NaN"):
+        _fit_with(ledger, DPSparseLogisticRegression(solver="sgd", classes=[0, 1],
+                                                     delta=1e-6), as_dask(bad, (300, 300)), y)
+    assert ledger.pending() == [] and len(ledger) == 0
+
+
+def _fit_with(ledger, est, *args):
+    with ledger.activate():
+        return est.fit(*args)
+
+
+def test_unsupported_solver_and_missing_label_set_raise_clearly(sparse_data):
+    X, y = sparse_data
+    Xd = as_dask(X, (300, 300))
+    with pytest.raises(ValueError, match=r"cannot fit a dask array.*\['greedy_cd', 'sgd'\]"
+                                         r"|cannot fit a dask array.*\['sgd'\]"):
+        DPSparseLogisticRegression(solver="cd", classes=[0, 1],
+                                   delta=1e-6).fit(Xd, y)
+    with pytest.raises(ValueError, match="classes="):
+        DPSparseLogisticRegression(solver="sgd", delta=1e-6).fit(Xd, y)
+    with pytest.raises(ValueError, match="outside|not in|unknown"):
+        DPSparseLogisticRegression(solver="sgd", delta=1e-6, classes=[0, 1]).fit(Xd, y + 5)
+    with pytest.raises(ValueError, match="1-d with 600"):
+        DPSparseLogisticRegression(solver="sgd", delta=1e-6, classes=[0, 1]).fit(Xd, y[:10])
+    unknown = da.from_array(np.ones((10, 3)), chunks=5)[da.from_array(np.arange(10)) > 2]
+    with pytest.raises(ValueError, match="unknown chunk sizes"):
+        DPSparseMeanEstimator().fit(unknown)
+
+
+# --------------------------------------------------------------------------
+# On a cluster of worker processes
+# --------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def cluster():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        yield client
+
+
+@pytest.mark.dask
+def test_fits_on_a_local_cluster_equal_in_memory(cluster, sparse_data):
+    X, y = sparse_data
+    chunks = (100, 250, 250)
+    Xd, yd = as_dask(X, chunks), da.from_array(y, chunks=(chunks,))
+    kw = dict(epsilon=1.0, delta=1e-6, sparsity=6, method="projection", random_state=2)
+    _same(DPSparseMeanEstimator(**kw).fit(Xd).mean_, DPSparseMeanEstimator(**kw).fit(X).mean_)
+    for batch_size in (None, 150):
+        kw = dict(epsilon=1.0, delta=1e-6, solver="sgd", classes=[0, 1], max_iter=8,
+                  batch_size=batch_size, random_state=9)
+        remote = DPSparseLogisticRegression(**kw).fit(Xd, yd)
+        local = DPSparseLogisticRegression(**kw).fit(X, y)
+        _same(remote.coef_, local.coef_)
+        _same(remote.intercept_, local.intercept_)
+
+
+def test_poisson_rows_never_keep_above_the_rate():
+    # The coin is a 53-bit integer compared with floor(q 2^53): q = 2^-53 keeps a row
+    # only on the coin 0, and a rate just below 1 / 2^k keeps below it.
+    sampler = PoissonRows(2.0**-53 * 0.999, (1, 2))
+    assert sampler.rows(0, 100_000).size == 0
+    assert PoissonRows(1.0, (1, 2)).rows(0, 1000).size == 1000

@@ -1,0 +1,198 @@
+"""The privacy ledger on a dask cluster: every fit recorded, or the fit refuses.
+
+Workers of a cluster do not share the client's process tree (a nanny starts them)
+nor, on other machines, its file system. Activating a ledger while a dask client
+is around activates it on every worker too (a worker plugin); a worker that cannot
+reach the ledger's store refuses to fit (fail closed) instead of fitting unrecorded.
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+distributed = pytest.importorskip("distributed")
+joblib = pytest.importorskip("joblib")
+
+from sklearn.model_selection import GridSearchCV  # noqa: E402
+
+from skdp_sparse import DPSparseLogisticRegression  # noqa: E402
+from skdp_sparse.exceptions import BudgetExceededError, LedgerUnreachableError  # noqa: E402
+from skdp_sparse.privacy.ledger import DaskLedgerStore, PrivacyLedger  # noqa: E402
+
+pytestmark = pytest.mark.dask
+
+#: A grid of 2 values under 3-fold cross-validation: 6 fits on workers, 1 refit.
+N_FITS = 7
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    X = sp.random(300, 20, density=0.2, format="csr", random_state=0)
+    return X, (rng.random(300) < 0.5).astype(int)
+
+
+def _search():
+    model = DPSparseLogisticRegression(solver="sgd", delta=1e-6, classes=[0, 1],
+                                       max_iter=5, random_state=0)
+    return GridSearchCV(model, {"epsilon": [0.5, 1.0]}, cv=3, error_score="raise")
+
+
+def _fit_on_workers(client, ledger, X, y):
+    # The ledger is activated on the current client's cluster, where joblib sends the fits.
+    with client.as_current(), ledger.activate(), joblib.parallel_config(backend="dask"):
+        return _search().fit(X, y)
+
+
+def _compile_kernels_here(data):
+    # Workers inherit this session's Numba cache directory: compiled once here, the
+    # kernels load from the cache there instead of compiling in every worker.
+    _search().estimator.fit(*data)
+
+
+@pytest.fixture(scope="module")
+def cluster(data):
+    _compile_kernels_here(data)
+    # Workers whose temporary directory differs from the client's: the ledger
+    # registry of the client's /tmp is invisible to them.
+    other_tmp = tempfile.mkdtemp(prefix="skdp_sparse-worker-tmp-")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None, env={"TMPDIR": other_tmp}) as cl, \
+            distributed.Client(cl) as client:
+        assert set(client.run(tempfile.gettempdir).values()) == {other_tmp}
+        yield client
+    shutil.rmtree(other_tmp, ignore_errors=True)
+
+
+def test_cluster_store_records_every_fit_of_a_grid_search(cluster, data):
+    ledger = PrivacyLedger(store=DaskLedgerStore(cluster))
+    search = _fit_on_workers(cluster, ledger, *data)
+    records = ledger.records()
+    assert len(records) == N_FITS
+    worker_pids = set(cluster.run(os.getpid).values())
+    assert {r.pid for r in records} & worker_pids  # the cross-validation ran on workers
+    total = sum(r.epsilon_spent for r in records)
+    assert total == pytest.approx(3 * (0.5 + 1.0) + search.best_params_["epsilon"], rel=1e-6)
+    # a handle pickled to a worker is the same ledger
+    assert cluster.submit(len, ledger).result() == N_FITS
+
+
+def test_file_store_reached_from_workers_records_every_fit(cluster, data):
+    ledger = PrivacyLedger()  # a file in the client's temporary directory
+    _fit_on_workers(cluster, ledger, *data)
+    assert len(ledger.records()) == N_FITS
+
+
+def test_cap_holds_across_the_workers(cluster, data):
+    # A cap of (1, 1e-6): one fit at epsilon = 1 fills it, so the search's 7 fits
+    # cannot all run; a fit on a worker is refused and the total stays under the cap.
+    ledger = PrivacyLedger(store=DaskLedgerStore(cluster), max_epsilon=1.0, max_delta=1e-6)
+    with pytest.raises(BudgetExceededError):
+        _fit_on_workers(cluster, ledger, *data)
+    # Fits that passed are recorded, or still reserved if the search stopped them
+    # mid-fit (a reservation counts until its fit reports).
+    assert 0 < len(ledger.records()) + len(ledger.pending()) < N_FITS
+    assert ledger.spent(delta=1e-6)[0] <= 1.0 * (1 + 1e-9)
+
+
+def test_fits_refuse_when_the_cluster_ledger_is_gone(cluster, data):
+    X, y = data
+    store = DaskLedgerStore(cluster)
+    ledger = PrivacyLedger(store=store)
+    # The scheduler loses the log (as after a restart).
+    cluster.run_on_scheduler(_drop_log, store.name)
+    model = DPSparseLogisticRegression(solver="sgd", delta=1e-6, classes=[0, 1], max_iter=5)
+    with ledger.activate(), pytest.raises(LedgerUnreachableError):
+        model.fit(X, y)
+    assert not hasattr(model, "coef_")
+    with pytest.raises(LedgerUnreachableError):
+        _fit_on_workers(cluster, ledger, X, y)
+
+
+def _drop_log(name):
+    from skdp_sparse.privacy.ledger import _dask_store
+
+    _dask_store._LOGS.pop(name)
+
+
+def test_a_handle_to_a_store_out_of_reach_refuses_fits(data, tmp_path):
+    # The handle of a ledger whose file this process cannot see (another machine's
+    # /tmp): restoring it gives a ledger that refuses, never an empty copy.
+    ledger = PrivacyLedger(tmp_path / "ledger.jsonl")
+    handle = ledger.__reduce__()[1]
+    elsewhere = (handle[0], str(tmp_path / "elsewhere" / "ledger.jsonl"), *handle[2:])
+    unreachable = ledger.__reduce__()[0](*elsewhere)
+    model = DPSparseLogisticRegression(solver="sgd", delta=1e-6, classes=[0, 1], max_iter=5)
+    with unreachable.activate(), pytest.raises(LedgerUnreachableError,
+                                               match="cannot be reached"):
+        model.fit(*data)
+    assert not hasattr(model, "coef_")
+    assert not os.path.exists(elsewhere[1])
+
+
+# --------------------------------------------------------------------------
+# Workers started as separate processes with a /tmp of their own
+# --------------------------------------------------------------------------
+def _own_tmp_available():
+    if not sys.platform.startswith("linux") or shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                            "mount -t tmpfs tmpfs /tmp"], capture_output=True)
+    return probe.returncode == 0
+
+
+@pytest.fixture(scope="module")
+def separate_workers(data):
+    if not _own_tmp_available():
+        pytest.skip("needs unshare -m (a private /tmp for the workers)")
+    _compile_kernels_here(data)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    scheduler = distributed.LocalCluster(n_workers=0, scheduler_port=port,
+                                         dashboard_address=None)
+    client = distributed.Client(scheduler)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    worker_cmd = (f"mount -t tmpfs tmpfs /tmp && exec {sys.executable} -m distributed.cli."
+                  f"dask_worker {scheduler.scheduler_address} --nworkers 1 --nthreads 1 "
+                  "--no-dashboard")
+    procs = [subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                               worker_cmd], env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL) for _ in range(2)]
+    try:
+        client.wait_for_workers(2, timeout=120)
+        yield client
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        client.close()
+        scheduler.close()
+
+
+def test_workers_with_their_own_tmp_refuse_a_file_ledger(separate_workers, data):
+    ledger = PrivacyLedger()  # in the client's /tmp, which the workers do not see
+    assert not any(separate_workers.run(os.path.exists, ledger.path).values())
+    with pytest.raises(LedgerUnreachableError):
+        _fit_on_workers(separate_workers, ledger, *data)
+
+
+def test_workers_with_their_own_tmp_record_in_a_cluster_ledger(separate_workers, data):
+    ledger = PrivacyLedger(store=DaskLedgerStore(separate_workers))
+    start = time.time()
+    _fit_on_workers(separate_workers, ledger, *data)
+    records = ledger.records()
+    assert len(records) == N_FITS
+    assert all(r.timestamp >= start for r in records)
