@@ -243,8 +243,12 @@ class DPMultiSolverModel(DPLinearModel):
     def _solver_name(self, public):
         from ..solvers import resolve_solver
 
+        # An explicit l1 (or elastic-net) strength rules out the solvers that fit
+        # least squares with an l2 penalty at most; alpha=None is theirs to choose.
+        l1_penalty = self.alpha is not None and self.alpha > 0 \
+            and self.penalty in ("l1", "elasticnet")
         return resolve_solver(self.solver, public["n_samples"], public["n_features"],
-                              float(self.epsilon), loss=self._loss())
+                              float(self.epsilon), loss=self._loss(), l1_penalty=l1_penalty)
 
     def _target_bound(self):
         return None
