@@ -198,6 +198,7 @@ def test_auto_rule():
     assert resolve_solver("auto", n, 8, 1.0, loss=sq) == "sufficient_statistics"
     assert resolve_solver("auto", n - 1, 8, 1.0, loss=sq) == "greedy_cd"
     assert resolve_solver("auto", n, 8, 0.5, loss=sq) == "greedy_cd"
+    assert resolve_solver("auto", n, 8, np.inf, loss=sq) == "greedy_cd"
     big = ratio * (p_max + 2) ** 2
     assert resolve_solver("auto", big, p_max, 1.0, loss=sq) == "sufficient_statistics"
     assert resolve_solver("auto", big, p_max + 1, 1.0, loss=sq) == "greedy_cd"

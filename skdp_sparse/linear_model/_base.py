@@ -8,6 +8,7 @@ calibration (:mod:`skdp_sparse.solvers`) to the shared code.
 
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass
 
@@ -20,6 +21,7 @@ from ..base import DPEstimatorMixin
 from ..data import LocalData
 from ..optim.losses import HuberLoss, SquaredLoss
 from ..optim.penalties import L1, L2, ElasticNet, NoPenalty
+from ..privacy.clipping import clip_entries, clip_rows
 from ..solvers import SOLVERS, get_solver
 from ..utils._labels import encode_labels
 from ..utils._warnings import warn_float_noise
@@ -33,7 +35,20 @@ from ..utils.validation import (
     validate_predict_data,
 )
 
-__all__ = ["DPLinearModel", "LinearClassifierMixin", "LinearRegressorMixin", "make_penalty"]
+__all__ = ["DPLinearModel", "LinearClassifierMixin", "LinearRegressorMixin", "TargetRangeMixin",
+           "make_penalty", "clip_like_fit"]
+
+
+def clip_like_fit(X, clipping):
+    """``X`` with the clipping ``(feature_bound, norm_bound, l1_bound)`` a fit applied to
+    its rows (:meth:`~skdp_sparse.solvers.Solver.input_clipping`): a new matrix, or
+    ``X`` itself when the fit clipped nothing."""
+    feature_bound, norm_bound, l1_bound = clipping
+    if feature_bound is not None:
+        X = clip_entries(X, feature_bound)
+    if math.isfinite(norm_bound) or math.isfinite(l1_bound):
+        X = clip_rows(X, norm_bound, l1_bound)
+    return X
 
 
 def make_penalty(penalty, alpha, l1_ratio):
@@ -76,6 +91,7 @@ COMMON_CONSTRAINTS = {
     "sparsity": [Interval(numbers.Integral, 1, None), None],
     "fit_intercept": ["boolean"],
     "random_state": ["random_state"],
+    "clip_predict": ["boolean"],
 }
 
 #: Constraints of the estimators that offer every solver.
@@ -143,11 +159,18 @@ class DPLinearModel(DPEstimatorMixin, BaseEstimator):
     def _fitted_attributes(self, public, plan, result):
         attributes = self._linear_attributes(public, result)
         attributes["n_iter_"] = int(result.n_iter)
+        # Public: the bounds the estimator was given, as the solver applied them.
+        attributes["input_clipping_"] = plan.solver.input_clipping(plan.problem, plan.plan)
         return attributes
 
     def _decision(self, X):
         check_is_fitted(self)
         X = validate_predict_data(self, X)
+        if getattr(self, "clip_predict", True):
+            # Predict as the fit saw its rows: a row outside the public bounds is
+            # clipped as a training row was, so it cannot reach a score the fitted
+            # model never had to answer for.
+            X = clip_like_fit(X, self.input_clipping_)
         return X @ self.coef_.T + self.intercept_
 
 
@@ -217,6 +240,57 @@ class LinearRegressorMixin:
     def predict(self, X):
         """Predicted targets ``X @ coef_ + intercept_``."""
         return np.asarray(self._decision(X)).ravel()
+
+
+class TargetRangeMixin:
+    """``target_bounds=(low, high)``: targets in a public range, mapped to ``[-1, 1]``
+    inside ``fit`` (``(y - c) / h`` with centre ``c`` and half-width ``h``), fitted with
+    ``target_bound = 1``, and coefficients mapped back so that predictions are in the
+    targets' units. Put before :class:`LinearRegressorMixin` in the bases."""
+
+    def _target_range(self):
+        """``(c, h)``: centre and half-width of ``target_bounds``, or None."""
+        if self.target_bounds is None:
+            return None
+        pair = self.target_bounds
+        ok = (isinstance(pair, tuple | list) and len(pair) == 2
+              and all(isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_)
+                      and math.isfinite(v) for v in pair) and pair[0] < pair[1])
+        if not ok:
+            raise ValueError(f"{type(self).__name__}: target_bounds must be a pair (low, "
+                             f"high) of finite numbers with low < high, got {pair!r}")
+        low, high = float(pair[0]), float(pair[1])
+        return (low + high) / 2, (high - low) / 2
+
+    def _check_dp_rules(self):
+        if self.target_bounds is not None and self.target_bound is not None:
+            raise ValueError(
+                f"{type(self).__name__}: give target_bound (a symmetric bound on |y|) or "
+                "target_bounds (the range of y), not both")
+        self._target_range()
+        super()._check_dp_rules()
+
+    def _target_bound(self):
+        if self.target_bounds is not None or self.target_bound is None:
+            return 1.0
+        return float(self.target_bound)
+
+    def _targets(self, y):
+        Y, facts = super()._targets(y)
+        target_range = self._target_range()
+        if target_range is not None:
+            c, h = target_range
+            Y = np.clip((Y - c) / h, -1.0, 1.0)
+        return Y, facts
+
+    def _linear_attributes(self, public, result):
+        attributes = super()._linear_attributes(public, result)
+        target_range = self._target_range()
+        if target_range is not None:
+            c, h = target_range
+            attributes["coef_"] = attributes["coef_"] * h
+            attributes["intercept_"] = attributes["intercept_"] * h + c
+        return attributes
 
 
 class DPMultiSolverModel(DPLinearModel):

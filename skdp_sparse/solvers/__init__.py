@@ -7,6 +7,8 @@ one module and one line in :data:`SOLVERS`.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -93,8 +95,8 @@ def resolve_solver(solver, n_samples, n_features, epsilon, *, loss=None, l1_pena
       at epsilon 1 and 10, a9a at 0.1) and costs a few passes over the data;
     * the squared loss without an l1 penalty (``l1_penalty`` False: the estimator's
       ``alpha`` left to the solver, or an l2 penalty): ``"sufficient_statistics"``
-      (AdaSSP) if ``n epsilon / (p + 1)^2 >= SUFFICIENT_STATISTICS_MIN_RATIO`` and
-      ``p <= SUFFICIENT_STATISTICS_MAX_FEATURES``;
+      (AdaSSP) if ``epsilon`` is finite, ``n epsilon / (p + 1)^2 >=
+      SUFFICIENT_STATISTICS_MIN_RATIO`` and ``p <= SUFFICIENT_STATISTICS_MAX_FEATURES``;
     * other losses: ``"sparse_sgd"`` if ``p >= SPARSE_SGD_MIN_FEATURES`` (per-step
       cost independent of p), ``"greedy_cd"`` if ``r >= GREEDY_MIN_SAMPLES_PER_FEATURE``,
       otherwise ``"sgd"`` (noisy full-batch gradient descent, averaged iterates).
@@ -105,7 +107,9 @@ def resolve_solver(solver, n_samples, n_features, epsilon, *, loss=None, l1_pena
     if isinstance(loss, LogisticLoss):
         return "greedy_cd" if many else "screened_newton"
     ssp_ratio = n_samples * min(epsilon, 1e12) / (n_features + 1) ** 2
-    if isinstance(loss, SquaredLoss) and not l1_penalty \
+    # Private fits only: without noise the choice keeps the exact solvers' optimum
+    # on the rows as the bounds leave them (greedy CD does not clip rows to norm_bound).
+    if math.isfinite(epsilon) and isinstance(loss, SquaredLoss) and not l1_penalty \
             and n_features <= SUFFICIENT_STATISTICS_MAX_FEATURES \
             and ssp_ratio >= SUFFICIENT_STATISTICS_MIN_RATIO:
         return "sufficient_statistics"

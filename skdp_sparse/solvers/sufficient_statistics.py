@@ -142,6 +142,9 @@ class SufficientStatistics(Solver):
             row_bound=row_bound, target_bound=target_bound, fit_intercept=fit_intercept,
             floating_point_safe=safe)
 
+    def input_clipping(self, problem, plan):
+        return problem.feature_bound, float(problem.norm_bound), math.inf
+
     def solve(self, problem, data, plan, rng):
         n, p, K = plan.n_samples, plan.n_features, plan.n_targets
         gram, moment = _statistics(problem, data, plan)
