@@ -66,7 +66,7 @@ SPARSE_SGD_MIN_FEATURES = 100_000
 #: without an l1 penalty from this many examples per squared dimension per unit of
 #: epsilon, ``n epsilon / (p + 1)^2`` (the Gram release's noise grows with its p^2
 #: entries). Measured (benchmarks/bench_sufficient_statistics.py, epsilon 1): at 826
-#: to 1389 it matches greedy CD's test R^2 to 0.002 in 1/25 to 1/150 of the time; at
+#: to 1389 it matches greedy CD's test R^2 to 0.002 in 1/15 to 1/107 of the time; at
 #: 36 (abalone) and 178 (California housing) greedy CD is ahead by 0.06 and 0.15.
 SUFFICIENT_STATISTICS_MIN_RATIO = 800
 #: ... and up to this many features (its cost is n p^2, its noise p^2 entries).
