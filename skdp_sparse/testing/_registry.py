@@ -163,7 +163,9 @@ register(Audit(
 
 # -- noisy sufficient statistics (AdaSSP) ---------------------------------------
 #: Rows of the AdaSSP pair: enough that the Gram release's noise (the same law on
-#: both sides) barely moves the denominator of the coefficient.
+#: both sides) barely moves the denominator of the coefficient. At the claim (0.30 at
+#: delta 0.2) with 800 runs a side, seed sets 0, 1 and 2 gave bounds of 0 times the
+#: claim for the honest fit and 3.35, 1.87 and 1.84 times it with half the noise.
 SSP_ROWS = 400
 
 
