@@ -48,6 +48,7 @@ from scipy.stats import norm
 from ..optim.losses import SquaredLoss
 from ..utils.validation import validate_params
 from ._base import Plan, Solver, SolverResult
+from ._gradient import report
 from ._screening import noise_units, release
 
 __all__ = ["SufficientStatistics", "SHARES", "RIDGE_FAILURE_PROBABILITY", "adaptive_ridge",
@@ -167,6 +168,10 @@ class SufficientStatistics(Solver):
         system = noisy_gram + ridge * np.eye(d)
         system[np.arange(p), np.arange(p)] += n * problem.l2
         theta = _solve_symmetric(system, noisy_moment)
+        if plan.options.get("verbose"):
+            # Public: the plan's releases and their spend, never the ridge or the data.
+            report(self.name, 1, 1, list(plan.events) if plan.private else [], plan.delta,
+                   f" (smallest eigenvalue, X^T X and X^T y in dimension {d})")
         coef = np.ascontiguousarray(theta[:p].T).reshape(K, p)
         intercept = theta[p] if plan.fit_intercept else np.zeros(K)
         return SolverResult(coef, np.asarray(intercept, dtype=float).reshape(K), 1,
