@@ -1,4 +1,5 @@
-"""Fit diffprivlib's LogisticRegression; run with the diffprivlib venv's python.
+"""Fit diffprivlib's LogisticRegression (or, with ``"task": "regression"``, its
+LinearRegression pipelines); run with the diffprivlib venv's python.
 
 Usage: ``python _diffprivlib_runner.py DATA.npz '{"epsilon": 1.0, "data_norm": 1.0,
 "seeds": [0], "params": {...}}'``. ``DATA.npz`` holds the CSR parts of the train and
@@ -18,7 +19,45 @@ import numpy as np
 import scipy.sparse as sp
 
 
+def regression(path, args):
+    """``"task": "regression"``: ``DATA.npz`` holds dense ``X_train``, ``X_test``,
+    ``y_train``, ``y_test``; ``args`` the public ``lower``, ``upper`` (per feature) and
+    ``target`` range. Prints test R^2 per seed of ``LinearRegression(bounds_X,
+    bounds_y)`` at ``epsilon`` and of ``StandardScaler(bounds)`` at ``epsilon / 2``
+    followed by ``LinearRegression`` at ``epsilon / 2``, whose ``bounds_X`` are the
+    public ranges mapped by the scaler's released mean and standard deviation."""
+    import diffprivlib
+    import sklearn
+    from diffprivlib.models import LinearRegression, StandardScaler
+    from sklearn.metrics import r2_score
+
+    f = np.load(path)
+    Xtr, Xte, ytr, yte = f["X_train"], f["X_test"], f["y_train"], f["y_test"]
+    lower, upper = np.asarray(args["lower"]), np.asarray(args["upper"])
+    bounds_y = tuple(args["target"])
+    eps = float(args["epsilon"])
+    out = {"linear": [], "pipeline": [], "diffprivlib": diffprivlib.__version__,
+           "sklearn": sklearn.__version__}
+    for seed in args.get("seeds", [0]):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            lr = LinearRegression(epsilon=eps, bounds_X=(lower, upper), bounds_y=bounds_y,
+                                  random_state=seed).fit(Xtr, ytr)
+            out["linear"].append(float(r2_score(yte, lr.predict(Xte))))
+            scaler = StandardScaler(epsilon=eps / 2, bounds=(lower, upper),
+                                    random_state=seed).fit(Xtr)
+            scaled = np.sort(np.vstack([scaler.transform(lower[None, :]),
+                                        scaler.transform(upper[None, :])]), axis=0)
+            lr2 = LinearRegression(epsilon=eps / 2, bounds_X=(scaled[0], scaled[1]),
+                                   bounds_y=bounds_y, random_state=seed)
+            lr2.fit(scaler.transform(Xtr), ytr)
+            out["pipeline"].append(float(r2_score(yte, lr2.predict(scaler.transform(Xte)))))
+    print(json.dumps(out))
+
+
 def main(path, args):
+    if args.get("task") == "regression":
+        return regression(path, args)
     import diffprivlib
     import sklearn
     from diffprivlib.models import LogisticRegression

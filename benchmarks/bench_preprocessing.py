@@ -1,7 +1,7 @@
 """Private regression on raw tabular features bounded by public ranges.
 
 Pipelines ``BoundedScaler -> DPGreedyCDRegressor`` (and ``DPStandardScaler ->
-DPGreedyCDRegressor``) at a total epsilon of 1 (``delta = 1e-6``), against ordinary
+DPGreedyCDRegressor``) at a total epsilon of 1 (``delta = 1/n^2``), against ordinary
 least squares (scikit-learn's ``LinearRegression``, not private) on two regression
 data sets in their own units:
 
@@ -25,8 +25,16 @@ non-private rows are deterministic). Rows:
 * ``BoundedScaler + DPGreedyCD, eps=inf``: the private pipeline with its noise off
   (what the l1 penalty and the greedy solver cost);
 * ``BoundedScaler + DPGreedyCD, eps=1``: the private pipeline, epsilon 1;
+* ``BoundedScaler + AdaSSP, eps=1`` (and ``eps=inf``): the same regressor with
+  ``solver="sufficient_statistics"`` (noisy ``X^T X`` and ``X^T y``, adaptive ridge);
 * ``DPStandardScaler (eps=0.5) + DPGreedyCD (eps=0.5)``: a private
-  standardisation (output clipped to [-3, 3]) and the regressor, epsilon 0.5 each.
+  standardisation (output clipped to [-3, 3]) and the regressor, epsilon 0.5 each;
+* ``diffprivlib ...``: diffprivlib 0.6.6's ``LinearRegression`` with the same public
+  ranges as ``bounds_X`` and ``bounds_y`` (epsilon 1), and its pipeline
+  ``StandardScaler(bounds) (eps=0.5) + LinearRegression (eps=0.5)``, whose
+  ``bounds_X`` are the public ranges mapped by the scaler's released mean and
+  standard deviation; run in diffprivlib's own venv
+  (``benchmarks/diffprivlib_env.sh``; skipped with a note if it is missing).
 
 Run: ``python benchmarks/bench_preprocessing.py [--quick] [--seeds N]``. Data are
 read from ``<repository>/../shared/data`` (override with ``SKDP_DATA_DIR``).
@@ -35,8 +43,11 @@ read from ``<repository>/../shared/data`` (override with ``SKDP_DATA_DIR``).
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -50,13 +61,17 @@ from sklearn.pipeline import make_pipeline
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import data_dir, markdown_table  # noqa: E402
+from _common import data_dir, diffprivlib_python, markdown_table  # noqa: E402
 
 from skdp_sparse.linear_model import DPGreedyCDRegressor  # noqa: E402
 from skdp_sparse.preprocessing import BoundedScaler, DPStandardScaler  # noqa: E402
 
 EPSILON = 1.0
-DELTA = 1e-6
+
+
+def delta_for(n_samples):
+    """The benchmark's delta, ``1 / n^2`` for ``n`` training rows."""
+    return 1.0 / n_samples**2
 
 #: Public ranges: (feature names, lower, upper, target range, where they come from).
 RANGES = {
@@ -111,25 +126,27 @@ def load(name):
     return np.asarray(X.toarray()), np.asarray(y, dtype=float)
 
 
-def pipelines(name, n_features):
+def pipelines(name, n_features, n_samples):
     spec = RANGES[name]
+    delta = delta_for(n_samples)
     bounds = (np.array(spec["lower"]), np.array(spec["upper"]))
     target = spec["target"]
     bounded = BoundedScaler(bounds=bounds, feature_range=(-1.0, 1.0))
     fb, nb = bounded.output_bounds()
 
-    def dp_bounded(epsilon, seed):
+    def dp_bounded(epsilon, seed, solver="greedy_cd"):
         return make_pipeline(
             BoundedScaler(bounds=bounds, feature_range=(-1.0, 1.0)),
-            DPGreedyCDRegressor(epsilon=epsilon, delta=DELTA, feature_bound=fb,
-                                norm_bound=nb, target_bounds=target, random_state=seed))
+            DPGreedyCDRegressor(epsilon=epsilon, delta=delta, feature_bound=fb,
+                                norm_bound=nb, target_bounds=target, solver=solver,
+                                random_state=seed))
 
     def dp_standard(epsilon, seed):
         scaler = DPStandardScaler(bounds=bounds, epsilon=epsilon / 2, clip_output=3.0,
                                   random_state=seed)
         sfb, snb = scaler.output_bounds(n_features)
         return make_pipeline(scaler, DPGreedyCDRegressor(
-            epsilon=epsilon / 2, delta=DELTA, feature_bound=sfb, norm_bound=snb,
+            epsilon=epsilon / 2, delta=delta, feature_bound=sfb, norm_bound=snb,
             target_bounds=target, random_state=seed))
 
     return [
@@ -140,16 +157,51 @@ def pipelines(name, n_features):
          lambda seed: dp_bounded(math.inf, seed)),
         (f"BoundedScaler + DPGreedyCD, eps={EPSILON:g}", True,
          lambda seed: dp_bounded(EPSILON, seed)),
+        ("BoundedScaler + AdaSSP, eps=inf", False,
+         lambda seed: dp_bounded(math.inf, seed, "sufficient_statistics")),
+        (f"BoundedScaler + AdaSSP, eps={EPSILON:g}", True,
+         lambda seed: dp_bounded(EPSILON, seed, "sufficient_statistics")),
         (f"DPStandardScaler (eps={EPSILON / 2:g}) + DPGreedyCD (eps={EPSILON / 2:g})",
          True, lambda seed: dp_standard(EPSILON, seed)),
     ]
+
+
+def diffprivlib_rows(name, X_tr, X_te, y_tr, y_te, seeds):
+    """diffprivlib's regression and its scaler pipeline with the same public ranges,
+    in its own venv; [] with a note if the venv is missing."""
+    python = diffprivlib_python()
+    if not python.exists():
+        print(f"note: diffprivlib venv not found at {python.parent.parent}; build it with "
+              "`bash benchmarks/diffprivlib_env.sh` (skipping diffprivlib)")
+        return []
+    spec = RANGES[name]
+    args = {"task": "regression", "epsilon": EPSILON, "lower": spec["lower"],
+            "upper": spec["upper"], "target": list(spec["target"]), "seeds": list(seeds)}
+    with tempfile.TemporaryDirectory(prefix="skdp_dpl_") as tmp:
+        path = Path(tmp) / "data.npz"
+        np.savez(path, X_train=X_tr, X_test=X_te, y_train=y_tr, y_test=y_te)
+        proc = subprocess.run([str(python), str(Path(__file__).parent / "_diffprivlib_runner.py"),
+                               str(path), json.dumps(args)],
+                              capture_output=True, text=True, timeout=3600)
+    if proc.returncode != 0:
+        print(f"note: diffprivlib runner failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
+        return []
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    version = out["diffprivlib"]
+    labels = {"linear": f"diffprivlib {version} LinearRegression (bounds), eps={EPSILON:g}",
+              "pipeline": f"diffprivlib {version} StandardScaler (eps={EPSILON / 2:g}) + "
+                          f"LinearRegression (eps={EPSILON / 2:g})"}
+    return [{"data": name, "model": labels[key],
+             "R^2": f"{np.mean(out[key]):.3g} ± {np.std(out[key]):.3g}",
+             "epsilon spent": f"{EPSILON:.3f}", "fit time (s)": None}
+            for key in ("linear", "pipeline")]
 
 
 def run(name, seeds):
     X, y = load(name)
     X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.3, random_state=0)
     rows = []
-    for label, private, make in pipelines(name, X.shape[1]):
+    for label, private, make in pipelines(name, X.shape[1], X_tr.shape[0]):
         scores, times, spent = [], [], []
         for seed in (seeds if private else seeds[:1]):
             model = make(seed)
@@ -167,6 +219,7 @@ def run(name, seeds):
             "epsilon spent": "-" if not private else f"{np.mean(spent):.3f}",
             "fit time (s)": float(np.median(times)),
         })
+    rows += diffprivlib_rows(name, X_tr, X_te, y_tr, y_te, seeds)
     return rows, X_tr.shape
 
 
@@ -178,7 +231,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     seeds = list(range(2 if args.quick else args.seeds))
     print(f"# Private regression on bounded tabular features (epsilon {EPSILON:g}, "
-          f"delta {DELTA:g}; R^2 on a 30% test split, {len(seeds)} seeds)\n")
+          f"delta 1/n^2; R^2 on a 30% test split, {len(seeds)} seeds)\n")
     all_rows = []
     for name in args.datasets:
         rows, shape = run(name, seeds)

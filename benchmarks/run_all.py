@@ -30,6 +30,7 @@ SCRIPTS = {
     "bench_sgd": {"quick": ["--quick"], "full": []},
     "bench_model_selection": {"quick": ["--quick"], "full": []},
     "bench_preprocessing": {"quick": ["--quick"], "full": []},
+    "bench_sufficient_statistics": {"quick": ["--quick"], "full": []},
     "bench_fp_safe": {"quick": ["--quick"], "full": []},
     "bench_fp_safe_cd": {"quick": ["--quick"], "full": []},
     "bench_fp_safe_sparse": {"quick": ["--quick"], "full": []},

@@ -738,7 +738,9 @@ def test_bad_input_raises_before_any_work(monkeypatch, params, X, y, match):
     "params, match",
     [
         ({"target_bound": -1.0}, "target_bound"),
-        ({"target_bound": None}, "target_bound"),
+        # None is the default bound 1 (as for DPGreedyCDRegressor); with a range too:
+        ({"target_bound": 2.0, "target_bounds": (0.0, 1.0)}, "not both"),
+        ({"target_bounds": (1.0, 0.0)}, "target_bounds"),
         ({"loss": "logistic"}, "loss"),
         ({"loss": "huber", "huber_threshold": 0.0}, "huber_threshold"),
     ],

@@ -41,6 +41,15 @@ def _data(n=80, p=6, seed=0):
     return X, y
 
 
+def _model(solver, **kw):
+    """The classifier of ``solver``, or the regressor for the least-squares-only solver."""
+    if solver == "sufficient_statistics":
+        kw.pop("max_iter", None)
+        return DPGreedyCDRegressor(epsilon=2.0, delta=1e-5, solver=solver, random_state=0,
+                                   **kw)
+    return _logistic(solver, **kw)
+
+
 def _logistic(solver, **kw):
     kw.setdefault("max_iter", 3 if solver in ("cd", "greedy_cd") else 4)
     if solver == "phased_sgd":
@@ -89,7 +98,9 @@ def _read_only(X):
 
 
 ESTIMATORS = [
-    *[(f"logistic-{s}", lambda s=s: _logistic(s)) for s in SOLVERS],
+    *[(f"logistic-{s}", lambda s=s: _logistic(s)) for s in SOLVERS
+      if s != "sufficient_statistics"],
+    ("regressor-sufficient_statistics", lambda: _model("sufficient_statistics")),
     ("logistic-output_perturbation",
      lambda: _logistic("output_perturbation", penalty="l2")),
     ("regressor", lambda: DPGreedyCDRegressor(epsilon=2.0, delta=1e-5, max_iter=3,
@@ -104,7 +115,7 @@ ESTIMATORS = [
 @pytest.mark.parametrize("name, make", ESTIMATORS, ids=[e[0] for e in ESTIMATORS])
 def test_caller_matrix_is_never_changed(name, make):
     X, y = _data()
-    target = y.astype(float) if name == "regressor" else y
+    target = y.astype(float) if name.startswith("regressor") else y
     for fmt in ("csr", "csc"):
         messy = _messy(X).asformat(fmt) if fmt == "csc" else _messy(X)
         if fmt == "csc":
@@ -152,7 +163,7 @@ def test_verbose_output_is_public(solver, capsys):
     outputs = []
     for seed in (0, 1):
         X, y = _data(seed=seed)
-        _logistic(solver, verbose=2).fit(X, y)
+        _model(solver, verbose=2).fit(X, y)
         outputs.append(capsys.readouterr().out)
     assert outputs[0].strip()
     assert outputs[0] == outputs[1]

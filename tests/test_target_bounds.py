@@ -1,5 +1,6 @@
-"""DPGreedyCDRegressor(target_bounds=(low, high)): targets in a public range, mapped to
-[-1, 1] inside fit, predictions in the targets' units."""
+"""Regressors' target_bounds=(low, high): targets in a public range, mapped to [-1, 1]
+inside fit, predictions in the targets' units (DPGreedyCDRegressor and
+DPOutputPerturbationRegressor)."""
 
 import numpy as np
 import pytest
@@ -7,6 +8,7 @@ from sklearn.base import clone
 from sklearn.linear_model import LinearRegression
 
 from skdp_sparse import DPGreedyCDRegressor
+from skdp_sparse.linear_model import DPOutputPerturbationRegressor
 
 
 def _data(n=400, seed=0):
@@ -64,6 +66,34 @@ def test_default_target_bound_is_one():
     assert DPGreedyCDRegressor().target_bound is None
 
 
+@pytest.mark.parametrize("delta", [0.0, 1e-6])
+def test_output_perturbation_target_bounds_is_the_fit_on_mapped_targets(delta):
+    X, y = _data()
+    c, h = 300.0, 300.0
+    kw = dict(epsilon=2.0, delta=delta, norm_bound=2.0, alpha=0.01, random_state=3)
+    a = DPOutputPerturbationRegressor(target_bounds=(0.0, 600.0), **kw).fit(X, y)
+    b = DPOutputPerturbationRegressor(target_bound=1.0, **kw).fit(X, (y - c) / h)
+    np.testing.assert_allclose(a.coef_, h * b.coef_, rtol=1e-12, atol=1e-12)
+    assert a.intercept_ == pytest.approx(h * b.intercept_ + c, rel=1e-12)
+    assert a.privacy_events_ == b.privacy_events_
+    # The default target bound is 1, as before target_bounds existed.
+    assert DPOutputPerturbationRegressor().target_bound is None
+    d = DPOutputPerturbationRegressor(**kw).fit(X, (y - c) / h)
+    np.testing.assert_array_equal(d.coef_, b.coef_)
+
+
+def test_output_perturbation_target_bounds_beats_raw_targets():
+    """Without the range, targets of 300 clip to the default bound 1 and the model
+    predicts about 1; with it, the model recovers the signal."""
+    X, y = _data(n=4000)
+    kw = dict(epsilon=np.inf, norm_bound=2.0, alpha=1e-4)
+    ranged = DPOutputPerturbationRegressor(target_bounds=(0.0, 600.0), **kw).fit(X, y)
+    raw = DPOutputPerturbationRegressor(**kw).fit(X, y)
+    assert ranged.score(X, y) > 0.9
+    assert raw.score(X, y) < 0
+
+
+@pytest.mark.parametrize("estimator", [DPGreedyCDRegressor, DPOutputPerturbationRegressor])
 @pytest.mark.parametrize("params, message", [
     (dict(target_bound=2.0, target_bounds=(0, 1)), "not both"),
     (dict(target_bounds=(1, 0)), "low < high"),
@@ -71,10 +101,10 @@ def test_default_target_bound_is_one():
     (dict(target_bounds=(0,)), "pair"),
     (dict(target_bounds="ab"), "pair"),
 ])
-def test_bad_target_bounds(params, message):
+def test_bad_target_bounds(estimator, params, message):
     X, y = _data(50)
     with pytest.raises(ValueError, match=message):
-        DPGreedyCDRegressor(**params).fit(X, y)
+        estimator(**params).fit(X, y)
 
 
 def test_clone_keeps_target_bounds():

@@ -8,10 +8,12 @@ calibration (:mod:`skdp_sparse.solvers`) to the shared code.
 
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.special import expit
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
@@ -20,9 +22,10 @@ from ..base import DPEstimatorMixin
 from ..data import DaskData, LocalData, is_dask_array
 from ..optim.losses import HuberLoss, SquaredLoss
 from ..optim.penalties import L1, L2, ElasticNet, NoPenalty
+from ..privacy.clipping import clip_entries, clip_rows
 from ..solvers import SOLVERS, get_solver
 from ..utils._labels import encode_labels
-from ..utils._warnings import warn_float_noise
+from ..utils._warnings import warn, warn_float_noise
 from ..utils.validation import (
     DELTA,
     EPSILON,
@@ -33,7 +36,71 @@ from ..utils.validation import (
     validate_predict_data,
 )
 
-__all__ = ["DPLinearModel", "LinearClassifierMixin", "LinearRegressorMixin", "make_penalty"]
+__all__ = ["DPLinearModel", "LinearClassifierMixin", "LinearRegressorMixin", "TargetRangeMixin",
+           "make_penalty", "clip_like_fit"]
+
+
+def clip_like_fit(X, clipping):
+    """``X`` with the clipping ``(feature_bound, norm_bound, l1_bound)`` a fit applied to
+    its rows (:meth:`~skdp_sparse.solvers.Solver.input_clipping`): a new matrix, or
+    ``X`` itself when the fit clipped nothing."""
+    feature_bound, norm_bound, l1_bound = clipping
+    if feature_bound is not None:
+        X = clip_entries(X, feature_bound)
+    if math.isfinite(norm_bound) or math.isfinite(l1_bound):
+        X = clip_rows(X, norm_bound, l1_bound)
+    return X
+
+
+_HOW_TO_BOUND = (
+    "Give a public bound that holds for every row, from what the features mean and "
+    "never from their values: skdp_sparse.preprocessing.BoundedScaler(bounds=(lower, "
+    "upper)) maps public ranges and its output_bounds() are the feature_bound and "
+    "norm_bound to pass; one_hot_bounds(categories) gives those of one-hot columns; "
+    "sklearn.preprocessing.Normalizer makes every row norm 1 (norm_bound=1).")
+
+
+def _rows_above(X, feature_bound, norm_bound):
+    """Counts of rows with an entry above ``feature_bound`` and with an l2 norm above
+    ``norm_bound`` (private: only their comparison with n / 2 is ever shown)."""
+    if sp.issparse(X):
+        X = X.tocsr()
+        rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+        entries = np.abs(X.data) > np.broadcast_to(feature_bound, (X.shape[1],))[X.indices]
+        above_entry = np.unique(rows[entries]).size
+        norms = np.sqrt(np.bincount(rows, weights=X.data**2, minlength=X.shape[0]))
+    else:
+        above_entry = int(np.count_nonzero((np.abs(X) > feature_bound).any(axis=1)))
+        norms = np.linalg.norm(X, axis=1)
+    return above_entry, int(np.count_nonzero(norms > norm_bound))
+
+
+def warn_if_bounds_clip_most_rows(owner, X, clipping):
+    """A :class:`~skdp_sparse.exceptions.PrivacyLeakWarning` when more than half of the
+    training rows exceed the bounds the solver clips them to (``clipping``, from
+    :meth:`~skdp_sparse.solvers.Solver.input_clipping`), naming the public value to
+    supply. Bounds clipping most rows usually come from defaults left for data on
+    another scale, with a model at chance as the result. Whether the warning appears
+    depends on the training data (one bit: is the count of such rows above n / 2),
+    which the privacy guarantee does not cover; hence its category."""
+    from ..exceptions import PrivacyLeakWarning
+
+    feature_bound, norm_bound, _ = clipping
+    n = X.shape[0]
+    fb = np.inf if feature_bound is None else np.asarray(feature_bound, dtype=float)
+    above_entry, above_norm = _rows_above(X, fb, norm_bound)
+    named = []
+    if feature_bound is not None and 2 * above_entry > n:
+        shown = f"{float(fb):g}" if np.ndim(fb) == 0 else "its per-feature values"
+        named.append(f"feature_bound ({shown}, a bound on every |x_ij|)")
+    if math.isfinite(norm_bound) and 2 * above_norm > n:
+        named.append(f"norm_bound ({norm_bound:g}, a bound on the l2 norm of a row)")
+    if named:
+        warn(f"{owner}: more than half of the training rows exceed "
+             f"{' and '.join(named)} and are clipped to it, which can leave the model no "
+             f"better than its intercept. {_HOW_TO_BOUND} This warning depends on the "
+             "training data and is not covered by the privacy guarantee.",
+             PrivacyLeakWarning)
 
 
 def make_penalty(penalty, alpha, l1_ratio):
@@ -76,6 +143,7 @@ COMMON_CONSTRAINTS = {
     "sparsity": [Interval(numbers.Integral, 1, None), None],
     "fit_intercept": ["boolean"],
     "random_state": ["random_state"],
+    "clip_predict": ["boolean"],
 }
 
 #: Constraints of the estimators that offer every solver.
@@ -160,16 +228,25 @@ class DPLinearModel(DPEstimatorMixin, BaseEstimator):
                                                           options))
 
     def _solve(self, data, plan, rng):
+        warn_if_bounds_clip_most_rows(type(self).__name__, data.X,
+                                      plan.solver.input_clipping(plan.problem, plan.plan))
         return plan.solver.solve(plan.problem, data, plan.plan, rng)
 
     def _fitted_attributes(self, public, plan, result):
         attributes = self._linear_attributes(public, result)
         attributes["n_iter_"] = int(result.n_iter)
+        # Public: the bounds the estimator was given, as the solver applied them.
+        attributes["input_clipping_"] = plan.solver.input_clipping(plan.problem, plan.plan)
         return attributes
 
     def _decision(self, X):
         check_is_fitted(self)
         X = validate_predict_data(self, X)
+        if getattr(self, "clip_predict", True):
+            # Predict as the fit saw its rows: a row outside the public bounds is
+            # clipped as a training row was, so it cannot reach a score the fitted
+            # model never had to answer for.
+            X = clip_like_fit(X, self.input_clipping_)
         return X @ self.coef_.T + self.intercept_
 
 
@@ -259,6 +336,57 @@ class LinearRegressorMixin:
         return np.asarray(self._decision(X)).ravel()
 
 
+class TargetRangeMixin:
+    """``target_bounds=(low, high)``: targets in a public range, mapped to ``[-1, 1]``
+    inside ``fit`` (``(y - c) / h`` with centre ``c`` and half-width ``h``), fitted with
+    ``target_bound = 1``, and coefficients mapped back so that predictions are in the
+    targets' units. Put before :class:`LinearRegressorMixin` in the bases."""
+
+    def _target_range(self):
+        """``(c, h)``: centre and half-width of ``target_bounds``, or None."""
+        if self.target_bounds is None:
+            return None
+        pair = self.target_bounds
+        ok = (isinstance(pair, tuple | list) and len(pair) == 2
+              and all(isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_)
+                      and math.isfinite(v) for v in pair) and pair[0] < pair[1])
+        if not ok:
+            raise ValueError(f"{type(self).__name__}: target_bounds must be a pair (low, "
+                             f"high) of finite numbers with low < high, got {pair!r}")
+        low, high = float(pair[0]), float(pair[1])
+        return (low + high) / 2, (high - low) / 2
+
+    def _check_dp_rules(self):
+        if self.target_bounds is not None and self.target_bound is not None:
+            raise ValueError(
+                f"{type(self).__name__}: give target_bound (a symmetric bound on |y|) or "
+                "target_bounds (the range of y), not both")
+        self._target_range()
+        super()._check_dp_rules()
+
+    def _target_bound(self):
+        if self.target_bounds is not None or self.target_bound is None:
+            return 1.0
+        return float(self.target_bound)
+
+    def _targets(self, y):
+        Y, facts = super()._targets(y)
+        target_range = self._target_range()
+        if target_range is not None:
+            c, h = target_range
+            Y = np.clip((Y - c) / h, -1.0, 1.0)
+        return Y, facts
+
+    def _linear_attributes(self, public, result):
+        attributes = super()._linear_attributes(public, result)
+        target_range = self._target_range()
+        if target_range is not None:
+            c, h = target_range
+            attributes["coef_"] = attributes["coef_"] * h
+            attributes["intercept_"] = attributes["intercept_"] * h + c
+        return attributes
+
+
 class DPMultiSolverModel(DPLinearModel):
     """A linear model offering every registered solver (``solver="auto"`` resolved
     from public n, p and epsilon), with the parameters of
@@ -283,8 +411,12 @@ class DPMultiSolverModel(DPLinearModel):
     def _solver_name(self, public):
         from ..solvers import resolve_solver
 
+        # An explicit l1 (or elastic-net) strength rules out the solvers that fit
+        # least squares with an l2 penalty at most; alpha=None is theirs to choose.
+        l1_penalty = self.alpha is not None and self.alpha > 0 \
+            and self.penalty in ("l1", "elasticnet")
         return resolve_solver(self.solver, public["n_samples"], public["n_features"],
-                              float(self.epsilon), loss=self._loss())
+                              float(self.epsilon), loss=self._loss(), l1_penalty=l1_penalty)
 
     def _target_bound(self):
         return None

@@ -39,8 +39,9 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
     epsilon, delta, penalty, l1_ratio, feature_bound, norm_bound, sparsity,
     gradient_clip, fit_intercept, solver, selection, curvature, max_iter, batch_size,
     learning_rate, tol, random_state, verbose, floating_point_safe, feature_selection,
-    feature_selection_share
-        As in :class:`~skdp_sparse.linear_model.DPGreedyCDRegressor`.
+    feature_selection_share, clip_predict
+        As in :class:`~skdp_sparse.linear_model.DPGreedyCDRegressor` (``clip_predict``
+        applies to ``decision_function``, ``predict`` and ``predict_proba``).
     alpha : float, default=None
         Penalty strength; ``None`` is 1e-4 (``output_perturbation``: the theorem's rule;
         ``screened_newton``: 0, its noise's soft threshold and ridge regularise it).
@@ -66,6 +67,9 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
         a known standard deviation, see :mod:`skdp_sparse.solvers._screening`).
     epsilon_spent_, delta_spent_ : float
     privacy_events_ : tuple of PrivacyEvent
+    input_clipping_ : tuple (feature_bound, norm_bound, l1_bound)
+        The public clipping the solver applied to the training rows (``None`` or
+        ``inf`` where it applied none), which ``clip_predict`` applies to new rows.
 
     Examples
     --------
@@ -87,7 +91,7 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
                  curvature="auto", max_iter=None, batch_size=None, learning_rate=None,
                  tol=1e-7, classes=None, random_state=None, verbose=0,
                  floating_point_safe="auto", feature_selection="auto",
-                 feature_selection_share=None):
+                 feature_selection_share=None, clip_predict=True):
         self.epsilon = epsilon
         self.delta = delta
         self.penalty = penalty
@@ -110,6 +114,7 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
         self.verbose = verbose
         self.floating_point_safe = floating_point_safe
         self.feature_selection = feature_selection
+        self.clip_predict = clip_predict
         self.feature_selection_share = feature_selection_share
 
     def _loss(self):

@@ -15,6 +15,7 @@ from ._base import (
     DPLinearModel,
     LinearClassifierMixin,
     LinearRegressorMixin,
+    TargetRangeMixin,
 )
 
 __all__ = [
@@ -80,6 +81,11 @@ _COMMON_DOC = """
         same test accuracy; ``benchmarks/bench_fp_safe.py``).
     random_state : None, int or numpy.random.Generator, default=None
         None draws fresh OS entropy (use it for releases); an int is reproducible.
+    clip_predict : bool, default=True
+        Predict as the fit saw its rows: every prediction method clips new rows to
+        ``norm_bound`` (and the l1 norm ``norm_bound * sqrt(sparsity)`` where the fit
+        used it), as the fit clipped the training rows (``input_clipping_``). False
+        predicts on the rows as given. Public bounds only: costs no privacy.
 """
 
 _FITTED_DOC = """    alpha_ : float
@@ -90,6 +96,9 @@ _FITTED_DOC = """    alpha_ : float
     epsilon_spent_, delta_spent_ : float
         The composed guarantee of the fit (at most ``epsilon, delta``).
     privacy_events_ : tuple of PrivacyEvent
+    input_clipping_ : tuple (feature_bound, norm_bound, l1_bound)
+        The public clipping the solver applied to the training rows (``None`` or
+        ``inf`` where it applied none), which ``clip_predict`` applies to new rows.
     n_features_in_ : int
 """
 
@@ -102,7 +111,7 @@ class _BaseOutputPerturbation(DPLinearModel):
     def __init__(self, *, epsilon=1.0, delta=0.0, norm_bound=1.0, sparsity=None,
                  alpha=None, domain="none", radius=None, tol=1e-3, fit_intercept=True,
                  intercept_bound=1.0, max_iter=1000, floating_point_safe="auto",
-                 random_state=None):
+                 random_state=None, clip_predict=True):
         self.epsilon = epsilon
         self.delta = delta
         self.norm_bound = norm_bound
@@ -116,6 +125,7 @@ class _BaseOutputPerturbation(DPLinearModel):
         self.max_iter = max_iter
         self.floating_point_safe = floating_point_safe
         self.random_state = random_state
+        self.clip_predict = clip_predict
 
     def _check_dp_rules(self):
         if self.floating_point_safe is False:
@@ -182,13 +192,13 @@ class DPOutputPerturbationClassifier(LinearClassifierMixin, ClassifierMixin,
     def __init__(self, *, epsilon=1.0, delta=0.0, norm_bound=1.0, sparsity=None,
                  alpha=None, domain="none", radius=None, tol=1e-3, fit_intercept=True,
                  intercept_bound=1.0, max_iter=1000, floating_point_safe="auto",
-                 classes=None, random_state=None):
+                 classes=None, random_state=None, clip_predict=True):
         super().__init__(epsilon=epsilon, delta=delta, norm_bound=norm_bound,
                          sparsity=sparsity, alpha=alpha, domain=domain, radius=radius,
                          tol=tol, fit_intercept=fit_intercept,
                          intercept_bound=intercept_bound, max_iter=max_iter,
                          floating_point_safe=floating_point_safe,
-                         random_state=random_state)
+                         random_state=random_state, clip_predict=clip_predict)
         self.classes = classes
 
     def _loss(self):
@@ -199,7 +209,7 @@ class DPOutputPerturbationClassifier(LinearClassifierMixin, ClassifierMixin,
         return self._fit(X, y)
 
 
-class DPOutputPerturbationRegressor(LinearRegressorMixin, RegressorMixin,
+class DPOutputPerturbationRegressor(TargetRangeMixin, LinearRegressorMixin, RegressorMixin,
                                     _BaseOutputPerturbation):
     __doc__ = (
         """Differentially private L2-regularised linear regression by output perturbation.
@@ -213,8 +223,17 @@ class DPOutputPerturbationRegressor(LinearRegressorMixin, RegressorMixin,
         + """    loss : {"squared", "huber"}, default="squared"
     huber_threshold : float, default=1.0
         Threshold of the Huber loss (quadratic for residuals below it).
-    target_bound : float, default=1.0
-        Public bound on ``|y|``; scale targets so that it is meaningful.
+    target_bound : float, default=None
+        Public bound on ``|y|`` (``None`` is 1); scale targets so that it is meaningful,
+        or give ``target_bounds`` instead.
+    target_bounds : pair (low, high), default=None
+        Public range of the targets in their own units: ``y`` is clipped to it and
+        mapped to ``[-1, 1]`` by ``(y - c) / h`` (``c`` the centre, ``h`` the
+        half-width) inside ``fit``, the model is fitted with ``target_bound = 1`` (the
+        sensitivities follow from the range) and ``coef_`` and ``intercept_`` are
+        mapped back, so ``predict`` returns the targets' units. ``alpha`` and
+        ``huber_threshold`` apply to the mapped targets. Never take the range from the
+        training targets.
 
     Attributes
     ----------
@@ -226,22 +245,24 @@ class DPOutputPerturbationRegressor(LinearRegressorMixin, RegressorMixin,
 
     _parameter_constraints = {**_BaseOutputPerturbation._parameter_constraints,
                               "loss": [Options("squared", "huber")],
-                              "huber_threshold": [Bound()], "target_bound": [Bound()]}
+                              "huber_threshold": [Bound()], "target_bound": [Bound(), None],
+                              "target_bounds": ["no_validation"]}
 
-    def __init__(self, *, loss="squared", huber_threshold=1.0, target_bound=1.0,
-                 epsilon=1.0, delta=0.0, norm_bound=1.0, sparsity=None, alpha=None,
-                 domain="none", radius=None, tol=1e-3, fit_intercept=True,
+    def __init__(self, *, loss="squared", huber_threshold=1.0, target_bound=None,
+                 target_bounds=None, epsilon=1.0, delta=0.0, norm_bound=1.0, sparsity=None,
+                 alpha=None, domain="none", radius=None, tol=1e-3, fit_intercept=True,
                  intercept_bound=1.0, max_iter=1000, floating_point_safe="auto",
-                 random_state=None):
+                 random_state=None, clip_predict=True):
         super().__init__(epsilon=epsilon, delta=delta, norm_bound=norm_bound,
                          sparsity=sparsity, alpha=alpha, domain=domain, radius=radius,
                          tol=tol, fit_intercept=fit_intercept,
                          intercept_bound=intercept_bound, max_iter=max_iter,
                          floating_point_safe=floating_point_safe,
-                         random_state=random_state)
+                         random_state=random_state, clip_predict=clip_predict)
         self.loss = loss
         self.huber_threshold = huber_threshold
         self.target_bound = target_bound
+        self.target_bounds = target_bounds
 
 
 # The short name is the classifier (logistic loss, the paper's main use); an alias,

@@ -9,12 +9,18 @@ import numpy as np
 from sklearn.base import RegressorMixin
 
 from ..utils.validation import Bound, Options
-from ._base import SOLVER_CONSTRAINTS, DPMultiSolverModel, LinearRegressorMixin
+from ._base import (
+    SOLVER_CONSTRAINTS,
+    DPMultiSolverModel,
+    LinearRegressorMixin,
+    TargetRangeMixin,
+)
 
 __all__ = ["DPGreedyCDRegressor"]
 
 
-class DPGreedyCDRegressor(LinearRegressorMixin, RegressorMixin, DPMultiSolverModel):
+class DPGreedyCDRegressor(TargetRangeMixin, LinearRegressorMixin, RegressorMixin,
+                          DPMultiSolverModel):
     """Linear regression trained with differential privacy on sparse data.
 
     Minimises ``(1/n) sum_i l(y_i, x_i . w + b) + psi(w)`` with the squared or
@@ -186,6 +192,15 @@ class DPGreedyCDRegressor(LinearRegressorMixin, RegressorMixin, DPMultiSolverMod
         Share of the budget (of ``rho`` in zCDP) spent on the association release;
         ``None``: the solver's rule (``sgd``: 1/4; ``screened_newton``: 3/4, the
         association being also its gradient).
+    clip_predict : bool, default=True
+        Predict as the fit saw its rows: ``predict`` and ``score`` clip each new row
+        with the public bounds the solver clipped the training rows with
+        (``input_clipping_``: entries to ``feature_bound`` and rows to ``norm_bound``
+        for greedy CD and the sufficient statistics, rows to ``norm_bound`` for the
+        gradient solvers and output perturbation; nothing for ``screened_newton``,
+        whose decision is calibrated on unclipped scores), so that one outlying row
+        cannot get a score far outside those the model was fitted on. False
+        predicts on the rows as given. Uses only the public bounds: costs no privacy.
 
     Attributes
     ----------
@@ -201,6 +216,9 @@ class DPGreedyCDRegressor(LinearRegressorMixin, RegressorMixin, DPMultiSolverMod
         ranks.
     epsilon_spent_, delta_spent_ : float
     privacy_events_ : tuple of PrivacyEvent
+    input_clipping_ : tuple (feature_bound, norm_bound, l1_bound)
+        The public clipping the solver applied to the training rows (``None`` or
+        ``inf`` where it applied none), which ``clip_predict`` applies to new rows.
 
     Examples
     --------
@@ -228,7 +246,7 @@ class DPGreedyCDRegressor(LinearRegressorMixin, RegressorMixin, DPMultiSolverMod
                  fit_intercept=True, solver="auto", selection="exponential",
                  curvature="auto", max_iter=None, batch_size=None, learning_rate=None,
                  tol=1e-7, random_state=None, verbose=0, floating_point_safe="auto",
-                 feature_selection="auto", feature_selection_share=None):
+                 feature_selection="auto", feature_selection_share=None, clip_predict=True):
         self.epsilon = epsilon
         self.delta = delta
         self.loss = loss
@@ -255,48 +273,4 @@ class DPGreedyCDRegressor(LinearRegressorMixin, RegressorMixin, DPMultiSolverMod
         self.floating_point_safe = floating_point_safe
         self.feature_selection = feature_selection
         self.feature_selection_share = feature_selection_share
-
-    # -- targets in a public range ------------------------------------------------
-    def _target_range(self):
-        """``(c, h)``: centre and half-width of ``target_bounds``, or None."""
-        if self.target_bounds is None:
-            return None
-        pair = self.target_bounds
-        ok = (isinstance(pair, tuple | list) and len(pair) == 2
-              and all(isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_)
-                      and math.isfinite(v) for v in pair) and pair[0] < pair[1])
-        if not ok:
-            raise ValueError(f"{type(self).__name__}: target_bounds must be a pair (low, "
-                             f"high) of finite numbers with low < high, got {pair!r}")
-        low, high = float(pair[0]), float(pair[1])
-        return (low + high) / 2, (high - low) / 2
-
-    def _check_dp_rules(self):
-        if self.target_bounds is not None and self.target_bound is not None:
-            raise ValueError(
-                f"{type(self).__name__}: give target_bound (a symmetric bound on |y|) or "
-                "target_bounds (the range of y), not both")
-        self._target_range()
-        super()._check_dp_rules()
-
-    def _target_bound(self):
-        if self.target_bounds is not None or self.target_bound is None:
-            return 1.0
-        return float(self.target_bound)
-
-    def _targets(self, y):
-        Y, facts = super()._targets(y)
-        target_range = self._target_range()
-        if target_range is not None:
-            c, h = target_range
-            Y = np.clip((Y - c) / h, -1.0, 1.0)
-        return Y, facts
-
-    def _linear_attributes(self, public, result):
-        attributes = super()._linear_attributes(public, result)
-        target_range = self._target_range()
-        if target_range is not None:
-            c, h = target_range
-            attributes["coef_"] = attributes["coef_"] * h
-            attributes["intercept_"] = attributes["intercept_"] * h + c
-        return attributes
+        self.clip_predict = clip_predict

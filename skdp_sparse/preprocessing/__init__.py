@@ -6,11 +6,14 @@
   private estimate of its mean and standard deviation, within public ranges.
 
 Both give the public bounds of their output (``output_bounds()``), which the
-private estimators that follow take as ``feature_bound`` and ``norm_bound``.
+private estimators that follow take as ``feature_bound`` and ``norm_bound``;
+:func:`one_hot_bounds` gives those of a ``OneHotEncoder`` with public categories.
 """
 
 from ._bounded import BoundedScaler
 from ._bounds import OutputBounds
+from ._one_hot import OneHotBounds, one_hot_bounds
 from ._standard import DPStandardScaler
 
-__all__ = ["BoundedScaler", "DPStandardScaler", "OutputBounds"]
+__all__ = ["BoundedScaler", "DPStandardScaler", "OneHotBounds", "OutputBounds",
+           "one_hot_bounds"]

@@ -149,6 +149,13 @@ class Solver:
     def solve(self, problem, data, plan, rng):
         raise NotImplementedError
 
+    def input_clipping(self, problem, plan):
+        """``(feature_bound, norm_bound, l1_bound)``: the public clipping the run applies
+        to every row before it reads it (entries to ``[-b_j, b_j]`` unless
+        ``feature_bound`` is None, then rows into the l2 and l1 balls; ``inf`` for
+        none). Estimators apply the same to the rows they predict on. Default: none."""
+        return None, math.inf, math.inf
+
 
 def non_private_events():
     """The event a run without noise (``epsilon=inf``) records."""

@@ -337,6 +337,12 @@ class _CoordinateDescent(Solver):
         for exact noise, the sensitivities)."""
         raise NotImplementedError
 
+    def input_clipping(self, problem, plan):
+        # The run reads entries clipped to feature_bound, and rows clipped to
+        # norm_bound too when its curvature takes each feature's share of that norm.
+        norm = float(problem.norm_bound) if plan.curvature_source == "norm_share" else math.inf
+        return problem.feature_bound, norm, math.inf
+
     def solve(self, problem, data, plan, rng):
         smoothness, clip = plan.smoothness, plan.clip
         if plan.curvature:

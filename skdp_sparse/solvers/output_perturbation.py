@@ -309,6 +309,9 @@ class OutputPerturbation(Solver):
             delta=delta / K, comparator_norm=D,
         )
 
+    def input_clipping(self, problem, plan):
+        return None, float(problem.norm_bound), float(plan.l1_clip)
+
     def solve(self, problem, data, plan, rng):
         n, d, K = plan.n_samples, plan.n_features, plan.n_targets
         Xc = data.rows_clipped(float(problem.norm_bound), plan.l1_clip)

@@ -137,6 +137,17 @@ MUTATIONS = [
         "solvers/output_perturbation.py",
         "noisy = plan.mechanism.randomise(thetas, rng)",
         f"noisy = thetas + (plan.mechanism.randomise(thetas, rng) - thetas) / {_HALF_LAPLACE}"),
+    Mutation(
+        "sufficient_statistics_moment", "the noise of X^T y (sufficient_statistics)",
+        "solvers/sufficient_statistics.py",
+        'noisy_moment, _ = release(moment, sens["moment"], units["moment"], safe, rng)',
+        'noisy_moment, _ = release(moment, sens["moment"], units["moment"] / 2, safe, rng)'),
+    Mutation(
+        "sufficient_statistics_gram", "the noise of X^T X (sufficient_statistics)",
+        "solvers/sufficient_statistics.py",
+        'noisy_upper, sigma_g = release(gram[upper], sens["gram"], units["gram"], safe, rng)',
+        'noisy_upper, sigma_g = release(gram[upper], sens["gram"], units["gram"] / 2, safe, '
+        'rng)'),
     # -- the mean and the search ------------------------------------------------------
     Mutation(
         "mean_gaussian", "the mean's Gaussian release (gaussian, projection at small d)",
@@ -217,6 +228,7 @@ CALIBRATION_TESTS = (
     "tests/test_sgd_audits.py",
     "tests/test_sparse_sgd_fp_safe.py",
     "tests/test_output_perturbation.py",
+    "tests/test_sufficient_statistics.py",
     "tests/test_mean.py",
     "tests/test_mean_safe.py",
     "tests/test_private_search.py",

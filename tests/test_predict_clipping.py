@@ -1,0 +1,100 @@
+"""Predict as you fit: prediction methods clip new rows with the public bounds the
+solver clipped the training rows with (``clip_predict=True``, the default)."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from skdp_sparse import DPGreedyCDRegressor, DPSparseLogisticRegression
+from skdp_sparse.linear_model import (
+    DPOutputPerturbationClassifier,
+    DPOutputPerturbationRegressor,
+)
+
+
+def _data(n=400, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, size=(n, 3))
+    y = 300.0 + 100.0 * X[:, 0] - 50.0 * X[:, 1] + 5.0 * rng.normal(size=n)
+    return X, y
+
+
+OUTLIER = np.array([[1e4, -3e3, 50.0]])
+
+REGRESSORS = [
+    DPGreedyCDRegressor(solver="greedy_cd", norm_bound=2.0),
+    DPGreedyCDRegressor(solver="cd", norm_bound=2.0),
+    DPGreedyCDRegressor(solver="sgd", norm_bound=2.0),
+    DPGreedyCDRegressor(solver="sufficient_statistics", norm_bound=2.0),
+    DPOutputPerturbationRegressor(norm_bound=2.0, delta=1e-6),
+]
+
+
+@pytest.mark.parametrize("estimator", REGRESSORS, ids=lambda e: type(e).__name__ + "-" +
+                         str(e.get_params().get("solver", "op")))
+def test_one_outlying_row_cannot_produce_a_huge_prediction(estimator):
+    X, y = _data()
+    est = estimator.set_params(epsilon=2.0, target_bounds=(0.0, 600.0), random_state=0)
+    est.fit(X, y)
+    # The largest prediction any row within the bounds can get:
+    fb, nb, _ = est.input_clipping_
+    coef = np.asarray(est.coef_)
+    reach = np.inf if fb is None else float(np.sum(np.abs(coef) * fb))
+    if np.isfinite(nb):
+        reach = min(reach, nb * np.linalg.norm(coef))
+    pred = est.predict(OUTLIER)[0]
+    assert abs(pred - est.intercept_) <= reach * (1 + 1e-12)
+    assert 0.0 - reach <= pred <= 600.0 + reach
+    # Off, the same row gets the linear extrapolation.
+    raw = est.set_params(clip_predict=False).predict(OUTLIER)[0]
+    assert raw == pytest.approx(OUTLIER[0] @ coef + est.intercept_)
+    assert abs(raw - 300.0) > 1e4
+
+
+@pytest.mark.parametrize("estimator", REGRESSORS[:4] + [REGRESSORS[4]],
+                         ids=lambda e: str(e.get_params().get("solver", "op")))
+def test_rows_inside_the_bounds_are_predicted_unchanged(estimator):
+    X, y = _data()
+    est = estimator.set_params(epsilon=2.0, target_bounds=(0.0, 600.0), random_state=0)
+    est.fit(X, y)
+    inside = X / np.maximum(1.0, np.linalg.norm(X, axis=1) / 2.0)[:, None]
+    np.testing.assert_allclose(est.predict(inside), inside @ est.coef_ + est.intercept_,
+                               rtol=1e-12)
+
+
+def test_predict_clips_as_the_solver_clipped():
+    X, y = _data()
+    kw = dict(epsilon=2.0, target_bounds=(0.0, 600.0), random_state=0, norm_bound=2.0,
+              feature_bound=[1.0, 0.5, 2.0])
+    greedy = DPGreedyCDRegressor(solver="greedy_cd", curvature="bound", **kw).fit(X, y)
+    np.testing.assert_array_equal(greedy.input_clipping_[0], [1.0, 0.5, 2.0])
+    assert greedy.input_clipping_[1:] == (np.inf, np.inf)
+    sgd = DPGreedyCDRegressor(solver="sgd", **kw).fit(X, y)
+    assert sgd.input_clipping_ == (None, 2.0, np.inf)
+    ssp = DPGreedyCDRegressor(solver="sufficient_statistics", **kw).fit(X, y)
+    assert ssp.input_clipping_[1] == 2.0
+    row = np.array([[3.0, -3.0, 3.0]])
+    clipped = np.array([1.0, -0.5, 2.0])
+    clipped = clipped * min(1.0, 2.0 / np.linalg.norm(clipped))
+    assert ssp.predict(row)[0] == pytest.approx(clipped @ ssp.coef_ + ssp.intercept_)
+    assert greedy.predict(row)[0] == pytest.approx(
+        np.array([1.0, -0.5, 2.0]) @ greedy.coef_ + greedy.intercept_)
+
+
+@pytest.mark.parametrize("estimator", [
+    DPSparseLogisticRegression(classes=[0, 1], solver="sgd", epsilon=2.0),
+    DPOutputPerturbationClassifier(classes=[0, 1], epsilon=2.0),
+], ids=["logistic", "op"])
+def test_classifier_scores_are_clipped_too(estimator):
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(400, 3))
+    y = (X[:, 0] > 0).astype(int)
+    est = estimator.set_params(random_state=0, norm_bound=1.0).fit(X, y)
+    bound = np.linalg.norm(est.coef_) + np.abs(est.intercept_).max()
+    assert np.all(np.abs(est.decision_function(OUTLIER)) <= bound * (1 + 1e-12))
+    proba = est.predict_proba(OUTLIER)
+    assert 0 < proba[0, 1] < 1
+    sparse = est.decision_function(sp.csr_matrix(OUTLIER))
+    np.testing.assert_allclose(sparse, est.decision_function(OUTLIER))
+    off = est.set_params(clip_predict=False).decision_function(OUTLIER)
+    assert np.all(np.abs(off) > bound)
