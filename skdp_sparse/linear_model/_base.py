@@ -52,57 +52,6 @@ def clip_like_fit(X, clipping):
     return X
 
 
-_HOW_TO_BOUND = (
-    "Give a public bound that holds for every row, from what the features mean and "
-    "never from their values: skdp_sparse.preprocessing.BoundedScaler(bounds=(lower, "
-    "upper)) maps public ranges and its output_bounds() are the feature_bound and "
-    "norm_bound to pass; one_hot_bounds(categories) gives those of one-hot columns; "
-    "sklearn.preprocessing.Normalizer makes every row norm 1 (norm_bound=1).")
-
-
-def _rows_above(X, feature_bound, norm_bound):
-    """Counts of rows with an entry above ``feature_bound`` and with an l2 norm above
-    ``norm_bound`` (private: only their comparison with n / 2 is ever shown)."""
-    if sp.issparse(X):
-        X = X.tocsr()
-        rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
-        entries = np.abs(X.data) > np.broadcast_to(feature_bound, (X.shape[1],))[X.indices]
-        above_entry = np.unique(rows[entries]).size
-        norms = np.sqrt(np.bincount(rows, weights=X.data**2, minlength=X.shape[0]))
-    else:
-        above_entry = int(np.count_nonzero((np.abs(X) > feature_bound).any(axis=1)))
-        norms = np.linalg.norm(X, axis=1)
-    return above_entry, int(np.count_nonzero(norms > norm_bound))
-
-
-def warn_if_bounds_clip_most_rows(owner, X, clipping):
-    """A :class:`~skdp_sparse.exceptions.PrivacyLeakWarning` when more than half of the
-    training rows exceed the bounds the solver clips them to (``clipping``, from
-    :meth:`~skdp_sparse.solvers.Solver.input_clipping`), naming the public value to
-    supply. Bounds clipping most rows usually come from defaults left for data on
-    another scale, with a model at chance as the result. Whether the warning appears
-    depends on the training data (one bit: is the count of such rows above n / 2),
-    which the privacy guarantee does not cover; hence its category."""
-    from ..exceptions import PrivacyLeakWarning
-
-    feature_bound, norm_bound, _ = clipping
-    n = X.shape[0]
-    fb = np.inf if feature_bound is None else np.asarray(feature_bound, dtype=float)
-    above_entry, above_norm = _rows_above(X, fb, norm_bound)
-    named = []
-    if feature_bound is not None and 2 * above_entry > n:
-        shown = f"{float(fb):g}" if np.ndim(fb) == 0 else "its per-feature values"
-        named.append(f"feature_bound ({shown}, a bound on every |x_ij|)")
-    if math.isfinite(norm_bound) and 2 * above_norm > n:
-        named.append(f"norm_bound ({norm_bound:g}, a bound on the l2 norm of a row)")
-    if named:
-        warn(f"{owner}: more than half of the training rows exceed "
-             f"{' and '.join(named)} and are clipped to it, which can leave the model no "
-             f"better than its intercept. {_HOW_TO_BOUND} This warning depends on the "
-             "training data and is not covered by the privacy guarantee.",
-             PrivacyLeakWarning)
-
-
 def make_penalty(penalty, alpha, l1_ratio):
     """The penalty object of a ``penalty`` name and its strength."""
     if penalty is None or penalty == "none" or alpha == 0:
@@ -228,8 +177,6 @@ class DPLinearModel(DPEstimatorMixin, BaseEstimator):
                                                           options))
 
     def _solve(self, data, plan, rng):
-        warn_if_bounds_clip_most_rows(type(self).__name__, data.X,
-                                      plan.solver.input_clipping(plan.problem, plan.plan))
         return plan.solver.solve(plan.problem, data, plan.plan, rng)
 
     def _fitted_attributes(self, public, plan, result):
