@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import DPSparseLogisticRegression
-from .audits import Audit, _register
+from ._audit import Audit, register
 
 __all__ = ["SCREENING_ROWS", "AUDIT_SHARE"]
 
@@ -50,7 +50,7 @@ def _association0(fitted):
     return float(fitted.screening_scores_[0, 0])
 
 
-_register(Audit(
+register(Audit(
     name="screening",
     make=_screening_make,
     datasets=_screening_datasets(),
