@@ -268,6 +268,14 @@ def test_huber_l2_matches_scipy():
 # ---------------------------------------------------------------- clipping and state
 
 
+def _row_ratio(dense, data, clip, n):
+    """The kernel's per-row clip ratios (sparse X only)."""
+    ratio = np.empty(0 if dense else n)
+    if ratio.size:
+        K.row_clip_ratios(data, clip, ratio)
+    return ratio
+
+
 def _run_kernel(X, y, loss, pen, fit_intercept, clip, M, n_steps, selection, seed,
                 refresh_work=2**62):
     """Drive the kernel directly with noisy updates, to reach arbitrary iterates."""
@@ -278,12 +286,12 @@ def _run_kernel(X, y, loss, pen, fit_intercept, clip, M, n_steps, selection, see
     K.init_derivatives(y, z, d, loss.code, loss.param)
     g = np.zeros(m)
     K.full_gradient(dense, data, p, d, clip, g)
-    work = np.zeros(1, dtype=np.int64)
+    work = np.zeros(3, dtype=np.int64)
     rng = np.random.default_rng(seed)
     done, _, _, status, _ = K.cd_run(
         dense, data, y, p, loss.code, loss.param, pen.code, pen.a, pen.b, clip,
-        M, 1 / np.sqrt(M), np.full(m, 0.3), selection, K.NOISE_LAPLACE, 0.05,
-        K.NOISE_GAUSSIAN, rng, False, 0.0, 0, n_steps,
+        _row_ratio(dense, data, clip, n), M, 1 / np.sqrt(M), np.full(m, 0.3), selection,
+        K.NOISE_LAPLACE, 0.05, K.NOISE_GAUSSIAN, rng, False, 0.0, 0, n_steps,
         w, z, d, g, work, np.int64(refresh_work), np.empty(0),
         (np.empty(0, np.int64), np.empty(0, np.uint8)), *_float_noise_args(rng),
     )
@@ -291,12 +299,20 @@ def _run_kernel(X, y, loss, pen, fit_intercept, clip, M, n_steps, selection, see
     return dense, data, w, z, d, g
 
 
+#: Clips of the incremental-gradient test: "active" clips some terms of most rows (the
+#: sparse kernel then tests term by term), "loose" and "none" clip no term (it then
+#: adds each changed row with one factor per row).
+_CLIPS = {"active": np.r_[np.linspace(0.05, 0.6, 10), 0.3], "loose": np.full(11, 50.0),
+          "none": np.full(11, np.inf)}
+
+
+@pytest.mark.parametrize("clips", sorted(_CLIPS))
 @pytest.mark.parametrize("fmt", ["dense", "csc", "csr"])
 @pytest.mark.parametrize("loss", [LogisticLoss(), SquaredLoss(), HuberLoss(0.5)])
-def test_incremental_gradient_matches_brute_force_with_clipping(fmt, loss):
+def test_incremental_gradient_matches_brute_force_with_clipping(fmt, loss, clips):
     X, y = _data(n=50, p=10, seed=6, logistic=isinstance(loss, LogisticLoss))
     Xin = {"dense": X, "csc": sp.csc_matrix(X), "csr": sp.csr_matrix(X)}[fmt]
-    clip = np.r_[np.linspace(0.05, 0.6, 10), 0.3]  # finite: clipping is active
+    clip = _CLIPS[clips]
     M = _smoothness(X, SquaredLoss(), True)
     dense, data, w, z, d, g = _run_kernel(Xin, y, loss, L1(0.01), True, clip, M, 400,
                                           K.GREEDY, seed=1)
@@ -304,7 +320,8 @@ def test_incremental_gradient_matches_brute_force_with_clipping(fmt, loss):
     np.testing.assert_allclose(z, X @ w[:-1] + w[-1], rtol=0, atol=1e-12)
     brute = _np_clipped_grad(X, y, loss, w[:-1], w[-1], clip, True)
     per_example = np.abs(loss.derivative(y, z)[:, None] * np.c_[X, np.ones(len(y))])
-    assert (per_example > clip).any()  # the test does exercise clipping
+    # The test exercises clipping where it means to, and only there.
+    assert (per_example > clip).any() == (clips == "active")
     np.testing.assert_allclose(g, brute, rtol=0, atol=1e-12)  # incremental
     fresh = np.empty_like(g)
     K.full_gradient(dense, data, X.shape[1], d, clip, fresh)  # from columns (random/CD)
@@ -475,9 +492,10 @@ def test_heap_stays_consistent_and_selects_like_gumbel_max():
     changed = (np.zeros(1 + m, dtype=np.int64), np.zeros(m, dtype=np.uint8))
     gen = np.random.default_rng(0)
     K.cd_run(dense, data, y, 500, 0, 0.0, pen.code, pen.a, pen.b, np.full(m, 0.3),
-             np.full(m, 0.25), score_w, np.full(m, 0.01), K.GREEDY, K.NOISE_GUMBEL, 0.01,
-             K.NOISE_GAUSSIAN, gen, False, 0.0, 0, 3000, w, z, d, g,
-             np.zeros(1, np.int64), np.int64(2**62), tree, changed, *_float_noise_args(gen))
+             _row_ratio(dense, data, np.full(m, 0.3), 200), np.full(m, 0.25), score_w,
+             np.full(m, 0.01), K.GREEDY, K.NOISE_GUMBEL, 0.01, K.NOISE_GAUSSIAN, gen, False,
+             0.0, 0, 3000, w, z, d, g,
+             np.zeros(3, np.int64), np.int64(2**62), tree, changed, *_float_noise_args(gen))
     assert np.count_nonzero(w) > 20
     assert changed[0][0] == 0 and not changed[1].any()
     fresh = np.empty(2 * m)
@@ -573,3 +591,23 @@ def test_huge_sparse_problem_runs(sampler):
     assert peak < 500e6
     assert r.coef.shape == (5_000_000,) and r.n_iter == 20
     assert np.count_nonzero(r.coef) + (r.intercept != 0) >= 10
+
+
+def test_data_passes_count_the_entries_each_rule_reads():
+    """Cyclic CD reads each column twice (gradient, update) in a sweep: two passes. A
+    greedy step reads the rows of its column once each (and their intercept term),
+    after one pass for the first gradient."""
+    X, y = _data(n=60, p=12, density=0.3, seed=8, logistic=True)
+    Xs = sp.csr_matrix(X)
+    pass_size = Xs.nnz + X.shape[0]
+    kw = dict(fit_intercept=True, clip=1.0, smoothness=0.25)
+    sweep = coordinate_descent(Xs, y, LogisticLoss(), NoPenalty(), n_updates=13,
+                               selection="cyclic", **kw)
+    assert np.count_nonzero(sweep.coef) == 12 and sweep.intercept != 0
+    assert sweep.data_passes == pytest.approx(2.0, rel=1e-12)
+    step = coordinate_descent(Xs, y, LogisticLoss(), NoPenalty(), n_updates=1, **kw)
+    moved = np.flatnonzero(np.r_[step.coef, step.intercept])
+    assert moved.size == 1
+    rows = np.flatnonzero(X[:, moved[0]]) if moved[0] < 12 else np.arange(60)
+    read = (np.count_nonzero(X[rows], axis=1) + 1).sum()
+    assert step.data_passes == pytest.approx(1.0 + read / pass_size, rel=1e-12)

@@ -14,8 +14,11 @@ State, all updated in place so that a run can be split into chunks:
 * ``d`` (n,): loss derivatives ``l'(y_i, z_i)``;
 * ``g`` (n_coords,): clipped coordinate gradients, maintained only for greedy
   selection;
-* ``work`` (1,): entries touched by incremental gradient updates since the
-  last exact recomputation of ``g``.
+* ``work`` (3,): entries touched by incremental gradient updates since the
+  last exact recomputation of ``g``; those of earlier updates (and, for the random
+  and cyclic rules, the entries of the columns read and moved); the number of
+  exact recomputations. The caller turns the last two into the run's passes over
+  the data.
 
 Noise is drawn inside the loops from the ``numpy.random.Generator`` passed in,
 whose state advances in place: every coordinate and every update gets a fresh
@@ -59,6 +62,9 @@ NOISE_EXACT = 3
 DONE, SELECT_HANDOFF, SELECT_REFILL, SELECT_FINISH, UPDATE_REFILL, RELEASE_FINISH = range(6)
 # Layout of the float64 array ``lattice`` of the exact path.
 SEL_SENSITIVITY, SEL_BOUND, SEL_INV_GAMMA, UPD_BOUND, UPD_INV_GAMMA, UPD_GAMMA = range(6)
+# A gradient term |l' x| is below its clip in exact arithmetic when the rounded test
+# |l'| |x| <= UNCLIPPED clip holds: the margin exceeds the test's few roundings.
+UNCLIPPED = 1.0 - 2.0**-20
 
 
 @numba.njit(cache=True, inline="always")
@@ -93,6 +99,29 @@ def column_gradient(dense, data, j, n_features, d, clip):
         for kk in range(cptr[j], cptr[j + 1]):
             s += clip_scalar(d[cind[kk]] * cdata[kk], c)
     return s / n
+
+
+@numba.njit(cache=True)
+def row_clip_ratios(data, clip, out):
+    """``out[i] = max_k |x_ik| / clip[k]`` over the stored entries of CSR row i (0 for
+    an empty row): with ``|l'| out[i] < 1`` no term of row i reaches its clip."""
+    rdata, rind, rptr = data[4], data[5], data[6]
+    for i in range(out.size):
+        r = 0.0
+        for q in range(rptr[i], rptr[i + 1]):
+            v = abs(rdata[q]) / clip[rind[q]]
+            if v > r:
+                r = v
+        out[i] = r
+
+
+@numba.njit(cache=True, inline="always")
+def _column_length(dense, data, j, n_features, n):
+    """Entries of column j that a gradient or an update reads (n for the intercept and
+    for dense X)."""
+    if dense or j >= n_features:
+        return n
+    return data[3][j + 1] - data[3][j]
 
 
 @numba.njit(cache=True)
@@ -288,54 +317,91 @@ def _mark(changed, k):
         dirty[0] += 1
 
 
-@numba.njit(cache=True, inline="always")
-def _sparse_row_changed(data, i, d_old, d_new, n_features, clip, g, inv_n, changed):
+@numba.njit(cache=True)
+def _apply_delta_sparse(data, j, delta, n_features, y, loss_code, loss_param, z, d, g,
+                        clip, row_ratio, maintain, work, changed):
+    """:func:`apply_delta` on sparse X: rows of column j from the CSC part, their
+    gradient terms from the CSR part.
+
+    ``row_ratio[i] = max_k |x_ik| / clip[k]`` (0 for an empty row) tells which rows
+    no clip can touch: when ``max(|l'_new|, |l'_old|) row_ratio[i] <= UNCLIPPED``, every
+    term of row i has ``|l' x_ik| < clip[k]`` in exact arithmetic (the margin of
+    ``UNCLIPPED`` covers the roundings of the test), so its change is ``(l'_new -
+    l'_old) x_ik / n``, added as ``x_ik`` times one per-row factor: one multiply-add
+    per non-zero, as in a matrix-vector product. The other rows test each term and
+    clip where the bound may bite. The intercept's running sum and the work count
+    stay in registers; marking is a separate loop, run only when it is tracked."""
+    cdata, cind, cptr = data[1], data[2], data[3]
     rdata, rind, rptr = data[4], data[5], data[6]
-    for kk in range(rptr[i], rptr[i + 1]):
-        k = rind[kk]
-        x = rdata[kk]
-        c = clip[k]
-        g[k] += (clip_scalar(d_new * x, c) - clip_scalar(d_old * x, c)) * inv_n
-        _mark(changed, k)
-    if g.size > n_features:
-        c = clip[n_features]
-        g[n_features] += (clip_scalar(d_new, c) - clip_scalar(d_old, c)) * inv_n
-        _mark(changed, n_features)
-    return rptr[i + 1] - rptr[i] + 1
+    n = z.size
+    inv_n = 1.0 / n
+    intercept = j >= n_features
+    lo, hi = (0, n) if intercept else (cptr[j], cptr[j + 1])
+    with_intercept = g.size > n_features
+    dirty = changed[0]
+    track = maintain and dirty.size > 0 and dirty[0] >= 0
+    c0 = clip[n_features] if with_intercept else 0.0
+    g0 = g[n_features] if with_intercept else 0.0
+    touched = 0
+    for kk in range(lo, hi):
+        if intercept:
+            i = kk
+            z[i] += delta
+        else:
+            i = cind[kk]
+            z[i] += delta * cdata[kk]
+        d_new = loss_derivative(loss_code, y[i], z[i], loss_param)
+        d_old = d[i]
+        if d_new == d_old:
+            continue
+        d[i] = d_new
+        if not maintain:
+            continue
+        start, stop = rptr[i], rptr[i + 1]
+        d_max = max(abs(d_new), abs(d_old))
+        factor = (d_new - d_old) * inv_n
+        if d_max * row_ratio[i] <= UNCLIPPED:
+            for q in range(start, stop):
+                g[rind[q]] += rdata[q] * factor
+        else:
+            for q in range(start, stop):
+                k = rind[q]
+                x = rdata[q]
+                c = clip[k]
+                if d_max * abs(x) <= UNCLIPPED * c:
+                    g[k] += x * factor
+                else:
+                    g[k] += (clip_scalar(d_new * x, c) - clip_scalar(d_old * x, c)) * inv_n
+        if track:
+            for q in range(start, stop):
+                _mark(changed, rind[q])
+        if with_intercept:
+            g0 += (clip_scalar(d_new, c0) - clip_scalar(d_old, c0)) * inv_n
+        touched += stop - start + 1
+    if touched > 0:
+        if with_intercept:
+            g[n_features] = g0
+            if track:
+                _mark(changed, n_features)
+        work[0] += touched
 
 
 @numba.njit(cache=True)
 def apply_delta(
     dense, data, j, delta, n_features, y, loss_code, loss_param,
-    z, d, g, clip, maintain, work, d_old_buf, rows_buf, changed,
+    z, d, g, clip, row_ratio, maintain, work, d_old_buf, rows_buf, changed,
 ):
     """Move coordinate j by ``delta``: update z and d from column j only and,
     if ``maintain``, every g_k whose rows saw their loss derivative change
-    (recorded in ``changed`` when it is not empty)."""
-    Xf, cdata, cind, cptr = data[0], data[1], data[2], data[3]
+    (recorded in ``changed`` when it is not empty). ``row_ratio``: see
+    :func:`row_clip_ratios` (sparse X with ``maintain`` only)."""
+    Xf = data[0]
     n = z.size
     inv_n = 1.0 / n
     intercept = j >= n_features
     if not dense:
-        if intercept:
-            lo, hi = 0, n
-        else:
-            lo, hi = cptr[j], cptr[j + 1]
-        for kk in range(lo, hi):
-            if intercept:
-                i = kk
-                z[i] += delta
-            else:
-                i = cind[kk]
-                z[i] += delta * cdata[kk]
-            d_new = loss_derivative(loss_code, y[i], z[i], loss_param)
-            d_old = d[i]
-            if d_new != d_old:
-                d[i] = d_new
-                if maintain:
-                    work[0] += _sparse_row_changed(
-                        data, i, d_old, d_new, n_features, clip, g, inv_n, changed
-                    )
+        _apply_delta_sparse(data, j, delta, n_features, y, loss_code, loss_param, z, d, g,
+                            clip, row_ratio, maintain, work, changed)
         return
     # Dense: collect the changed rows first, then sweep X column by column so
     # that the gradient update reads the Fortran-ordered X contiguously.
@@ -373,14 +439,16 @@ def apply_delta(
 @numba.njit(cache=True)
 def cd_run(
     dense, data, y, n_features, loss_code, loss_param, pen_code, pen_a, pen_b,
-    clip, smoothness, score_w, update_scale, selection, sel_noise, sel_scale, upd_noise,
-    rng, check_tol, tol, t_start, n_steps, w, z, d, g, work, refresh_work,
+    clip, row_ratio, smoothness, score_w, update_scale, selection, sel_noise, sel_scale,
+    upd_noise, rng, check_tol, tol, t_start, n_steps, w, z, d, g, work, refresh_work,
     tree, changed, exact, next64, state, fb, forced_j, forced_g,
 ):
     """Run up to ``n_steps`` coordinate updates, numbered from ``t_start``.
 
     Returns ``(updates run, last noiseless max score or -1, stopped on tol, status,
-    pending coordinate)``. ``smoothness[j] = M_j`` and ``score_w[j] = 1 / sqrt(M_j)``.
+    pending coordinate)``. ``smoothness[j] = M_j`` and ``score_w[j] = 1 / sqrt(M_j)``;
+    ``row_ratio`` is :func:`row_clip_ratios` of sparse X for greedy selection (read by
+    nothing else).
     A non-empty ``tree`` (built by :func:`tree_build`) switches greedy Gumbel
     selection to the log-sum-exp heap sampler; otherwise selection is one pass over
     all scores. ``changed`` is a pair of zeroed arrays, int64 of size ``1 + n_coords``
@@ -460,6 +528,8 @@ def cd_run(
             gj = g[j]
         else:
             gj = column_gradient(dense, data, j, n_features, d, clip)
+            # The column is read here and once more if the update moves it.
+            work[1] += _column_length(dense, data, j, n_features, n)
         if given:
             gj = forced_g
         elif upd_noise == NOISE_GAUSSIAN:
@@ -479,15 +549,19 @@ def cd_run(
         new = prox(code, pen_a, pen_b, old - gj * step, step)
         if new != old:
             w[j] = new
+            if not greedy:
+                work[1] += _column_length(dense, data, j, n_features, n)
             apply_delta(
                 dense, data, j, new - old, n_features, y, loss_code, loss_param,
-                z, d, g, clip, greedy, work, d_old_buf, rows_buf, changed,
+                z, d, g, clip, row_ratio, greedy, work, d_old_buf, rows_buf, changed,
             )
             # Incremental sums drift by rounding; an exact recomputation once
             # the incremental work exceeds a few full passes bounds the drift
             # at a small constant-factor cost.
             if greedy and work[0] > refresh_work:
                 full_gradient(dense, data, n_features, d, clip, g)
+                work[1] += work[0]
+                work[2] += 1
                 work[0] = 0
                 if track:
                     changed[0][0] = -1

@@ -66,13 +66,15 @@ class CDResult:
     """Output of :func:`coordinate_descent`.
 
     ``objective`` is the objective at the returned point, computed on the
-    training data: it is not a private quantity.
+    training data, and ``data_passes`` the entries of X the run read, in passes over
+    X (each non-zero, and each row for the intercept): neither is a private quantity.
     """
 
     coef: np.ndarray
     intercept: float
     n_iter: int
     objective: float
+    data_passes: float = 0.0
 
 
 def _coord_array(name, value, size, *, allow_inf):
@@ -376,7 +378,10 @@ def coordinate_descent(
     g = np.zeros(n_coords if greedy else 0)
     if greedy and n_coords:
         K.full_gradient(dense, data, p, d, clip, g)
-    work = np.zeros(1, dtype=np.int64)
+    row_ratio = np.empty(n if greedy and not dense else 0)
+    if row_ratio.size:
+        K.row_clip_ratios(data, clip, row_ratio)
+    work = np.zeros(3, dtype=np.int64)
     use_tree = (greedy and selection_noise == "gumbel" and selection_scale > 0
                 and n_coords > 0
                 and (gumbel_sampler == "heap"
@@ -433,7 +438,7 @@ def coordinate_descent(
         with src.lock:
             done, top, stopped, status, pending = K.cd_run(
                 dense, data, y, p, loss.code, loss.param, penalty.code,
-                float(penalty.a), float(penalty.b), clip, smoothness, score_w,
+                float(penalty.a), float(penalty.b), clip, row_ratio, smoothness, score_w,
                 update_scale, _SELECTIONS[selection], _SELECTION_NOISES[selection_noise],
                 selection_scale, _UPDATE_NOISES[update_noise], rng, check_tol,
                 float(tol), t, mark - t, w, z, d, g, work, refresh_work, tree, changed,
@@ -462,9 +467,14 @@ def coordinate_descent(
         if stopped:
             break
 
+    # One pass reads every entry and, for the intercept, every row; the greedy rule
+    # also computed the whole gradient once at the start and at each recomputation.
+    pass_size = max(nnz + n * fit_intercept, 1)
+    entries = work[0] + work[1] + (work[2] + 1) * pass_size * (greedy and n_coords > 0)
     return CDResult(
         coef=w[:p],
         intercept=float(w[p]) if fit_intercept else 0.0,
         n_iter=t,
         objective=objective(),
+        data_passes=float(entries) / pass_size,
     )

@@ -120,7 +120,14 @@ class Plan:
 
 @dataclass(eq=False)
 class SolverResult:
-    """The output of a run: one row of coefficients per target problem."""
+    """The output of a run: one row of coefficients per target problem.
+
+    ``info`` holds what a solver reports beyond the coefficients; an estimator exposes
+    none of it unless its docs say so. ``info["data_passes"]``, where a solver counts
+    it, is the number of passes over X the run made (entries read, in units of one
+    pass): a measure of work for the cost model of ``benchmarks/bench_speed.py``, not a
+    private quantity.
+    """
 
     coef: np.ndarray
     intercept: np.ndarray

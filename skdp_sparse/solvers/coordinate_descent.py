@@ -361,7 +361,7 @@ class _CoordinateDescent(Solver):
             X = data.entries_and_rows_clipped(problem.feature_bound, problem.norm_bound)
         else:
             X = data.entries_clipped(problem.feature_bound)
-        coefs, intercepts, n_iters = [], [], []
+        coefs, intercepts, n_iters, passes = [], [], [], 0.0
         for k in range(plan.n_targets):
             if plan.verbose and plan.n_targets > 1:
                 print(f"[{self.name}] problem {k + 1}/{plan.n_targets}")
@@ -374,8 +374,11 @@ class _CoordinateDescent(Solver):
             coefs.append(res.coef)
             intercepts.append(res.intercept)
             n_iters.append(res.n_iter)
+            passes += res.data_passes
+        # The passes over X the run made: for benchmarks, never a fitted attribute (how
+        # many rows the chosen columns hold depends on the data).
         return SolverResult(np.array(coefs), np.array(intercepts), int(max(n_iters)),
-                            plan.events)
+                            plan.events, {"data_passes": passes})
 
 
 class GreedyCoordinateDescent(_CoordinateDescent):
