@@ -11,8 +11,8 @@ from scipy.stats import ks_2samp
 from sklearn.linear_model import LogisticRegression
 
 from skdp_sparse.data import LocalData
-from skdp_sparse.optim import _sgd_kernels as K
 from skdp_sparse.mean._sampled_projection import sampling_threshold
+from skdp_sparse.optim import _sgd_kernels as K
 from skdp_sparse.optim.losses import LogisticLoss, SquaredLoss
 from skdp_sparse.optim.projections import project_l1_ball
 from skdp_sparse.privacy.accounting import (
