@@ -35,6 +35,7 @@ SCRIPTS = {
     "bench_fp_safe_sparse": {"quick": ["--quick"], "full": []},
     "bench_fp_safe_defaults": {"quick": ["--quick"], "full": []},
     "bench_text": {"quick": ["--quick"], "full": []},
+    "bench_speed_sparse": {"quick": ["--quick"], "full": []},
 }
 
 
