@@ -54,7 +54,8 @@ def truncated_geometric_probs(M):
     return c_m / 2.0 ** np.arange(M + 1)
 
 
-def projection_mechanism(bounds, grad_sum, m, sigma_unit, rng, estimator, safe=False):
+def projection_mechanism(bounds, grad_sum, m, sigma_unit, rng, estimator, safe=False,
+                         overwrite=False):
     """Alg. 1 of Ghazi et al. on the mean of ``m`` clipped gradients.
 
     Gaussian noise calibrated to the mean's replace-one l2 sensitivity
@@ -64,9 +65,11 @@ def projection_mechanism(bounds, grad_sum, m, sigma_unit, rng, estimator, safe=F
     draws only the noise that can survive the projection
     (:func:`~skdp_sparse.mean._sampled_projection.sampled_gaussian_projection`, and its
     floating-point-safe counterpart): the same law as noise on every coordinate then the
-    projection, at a cost that does not grow with the p noise values.
+    projection, at a cost that does not grow with the p noise values. ``overwrite`` lets
+    the release reuse ``grad_sum``'s memory (a fresh p-long array a call costs as much as
+    the sampled release).
     """
-    g = grad_sum / m
+    g = np.divide(grad_sum, m, out=grad_sum if overwrite else None)
     if sigma_unit > 0:
         sensitivity = 2.0 * bounds.grad_l2 / m
         sigma = sensitivity * sigma_unit
@@ -103,11 +106,12 @@ def _releases(problem, rows, y, bounds, theta, N, sigma_unit, rng, estimator, sa
     g_even = gradient_sum(rows, y, bounds, problem.loss, theta, even)
     i = np.array([rng.integers(n)], dtype=np.int64)
     g_one = gradient_sum(rows, y, bounds, problem.loss, theta, i)
+    # Each sum is released last where it is read, so its memory can hold the release.
     G_B = projection_mechanism(bounds, g_odd + g_even, 2 * half, sigma_unit, rng, estimator,
-                               safe)
-    G_O = projection_mechanism(bounds, g_odd, half, sigma_unit, rng, estimator, safe)
-    G_E = projection_mechanism(bounds, g_even, half, sigma_unit, rng, estimator, safe)
-    G_I = projection_mechanism(bounds, g_one, 1, sigma_unit, rng, estimator, safe)
+                               safe, overwrite=True)
+    G_O = projection_mechanism(bounds, g_odd, half, sigma_unit, rng, estimator, safe, True)
+    G_E = projection_mechanism(bounds, g_even, half, sigma_unit, rng, estimator, safe, True)
+    G_I = projection_mechanism(bounds, g_one, 1, sigma_unit, rng, estimator, safe, True)
     return (G_B, G_O, G_E, G_I), 2 * half + 1
 
 
