@@ -7,11 +7,14 @@ from dp_accounting import dp_event
 from dp_accounting.privacy_accountant import NeighboringRelation
 from dp_accounting.rdp import rdp_privacy_accountant
 from scipy.integrate import quad
+from scipy.stats import ks_2samp
 from sklearn.linear_model import LogisticRegression
 
 from skdp_sparse.data import LocalData
+from skdp_sparse.mean._sampled_projection import sampling_threshold
 from skdp_sparse.optim import _sgd_kernels as K
 from skdp_sparse.optim.losses import LogisticLoss, SquaredLoss
+from skdp_sparse.optim.projections import project_l1_ball
 from skdp_sparse.privacy.accounting import (
     RDP_ORDERS,
     PrivacyEvent,
@@ -22,6 +25,7 @@ from skdp_sparse.privacy.accounting import (
 )
 from skdp_sparse.privacy.auditing import epsilon_lower_bound
 from skdp_sparse.privacy.discrete import SENSITIVITY_SLACK
+from skdp_sparse.privacy.mechanisms import GaussianMechanism
 from skdp_sparse.privacy.subsampling import (
     poisson_gaussian_rdp,
     sampled_without_replacement_gaussian_rdp,
@@ -29,7 +33,7 @@ from skdp_sparse.privacy.subsampling import (
     subsampled_noise_multiplier,
     wor_amplified_epsilon_delta,
 )
-from skdp_sparse.solvers._gradient import gradient_bounds, gradient_sum
+from skdp_sparse.solvers._gradient import gradient_bounds, gradient_sum, penalised_step
 from skdp_sparse.solvers.bias_reduced_sgd import (
     PrivacyFilter,
     bias_reduced_gradient,
@@ -417,6 +421,58 @@ def test_bias_reduced_estimator_matches_full_batch_projection_mechanism():
     assert np.all(np.abs(draws.mean(axis=0) - ref.mean(axis=0)) <= 5 * se)
     # The projection biases the mechanism: the check is not vacuous.
     assert np.max(np.abs(ref.mean(axis=0) - full_sum / n)) > 10 * np.max(se)
+
+
+@pytest.mark.parametrize("l1, l2", [(0.0, 0.0), (0.3, 0.0), (0.0, 0.2), (0.05, 0.1)])
+def test_bias_reduced_fused_step_equals_the_vector_step(l1, l2):
+    # The kernel must give the values of the estimate, penalised_step and the average
+    # computed as vectors, bit for bit (the pinned fits rely on it).
+    rng = np.random.default_rng(3)
+    d = 50
+    problem = make_problem(LogisticLoss(), l1=l1, l2=l2)
+    bounds = gradient_bounds(problem, d, private=True)
+    theta, avg = rng.normal(size=d + 1), rng.normal(size=d + 1)
+    releases = [rng.normal(size=d + 1) for _ in range(4)]
+    p, eta, t = 0.125, 0.7, 5
+    whole, odd, even, one = releases
+    G = (whole - 0.5 * (odd + even)) / p + one
+    want_theta = penalised_step(bounds, theta, G, eta, None)
+    want_avg = avg + (want_theta - avg) / (t + 1)
+    K.telescoped_prox_step(theta, avg, d, *releases, p, eta, l2, l1, t)
+    np.testing.assert_array_equal(theta, want_theta)
+    np.testing.assert_array_equal(avg, want_avg)
+    assert l1 == 0 or np.any(theta[:d] == 0)
+
+
+@pytest.mark.parametrize("safe", [False, True], ids=["float", "fp_safe"])
+def test_bias_reduced_release_drawing_only_surviving_noise_has_the_reference_law(safe):
+    # At this width the projection's public sampling threshold exists, so the release
+    # draws only the noise that can survive the projection: its law must be that of
+    # Gaussian noise on every coordinate followed by the projection (the reference
+    # below, the mechanism the accounting describes).
+    problem, rows, y, bounds, theta = _small_problem(n=8, d=3000, seed=2)
+    grad_sum = gradient_sum(rows, y, bounds, problem.loss, theta, None)
+    m, sigma_unit = 2, 3.0
+    sensitivity = 2.0 * bounds.grad_l2 / m
+    sigma = sensitivity * sigma_unit
+    assert sampling_threshold(sigma, bounds.n_params, bounds.grad_l1) is not None
+    rng = np.random.default_rng(0)
+    runs = 3000
+    got = np.array([projection_mechanism(bounds, grad_sum.copy(), m, sigma_unit, rng,
+                                         "projection", safe) for _ in range(runs)])
+    mech = GaussianMechanism(sensitivity, sigma=sigma, floating_point_safe=safe)
+    ref = np.array([project_l1_ball(mech.randomise(grad_sum / m, rng), bounds.grad_l1)
+                    for _ in range(runs)])
+    # The coordinates with the largest mean, the l2 norm and the support size (the l1
+    # norm is the radius in both, up to rounding): two-sample KS tests at level 1e-4 each.
+    top = np.argsort(-np.abs(grad_sum))[:3]
+    stats = [(got[:, j], ref[:, j]) for j in top]
+    stats.append((np.linalg.norm(got, axis=1), np.linalg.norm(ref, axis=1)))
+    stats.append(((got != 0).sum(axis=1), (ref != 0).sum(axis=1)))
+    for a, b in stats:
+        assert ks_2samp(a, b).pvalue > 1e-4
+    # Not vacuous: the projection moved the signal coordinates.
+    assert np.abs(ref[:, top].mean(axis=0) - grad_sum[top] / m).max() > 0.1 * sigma
 
 
 # --------------------------------------------------------------------------

@@ -64,14 +64,24 @@ def test_keys_round_towards_zero_and_sums_are_exact(nnz):
         margin = rng.normal() * 3
         st = np.zeros(S.STATE_SLOTS, dtype=np.int64)
         st[S._M] = 1
+        # Zero coefficients and the intercept at the margin: the example's margin.
+        feat = np.zeros(d, dtype=K.FEATURE_STATE)
+        intercept = np.array([margin, 0.0, 0.0])
+        touched = np.empty(nnz, dtype=np.int64)
+        compact_counts = np.empty(nnz, dtype=np.int64)
+        compact_grads = np.empty(nnz, dtype=np.int64)
+        loss = LogisticLoss()
+        K._accumulate(st, 1, data, cols, indptr, np.array([1.0]), loss.code, loss.param, 1.0,
+                      np.array([0], dtype=np.int64), feat,
+                      np.zeros(d, dtype=K.FEATURE_HISTORY), 1.0, 0.0, True, intercept,
+                      c_count, touched, np.zeros(0), np.zeros(0), True, keys, compact_counts,
+                      compact_grads)
+        # The sums are compact, in the order the features were touched.
+        assert st[S._N_TOUCHED] == nnz and np.array_equal(np.sort(touched), cols)
+        assert np.array_equal(feat["slot"][touched], np.arange(1, nnz + 1))
         count_keys = np.zeros(d, dtype=np.int64)
         grad_keys = np.zeros(d, dtype=np.int64)
-        intercept = np.zeros(3)
-        loss = LogisticLoss()
-        K._accumulate(st, data, cols, indptr, np.array([1.0]), loss.code, loss.param, 1.0,
-                      np.array([0], dtype=np.int64), np.array([margin]), c_count,
-                      np.zeros(d, dtype=np.uint8), np.empty(d, dtype=np.int64), np.zeros(0),
-                      np.zeros(0), True, keys, count_keys, grad_keys, intercept)
+        count_keys[touched], grad_keys[touched] = compact_counts, compact_grads
         g = K._clipped_derivative(loss.code, 1.0, margin, loss.param, 1.0)
         count_key = count_keys[cols]
         assert np.all(count_key == count_key[0]) and np.all(np.delete(count_keys, cols) == 0)

@@ -14,6 +14,9 @@ import math
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
 
 from ..privacy.discrete import lattice_release, noise_take
 from ..privacy.float_noise import gaussian_noise
@@ -181,14 +184,50 @@ def _lazy_decay(x, k, c, a):
     return sgn * max(value, 0.0), sgn * max(total, 0.0)
 
 
-@numba.njit(cache=True)
-def _catch_up(j, t, w, wsum, last, c, a):
-    k = t - last[j]
-    if k > 0:
-        v, s = _lazy_decay(w[j], k, c, a)
-        w[j] = v
-        wsum[j] += s
-        last[j] = t
+#: What a step of sparse DP-SGD reads of every feature of its batch: the coefficient
+#: ``w``, lazily up to date, and ``slot``: 1 + the feature's position among those the
+#: step touched, -1 if the step selected it while absent from the batch, 0 otherwise.
+#: 16 bytes: the features' states fill cache lines with nothing else.
+FEATURE_STATE = np.dtype([("w", np.float64), ("slot", np.int64)], align=True)
+#: What only a non-zero coefficient needs: the step ``last`` its ``w`` is current as of,
+#: and the sum ``total`` of its iterates up to that step.
+FEATURE_HISTORY = np.dtype([("total", np.float64), ("last", np.int64)], align=True)
+
+
+@intrinsic
+def _prefetch(typingctx, array, index):
+    """Ask the processor to bring ``array[index]`` into its caches, without waiting for
+    it (``llvm.prefetch``; a hint, with no effect on any value)."""
+
+    def codegen(context, builder, signature, args):
+        array_type = signature.args[0]
+        array = context.make_array(array_type)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, array_type, array, [args[1]],
+                                       wraparound=False)
+        byte_ptr, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [byte_ptr, i32, i32, i32]),
+            "llvm.prefetch.p0i8")
+        # A read, kept in every cache level, of data.
+        builder.call(fn, [builder.bitcast(ptr, byte_ptr), ir.Constant(i32, 0),
+                          ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return types.void(array, index), codegen
+
+
+@numba.njit(cache=True, inline="always")
+def _catch_up(j, t, feat, hist, c, a):
+    """Bring feature j to step t. A zero coefficient stays zero under the penalties, so
+    it needs neither the decay nor a new stamp, and its history is not read."""
+    x = feat[j].w
+    if x != 0.0:
+        k = t - hist[j].last
+        if k > 0:
+            v, s = _lazy_decay(x, k, c, a)
+            feat[j].w = v
+            hist[j].total += s
+            hist[j].last = t
 
 
 @numba.njit(cache=True)
@@ -229,34 +268,31 @@ def _poisson_batch(rng, n, q, batch, row_mark):
 
 
 @numba.njit(cache=True)
-def _batch_margins(st, t, rng, n, q, batch, row_mark, margins, data, indices, indptr, w,
-                   wsum, last, c, a, fit_intercept, intercept):
+def _draw_batch(st, rng, n, q, batch, row_mark, indptr, n_features):
+    """The step's Poisson batch, and the room its features need (``st[ST_NEED]``)."""
     m = _poisson_batch(rng, n, q, batch, row_mark)
-    b = intercept[0]
     nnz = 0
-    # Margins at the current point: bring the rows' coordinates up to date.
     for r in range(m):
         i = batch[r]
-        z = b if fit_intercept else 0.0
-        for k in range(indptr[i], indptr[i + 1]):
-            j = indices[k]
-            _catch_up(j, t - 1, w, wsum, last, c, a)
-            z += data[k] * w[j]
-        margins[r] = z
         nnz += indptr[i + 1] - indptr[i]
     st[_M] = m
     st[ST_N_GRAD] += m
     st[_OPS] = m + nnz
-    st[ST_NEED] = min(w.size, nnz)
+    st[ST_NEED] = min(n_features, nnz)
     st[_PHASE] = _ACCUMULATE
 
 
 @numba.njit(cache=True)
-def _accumulate(st, data, indices, indptr, y, code, param, dclip, batch, margins,
-                contribution_bound, feat_mark, touched, counts, grads, safe, keys, count_keys,
-                grad_keys, intercept):
-    """Contribution counts and gradient sums on the batch's features.
+def _accumulate(st, t, data, indices, indptr, y, code, param, dclip, batch, feat, hist, c, a,
+                fit_intercept, intercept, contribution_bound, touched, counts, grads, safe,
+                keys, count_keys, grad_keys):
+    """Margins at the current point, then contribution counts and gradient sums on the
+    batch's features, one row at a time (a row's features are still in cache for its
+    sums).
 
+    The features are numbered in the order the batch first touches them (``touched``,
+    ``feat[j].slot`` 1 + that number) and their sums kept in compact arrays in that
+    order, so the sums stay in cache whatever n_features.
     Safe path: every example's terms become integer keys rounded towards zero, ``keys[0]``
     and ``keys[1]`` being ``(1 - 2^-50) / gamma`` of the count and gradient lattices, so
     an example's key vector is no longer than its terms over gamma and the sums are exact.
@@ -264,10 +300,23 @@ def _accumulate(st, data, indices, indptr, y, code, param, dclip, batch, margins
     n_touched = 0
     gb = 0.0
     gb_key = np.int64(0)
-    ops = 0
-    for r in range(st[_M]):
+    b = intercept[0]
+    m = st[_M]
+    for r in range(m):
         i = batch[r]
-        g = _clipped_derivative(code, y[i], margins[r], param, dclip)
+        if r + 1 < m:
+            # The next row's features are fetched while this row is computed: at large
+            # n_features each is a cache miss, and the misses then overlap.
+            nxt = batch[r + 1]
+            for k in range(indptr[nxt], indptr[nxt + 1]):
+                _prefetch(feat, indices[k])
+        # The margin at the current point: bring the row's coordinates up to date.
+        z = b if fit_intercept else 0.0
+        for k in range(indptr[i], indptr[i + 1]):
+            j = indices[k]
+            _catch_up(j, t - 1, feat, hist, c, a)
+            z += data[k] * feat[j].w
+        g = _clipped_derivative(code, y[i], z, param, dclip)
         if safe:
             gb_key += np.int64(g * keys[1])
         else:
@@ -279,21 +328,29 @@ def _accumulate(st, data, indices, indptr, y, code, param, dclip, batch, margins
         count_key = np.int64(weight * keys[0])
         for k in range(indptr[i], indptr[i + 1]):
             j = indices[k]
-            if feat_mark[j] == 0:
-                feat_mark[j] = 1
-                touched[n_touched] = j
+            pos = feat[j].slot - 1
+            if pos < 0:
+                pos = n_touched
+                touched[pos] = j
                 n_touched += 1
+                feat[j].slot = n_touched
+                if safe:
+                    count_keys[pos] = 0
+                    grad_keys[pos] = 0
+                else:
+                    counts[pos] = 0.0
+                    grads[pos] = 0.0
             if safe:
-                count_keys[j] += count_key
-                grad_keys[j] += np.int64(g * data[k] * keys[1])
+                count_keys[pos] += count_key
+                grad_keys[pos] += np.int64(g * data[k] * keys[1])
             else:
-                counts[j] += weight
-                grads[j] += g * data[k]
-        ops += nnz
+                counts[pos] += weight
+                grads[pos] += g * data[k]
     intercept[2] = gb
     st[_GB_KEY] = gb_key
     st[_N_TOUCHED] = n_touched
-    st[_OPS] += ops
+    # Each entry is read twice: for its margin and for its sums.
+    st[_OPS] += st[_OPS] - st[_M]
     st[_PHASE] = _PRESENT
 
 
@@ -309,9 +366,9 @@ def _released(key_sum, z, unit):
 
 
 @numba.njit(cache=True)
-def _update(st, t, rng, w, wsum, last, c, a, eta, denom, fit_intercept, intercept, grad_sigma,
-            feat_mark, touched, selected, counts, grads, safe, keys, count_keys, grad_keys,
-            gnoise, gpos, selected_trace, ops):
+def _update(st, t, rng, feat, hist, c, a, eta, denom, fit_intercept, intercept, grad_sigma,
+            touched, selected, counts, grads, safe, keys, count_keys, grad_keys, gnoise, gpos,
+            selected_trace, ops):
     """Noisy proximal step on the selected coordinates and the intercept; end of step t."""
     n_sel = st[_N_SEL]
     if safe and gnoise.size - gpos[0] < n_sel + 1:
@@ -319,22 +376,24 @@ def _update(st, t, rng, w, wsum, last, c, a, eta, denom, fit_intercept, intercep
         return NEED_GRAD_NOISE
     for r in range(n_sel):
         j = selected[r]
-        _catch_up(j, t - 1, w, wsum, last, c, a)
+        _catch_up(j, t - 1, feat, hist, c, a)
+        # A selected feature absent from the batch (slot -1) has a zero sum.
+        s = feat[j].slot - 1
         if safe:
             _, z = noise_take(gnoise, gpos)
-            gj = _released(grad_keys[j], z, keys[2]) / denom
+            gj = _released(grad_keys[s] if s >= 0 else 0, z, keys[2]) / denom
         else:
-            gj = (grads[j] + gaussian_noise(rng, grad_sigma)) / denom
-        v = c * w[j] - eta * gj
+            gj = ((grads[s] if s >= 0 else 0.0) + gaussian_noise(rng, grad_sigma)) / denom
+        v = c * feat[j].w - eta * gj
         if v > a:
             v -= a
         elif v < -a:
             v += a
         else:
             v = 0.0
-        w[j] = v
-        wsum[j] += v
-        last[j] = t
+        feat[j].w = v
+        hist[j].total += v
+        hist[j].last = t
     st[_OPS] += n_sel
     b = intercept[0]
     if fit_intercept:
@@ -350,18 +409,12 @@ def _update(st, t, rng, w, wsum, last, c, a, eta, denom, fit_intercept, intercep
         selected_trace[row, 0] = n_sel
         for r in range(min(n_sel, selected_trace.shape[1] - 1)):
             selected_trace[row, r + 1] = selected[r]
-    # Reset the scratch entries this step used.
+    # Unmark the features this step touched or selected (the compact sums are reset
+    # when the next step touches their slot).
     for r in range(st[_N_TOUCHED]):
-        j = touched[r]
-        if safe:
-            count_keys[j] = 0
-            grad_keys[j] = 0
-        else:
-            counts[j] = 0.0
-            grads[j] = 0.0
-        feat_mark[j] = 0
+        feat[touched[r]].slot = 0
     for r in range(n_sel):
-        feat_mark[selected[r]] = 0
+        feat[selected[r]].slot = 0
     if row < ops.size:
         ops[row] = st[_OPS]
     st[ST_T] = t
@@ -372,8 +425,8 @@ def _update(st, t, rng, w, wsum, last, c, a, eta, denom, fit_intercept, intercep
 @numba.njit(cache=True)
 def sparse_sgd_steps(data, indices, indptr, y, code, param, dclip, fit_intercept, q, t_end,
                      eta, l2, l1, count_sigma, grad_sigma, threshold, p_zero_pass,
-                     contribution_bound, w, wsum, last, intercept, feat_mark, counts, grads,
-                     batch, row_mark, margins, touched, selected, st, rng, selected_trace, ops,
+                     contribution_bound, feat, hist, intercept, counts, grads,
+                     batch, row_mark, touched, selected, st, rng, selected_trace, ops,
                      safe, lat, keys, count_keys, grad_keys, cnoise, cpos, gnoise, gpos, proc,
                      lproc, next64, state, fb):
     """DP-AdaFEST from step ``st[ST_T] + 1`` to ``t_end``, in place on the state arrays.
@@ -384,12 +437,15 @@ def sparse_sgd_steps(data, indices, indptr, y, code, param, dclip, fit_intercept
     in Python) made before anything it cannot complete is drawn; the caller serves it
     and calls again with the same arguments.
 
-    State: ``w`` (current coefficients, lazily up to date: coordinate j is current as of
-    step ``last[j]``), ``wsum`` (sum of its iterates up to ``last[j]``), ``intercept =
-    [b, sum of b iterates, scratch]``, ``st`` (int64, ``STATE_SLOTS``, zero at the
-    start); ``feat_mark``, ``counts``/``grads`` (float path) or ``count_keys``/
-    ``grad_keys`` (safe path) are zero scratch arrays of length n_features, returned zero;
-    ``batch``, ``row_mark`` (zero), ``margins``: scratch of length n_samples.
+    State: ``feat`` and ``hist``, one :data:`FEATURE_STATE` and one
+    :data:`FEATURE_HISTORY` record per feature (zero at the start; ``slot`` is zero again
+    on return); ``intercept = [b, sum of b iterates, scratch]``,
+    ``st`` (int64, ``STATE_SLOTS``, zero at the start); ``counts``/``grads`` (float path)
+    or ``count_keys``/``grad_keys`` (safe path) are compact scratch at least as long as
+    ``touched``; ``batch``, ``row_mark`` (zero): scratch of length n_samples. ``feat`` and
+    ``hist`` are the only arrays of length n_features: a step reads or writes one record
+    of ``feat`` per entry of its batch and per selected feature, one of ``hist`` per
+    non-zero coefficient among them, and scans neither.
 
     Per step, with a Poisson batch B of rate q:
 
@@ -421,21 +477,21 @@ def sparse_sgd_steps(data, indices, indptr, y, code, param, dclip, fit_intercept
     has room. ``st[ST_N_GRAD]`` counts the per-example gradients computed.
     """
     n = indptr.size - 1
-    n_features = w.size
+    n_features = feat.shape[0]
     c = 1.0 - eta * l2
     a = eta * l1
     denom = q * n
     while st[ST_T] < t_end:
         t = st[ST_T] + 1
         if st[_PHASE] == _BATCH:
-            _batch_margins(st, t, rng, n, q, batch, row_mark, margins, data, indices, indptr,
-                           w, wsum, last, c, a, fit_intercept, intercept)
+            _draw_batch(st, rng, n, q, batch, row_mark, indptr, n_features)
         if st[_PHASE] == _ACCUMULATE:
-            if touched.size < st[ST_NEED]:
+            sums = count_keys.size if safe else counts.size
+            if touched.size < st[ST_NEED] or sums < st[ST_NEED]:
                 return GROW_TOUCHED
-            _accumulate(st, data, indices, indptr, y, code, param, dclip, batch, margins,
-                        contribution_bound, feat_mark, touched, counts, grads, safe, keys,
-                        count_keys, grad_keys, intercept)
+            _accumulate(st, t, data, indices, indptr, y, code, param, dclip, batch, feat,
+                        hist, c, a, fit_intercept, intercept, contribution_bound, touched, counts,
+                        grads, safe, keys, count_keys, grad_keys)
         if st[_PHASE] == _PRESENT:
             request = _select_present(st, rng, touched, selected, counts, count_sigma,
                                       threshold, safe, lat, count_keys, cnoise, cpos)
@@ -448,15 +504,15 @@ def sparse_sgd_steps(data, indices, indptr, y, code, param, dclip, fit_intercept
                 return request
         if st[_PHASE] == _ABSENT:
             if safe:
-                request = _select_absent_safe(st, n_features, feat_mark, selected, lat,
+                request = _select_absent_safe(st, n_features, feat, selected, lat,
                                               cnoise, cpos, proc, next64, state, fb)
             else:
-                request = _select_absent_float(st, rng, n_features, p_zero_pass, feat_mark,
+                request = _select_absent_float(st, rng, n_features, p_zero_pass, feat,
                                                selected)
             if request != DONE:
                 return request
-        request = _update(st, t, rng, w, wsum, last, c, a, eta, denom, fit_intercept,
-                          intercept, grad_sigma, feat_mark, touched, selected, counts, grads,
+        request = _update(st, t, rng, feat, hist, c, a, eta, denom, fit_intercept,
+                          intercept, grad_sigma, touched, selected, counts, grads,
                           safe, keys, count_keys, grad_keys, gnoise, gpos, selected_trace,
                           ops)
         if request != DONE:
@@ -465,10 +521,36 @@ def sparse_sgd_steps(data, indices, indptr, y, code, param, dclip, fit_intercept
 
 
 @numba.njit(cache=True)
-def lazy_finish(t, w, wsum, last, eta, l2, l1):
-    """Bring every coordinate to step ``t`` (one O(n_features) pass at the end of a fit)."""
+def lazy_finish(t, feat, hist, eta, l2, l1):
+    """Bring every feature to step ``t`` (one O(n_features) pass at the end of a fit)."""
     c = 1.0 - eta * l2
     a = eta * l1
-    for j in range(w.size):
-        _catch_up(j, t, w, wsum, last, c, a)
+    for j in range(feat.shape[0]):
+        _catch_up(j, t, feat, hist, c, a)
 
+
+
+# ---------------------------------------------------------------------------
+# Bias-reduced DP-SGD: the telescoped estimate, the proximal step and the average in one pass
+# ---------------------------------------------------------------------------
+@numba.njit(cache=True)
+def telescoped_prox_step(theta, avg, n_coef, whole, odd, even, one, p, eta, l2, l1, t):
+    """``G = (whole - (odd + even) / 2) / p + one``, then ``theta <- prox_{eta l1}(theta
+    - eta (G + l2 w))`` (the intercept, after the ``n_coef`` coefficients, unpenalised)
+    and ``avg += (theta - avg) / (t + 1)``, in place: one pass instead of a dozen
+    vector operations, with the same operations in the same order, so the same values."""
+    a = eta * l1
+    for j in range(theta.size):
+        g = (whole[j] - 0.5 * (odd[j] + even[j])) / p + one[j]
+        x = theta[j]
+        if j < n_coef:
+            if l2 != 0.0:
+                g = g + l2 * x
+            v = x - eta * g
+            if l1 != 0.0:
+                r = abs(v) - a
+                v = math.copysign(r, v) if r > 0.0 else 0.0
+        else:
+            v = x - eta * g
+        theta[j] = v
+        avg[j] = avg[j] + (v - avg[j]) / (t + 1)

@@ -38,6 +38,8 @@ def _select_present(st, rng, touched, selected, counts, count_sigma, threshold, 
                     count_keys, cnoise, cpos):
     """Selection among the features present in the batch (noisy count > threshold).
 
+    ``counts``/``count_keys`` are compact: entry ``r`` belongs to feature ``touched[r]``.
+
     Safe path with a process for the present features (``lat[4] >= 0``): only the
     features whose count key exceeds ``lat[4]`` draw their noise here, the others are
     left to :func:`_select_light`.
@@ -51,7 +53,7 @@ def _select_present(st, rng, touched, selected, counts, count_sigma, threshold, 
     if safe and noisy:
         n_draws = 0
         for r in range(n_touched):
-            n_draws += count_keys[touched[r]] > light
+            n_draws += count_keys[r] > light
         if cnoise.size - cpos[0] < n_draws:
             st[ST_NEED] = n_draws
             return NEED_COUNT_NOISE
@@ -59,13 +61,13 @@ def _select_present(st, rng, touched, selected, counts, count_sigma, threshold, 
     for r in range(n_touched):
         j = touched[r]
         if not safe:
-            keep = counts[j] + gaussian_noise(rng, count_sigma) > threshold
+            keep = counts[r] + gaussian_noise(rng, count_sigma) > threshold
         elif noisy:
-            if count_keys[j] <= light:
+            if count_keys[r] <= light:
                 continue
             _, z = noise_take(cnoise, cpos)
             # key + z > u, without overflow: keys and |u| stay below 2^62.
-            keep = z > u - count_keys[j]
+            keep = z > u - count_keys[r]
         else:
             keep = mode == SELECT_ALL
         if keep:
@@ -110,9 +112,8 @@ def _select_light(st, touched, selected, lat, count_keys, lproc, next64, state, 
         st[_OPS] += 1
         if r >= n_touched:
             break
-        j = touched[r]
-        if count_keys[j] <= light and z > u - count_keys[j]:
-            selected[n_sel] = j
+        if count_keys[r] <= light and z > u - count_keys[r]:
+            selected[n_sel] = touched[r]
             n_sel += 1
         pos = r + 1
     st[_N_SEL] = n_sel
@@ -122,8 +123,9 @@ def _select_light(st, touched, selected, lat, count_keys, lproc, next64, state, 
 
 
 @numba.njit(cache=True)
-def _select_absent_float(st, rng, n_features, p_zero_pass, feat_mark, selected):
-    """The features absent from the batch: Binomial(d - k, p0) of them, a uniform subset."""
+def _select_absent_float(st, rng, n_features, p_zero_pass, feat, selected):
+    """The features absent from the batch: Binomial(d - k, p0) of them, a uniform subset
+    (each marked ``feat[j].slot = -1``)."""
     n_sel = st[_N_SEL]
     if st[_EXTRA] < 0:
         n_absent = n_features - st[_N_TOUCHED]
@@ -137,8 +139,8 @@ def _select_absent_float(st, rng, n_features, p_zero_pass, feat_mark, selected):
     while added < extra:
         j = rng.integers(0, n_features)
         ops += 1
-        if feat_mark[j] == 0:
-            feat_mark[j] = 2
+        if feat[j].slot == 0:
+            feat[j].slot = -1
             selected[n_sel] = j
             n_sel += 1
             added += 1
@@ -149,7 +151,7 @@ def _select_absent_float(st, rng, n_features, p_zero_pass, feat_mark, selected):
 
 
 @numba.njit(cache=True)
-def _select_absent_safe(st, n_features, feat_mark, selected, lat, cnoise, cpos, proc, next64,
+def _select_absent_safe(st, n_features, feat, selected, lat, cnoise, cpos, proc, next64,
                         state, fb):
     """The features absent from the batch (exact count 0): each passes independently with
     probability ``P(Z > u)``. ``u >= 0``: the exceedance process of ``Z > u0`` over all
@@ -171,14 +173,14 @@ def _select_absent_safe(st, n_features, feat_mark, selected, lat, cnoise, cpos, 
             st[_OPS] += 1
             if j >= n_features:
                 break
-            if feat_mark[j] == 0 and (not with_value or z > u):
-                feat_mark[j] = 2
+            if feat[j].slot == 0 and (not with_value or z > u):
+                feat[j].slot = -1
                 selected[n_sel] = j
                 n_sel += 1
             pos = j + 1
     elif mode != SELECT_NONE:
         for j in range(pos, n_features):
-            if feat_mark[j] != 0:
+            if feat[j].slot != 0:
                 continue
             if n_sel == selected.size:
                 st[_POS], st[_N_SEL], st[ST_NEED] = j, n_sel, n_sel + 1
@@ -191,7 +193,7 @@ def _select_absent_safe(st, n_features, feat_mark, selected, lat, cnoise, cpos, 
                     return NEED_COUNT_NOISE
                 if z <= u:
                     continue
-            feat_mark[j] = 2
+            feat[j].slot = -1
             selected[n_sel] = j
             n_sel += 1
         st[_OPS] += n_features - pos

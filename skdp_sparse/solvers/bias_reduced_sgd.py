@@ -20,6 +20,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..mean._sampled_projection import (
+    sampled_discrete_projection,
+    sampled_gaussian_projection,
+    sampling_threshold,
+)
+from ..optim import _sgd_kernels as K
 from ..optim.projections import project_l1_ball
 from ..privacy.accounting import PrivacyEvent, compose
 from ..privacy.mechanisms import GaussianMechanism, LaplaceMechanism
@@ -50,19 +56,34 @@ def truncated_geometric_probs(M):
     return c_m / 2.0 ** np.arange(M + 1)
 
 
-def projection_mechanism(bounds, grad_sum, m, sigma_unit, rng, estimator, safe=False):
+def projection_mechanism(bounds, grad_sum, m, sigma_unit, rng, estimator, safe=False,
+                         overwrite=False):
     """Alg. 1 of Ghazi et al. on the mean of ``m`` clipped gradients.
 
     Gaussian noise calibrated to the mean's replace-one l2 sensitivity
     ``2 C2 / m`` (``sigma_unit`` is the noise of sensitivity 1), then the Euclidean
     projection on the l1 ball of radius ``C1``, which holds every mean of clipped
-    gradients.
+    gradients. Where the projection's public sampling threshold exists, the release
+    draws only the noise that can survive the projection
+    (:func:`~skdp_sparse.mean._sampled_projection.sampled_gaussian_projection`, and its
+    floating-point-safe counterpart): the same law as noise on every coordinate then the
+    projection, at a cost that does not grow with the p noise values. ``overwrite`` lets
+    the release reuse ``grad_sum``'s memory (a fresh p-long array a call costs as much as
+    the sampled release).
     """
-    g = grad_sum / m
+    g = np.divide(grad_sum, m, out=grad_sum if overwrite else None)
     if sigma_unit > 0:
         sensitivity = 2.0 * bounds.grad_l2 / m
-        g = GaussianMechanism(sensitivity, sigma=sensitivity * sigma_unit,
-                              floating_point_safe=safe).randomise(g, rng)
+        sigma = sensitivity * sigma_unit
+        radius = bounds.grad_l1
+        t = sampling_threshold(sigma, g.size, radius) if estimator == "projection" else None
+        if t is not None:
+            if safe:
+                return sampled_discrete_projection(g, sensitivity, sigma, radius, t, rng,
+                                                   overwrite=True)[0]
+            return sampled_gaussian_projection(g, sigma, radius, t, rng, overwrite=True)[0]
+        g = GaussianMechanism(sensitivity, sigma=sigma, floating_point_safe=safe).randomise(
+            g, rng)
     if estimator == "projection":
         g = project_l1_ball(g, bounds.grad_l1)
     return g
@@ -71,6 +92,14 @@ def projection_mechanism(bounds, grad_sum, m, sigma_unit, rng, estimator, safe=F
 def bias_reduced_gradient(problem, rows, y, bounds, theta, N, probs, sigma_unit, rng,
                           estimator, safe=False):
     """Alg. 5: ``G = (G_B - (G_O + G_E)/2) / p_N + G_I``; returns (G, gradients used)."""
+    (G_B, G_O, G_E, G_I), used = _releases(problem, rows, y, bounds, theta, N, sigma_unit,
+                                           rng, estimator, safe)
+    return (G_B - 0.5 * (G_O + G_E)) / probs[N] + G_I, used
+
+
+def _releases(problem, rows, y, bounds, theta, N, sigma_unit, rng, estimator, safe):
+    """The four released means of Alg. 5 (``G_B, G_O, G_E, G_I``), and the gradients
+    used."""
     n = rows.shape[0]
     half = 2**N
     batch = rng.choice(n, size=2 * half, replace=False).astype(np.int64)
@@ -79,12 +108,32 @@ def bias_reduced_gradient(problem, rows, y, bounds, theta, N, probs, sigma_unit,
     g_even = gradient_sum(rows, y, bounds, problem.loss, theta, even)
     i = np.array([rng.integers(n)], dtype=np.int64)
     g_one = gradient_sum(rows, y, bounds, problem.loss, theta, i)
+    # Each sum is released last where it is read, so its memory can hold the release.
     G_B = projection_mechanism(bounds, g_odd + g_even, 2 * half, sigma_unit, rng, estimator,
-                               safe)
-    G_O = projection_mechanism(bounds, g_odd, half, sigma_unit, rng, estimator, safe)
-    G_E = projection_mechanism(bounds, g_even, half, sigma_unit, rng, estimator, safe)
-    G_I = projection_mechanism(bounds, g_one, 1, sigma_unit, rng, estimator, safe)
-    return (G_B - 0.5 * (G_O + G_E)) / probs[N] + G_I, 2 * half + 1
+                               safe, overwrite=True)
+    G_O = projection_mechanism(bounds, g_odd, half, sigma_unit, rng, estimator, safe, True)
+    G_E = projection_mechanism(bounds, g_even, half, sigma_unit, rng, estimator, safe, True)
+    G_I = projection_mechanism(bounds, g_one, 1, sigma_unit, rng, estimator, safe, True)
+    return (G_B, G_O, G_E, G_I), 2 * half + 1
+
+
+def bias_reduced_step(problem, rows, y, bounds, theta, avg, t, N, probs, sigma_unit, rng,
+                      estimator, eta, radius, safe=False):
+    """One step of Alg. 6 in place: the estimate of Alg. 5, ``theta <- Pi(prox(theta -
+    eta (G + l2 w)))`` (``Pi`` the l2 ball of ``radius``, None: none) and the average of
+    ``x^0 .. x^(t + 1)`` updated from that of ``x^0 .. x^t``. Returns the gradients
+    used."""
+    releases, used = _releases(problem, rows, y, bounds, theta, N, sigma_unit, rng,
+                               estimator, safe)
+    if radius is None:
+        K.telescoped_prox_step(theta, avg, bounds.n_features, *releases, probs[N], eta,
+                               bounds.l2, bounds.l1, t + 1)
+    else:
+        G_B, G_O, G_E, G_I = releases
+        G = (G_B - 0.5 * (G_O + G_E)) / probs[N] + G_I
+        theta[:] = penalised_step(bounds, theta, G, eta, radius)
+        avg += (theta - avg) / (t + 2)
+    return used
 
 
 class PrivacyFilter:
@@ -297,13 +346,11 @@ class BiasReducedSGD(GradientSolver):
             if plan.max_steps is not None and t >= plan.max_steps:
                 break
             N = int(rng.choice(M + 1, p=probs))
-            G, used = bias_reduced_gradient(problem, rows, y, bounds, theta, N, probs,
-                                            sigma_unit, rng, plan.estimator, safe)
-            n_grad += used
+            n_grad += bias_reduced_step(problem, rows, y, bounds, theta, avg, t, N, probs,
+                                        sigma_unit, rng, plan.estimator, eta, plan.radius,
+                                        safe)
             filt.add(*step_privacy(N, n, epsilon, delta, plan.filter_bound))
-            theta = penalised_step(bounds, theta, G, eta, plan.radius)
             t += 1
-            avg += (theta - avg) / (t + 1)
             if plan.verbose and (t & (t - 1)) == 0:
                 print(f"[{tag}] step {t}  N={N}  filter: sqrt-term+drift="
                       f"{math.sqrt(2 * filt.log_inv * filt.sq) + 0.5 * filt.sq:.4g} "
@@ -327,13 +374,10 @@ class BiasReducedSGD(GradientSolver):
         eta = plan.learning_rate or _learning_rate(bounds, probs, 0.0, plan.estimator,
                                                    plan.radius, float(plan.max_steps))
         n_grad = 0
-        for t in range(1, plan.max_steps + 1):
+        for t in range(plan.max_steps):
             N = int(rng.choice(probs.size, p=probs))
-            G, used = bias_reduced_gradient(problem, rows, y, bounds, theta, N, probs, 0.0,
-                                            rng, plan.estimator)
-            n_grad += used
-            theta = penalised_step(bounds, theta, G, eta, plan.radius)
-            avg += (theta - avg) / (t + 1)
+            n_grad += bias_reduced_step(problem, rows, y, bounds, theta, avg, t, N, probs,
+                                        0.0, rng, plan.estimator, eta, plan.radius)
         return avg, plan.max_steps, list(non_private_events()), n_grad
 
 

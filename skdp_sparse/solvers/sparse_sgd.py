@@ -320,9 +320,8 @@ class SparseSGD(GradientSolver):
 
     def _run(self, problem, X, y, plan, rng, trace, k=0):
         bounds, n_steps, d, n = plan.bounds, plan.n_iter, plan.n_features, plan.n_samples
-        w, wsum = np.zeros(d), np.zeros(d)
-        last = np.zeros(d, dtype=np.int64)
-        marks = np.zeros(d, dtype=np.uint8)
+        feat = np.zeros(d, dtype=K.FEATURE_STATE)
+        hist = np.zeros(d, dtype=K.FEATURE_HISTORY)
         intercept = np.zeros(3)
         run = _Run(plan, rng, d, n)
         trace_rows, trace_cols = trace if trace is not None else (0, 1)
@@ -336,8 +335,8 @@ class SparseSGD(GradientSolver):
                         bounds.derivative_clip, bool(bounds.intercept), plan.sampling_rate,
                         t1, plan.learning_rate, bounds.l2, bounds.l1, plan.count_sigma,
                         plan.grad_sigma, plan.threshold, plan.p_zero, plan.contribution_bound,
-                        w, wsum, last, intercept, marks, run.counts, run.grads, run.batch,
-                        run.row_mark, run.margins, run.touched, run.selected, run.state, rng,
+                        feat, hist, intercept, run.counts, run.grads, run.batch,
+                        run.row_mark, run.touched, run.selected, run.state, rng,
                         selected_trace, ops, run.safe, run.lat, run.keys, run.count_keys,
                         run.grad_keys, run.count_noise.values, run.count_noise.pos,
                         run.grad_noise.values, run.grad_noise.pos, run.process,
@@ -348,11 +347,11 @@ class SparseSGD(GradientSolver):
             if plan.verbose:
                 report(self.name, t1, n_steps,
                        plan.step_events(k * n_steps + t1) if plan.private else [], plan.delta)
-        K.lazy_finish(n_steps, w, wsum, last, plan.learning_rate, bounds.l2, bounds.l1)
+        K.lazy_finish(n_steps, feat, hist, plan.learning_rate, bounds.l2, bounds.l1)
         if plan.average:
-            coef, b = wsum / n_steps, intercept[1] / n_steps
+            coef, b = hist["total"] / n_steps, intercept[1] / n_steps
         else:
-            coef, b = w.copy(), intercept[0]
+            coef, b = np.array(feat["w"]), intercept[0]
         b = float(b) if bounds.intercept else 0.0
         tr = None
         if trace is not None:
@@ -373,13 +372,14 @@ class _Run:
         self.state = np.zeros(S.STATE_SLOTS, dtype=np.int64)
         self.batch = np.empty(n, dtype=np.int64)
         self.row_mark = np.zeros(n, dtype=np.uint8)
-        self.margins = np.empty(n)
         self.touched = np.empty(min(d, 4096), dtype=np.int64)
         self.selected = np.empty(min(d, 4096), dtype=np.int64)
-        scratch, keys = (0, d) if self.safe else (d, 0)
-        self.counts, self.grads = np.zeros(scratch), np.zeros(scratch)
-        self.count_keys = np.zeros(keys, dtype=np.int64)
-        self.grad_keys = np.zeros(keys, dtype=np.int64)
+        # The sums of the touched features, in the order of ``touched``; only the
+        # path's own pair grows.
+        self.counts, self.grads = np.zeros(0), np.zeros(0)
+        self.count_keys = np.zeros(0, dtype=np.int64)
+        self.grad_keys = np.zeros(0, dtype=np.int64)
+        self._grow_sums(self.touched.size)
         if self.safe:
             self.lat, self.keys = safe.kernel_arrays()
             # Buffers draw only when a request asks (a fresh buffer is empty), and grow
@@ -399,6 +399,7 @@ class _Run:
         need = int(self.state[S.ST_NEED])
         if request == S.GROW_TOUCHED:
             self.touched = _grown(self.touched, need)
+            self._grow_sums(self.touched.size)
         elif request == S.GROW_SELECTED:
             self.selected = _grown(self.selected, need)
         elif request in (S.NEED_COUNT_NOISE, S.NEED_GRAD_NOISE):
@@ -413,6 +414,13 @@ class _Run:
             self.state[S.ST_PENDING] = 1
         else:
             raise RuntimeError(f"unknown kernel request {request}")
+
+    def _grow_sums(self, size):
+        if self.safe:
+            self.count_keys = np.empty(size, dtype=np.int64)
+            self.grad_keys = np.empty(size, dtype=np.int64)
+        else:
+            self.counts, self.grads = np.empty(size), np.empty(size)
 
 
 _MAX_BUFFER = 1 << 16

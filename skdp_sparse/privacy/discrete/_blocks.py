@@ -45,6 +45,7 @@ from ._exact import (
     _py_uniform_below,
 )
 from ._kernels import (
+    _ONE,
     HANDOFF_SLOTS,
     _bernoulli,
     _bernoulli_exp_after_first,
@@ -119,7 +120,7 @@ def block_attempt(scalars, next64, state, fb):
                     return 0, np.int64(0)
     if signed:
         # branch-free: the sign is a fair coin
-        neg, buf, nb = _bits(next64, state, buf, nb, 1)
+        neg, buf, nb = _bits(next64, state, buf, nb, _ONE)
         if neg & (v == 0):  # the negative zero
             return 0, np.int64(0)
         v -= 2 * neg * v

@@ -18,6 +18,10 @@ _FB_GEOMETRIC = 1  # a uniform word equals a table entry: W vs exp(-g lam) undec
 _FB_GAUSS_Y = 2  # a Gaussian proposal too large for the 62-bit acceptance test
 _FB_NOISE = 3  # noise known; only rounding a + noise needs big integers
 HANDOFF_SLOTS = 8
+# Constant arguments of the kernels' calls to one another, as int64 scalars: a Python int
+# argument is typed as a literal and compiles one more specialisation of the callee (and
+# of what it calls) on first use.
+_ZERO, _ONE, _BLOCK = np.int64(0), np.int64(1), np.int64(32)
 
 
 @numba.njit(cache=True)
@@ -74,7 +78,7 @@ def _bernoulli(next64, state, buf, nb, num, den, c):
         if r >= den:
             pbit = 1
             r -= den
-        w, buf, nb = _bits(next64, state, buf, nb, 1)
+        w, buf, nb = _bits(next64, state, buf, nb, _ONE)
         if w != pbit:
             return pbit == 1, buf, nb
         if r == 0:
@@ -94,7 +98,8 @@ def _bernoulli_exp(next64, state, buf, nb, n1, d1, c1, n2, d2, c2):
     while True:
         ok = True
         if k > 1:
-            ok, buf, nb = _bernoulli(next64, state, buf, nb, 1, k, 32 if k < 1 << 28 else 0)
+            ok, buf, nb = _bernoulli(next64, state, buf, nb, _ONE, k,
+                                     32 if k < 1 << 28 else 0)
         if ok:
             ok, buf, nb = _bernoulli(next64, state, buf, nb, n1, d1, c1)
         if ok:
@@ -114,7 +119,7 @@ def _bernoulli_exp_after_first(next64, state, buf, nb, n1, d1, c1, n2, d2, c2):
     """
     k = np.int64(2)
     while True:
-        ok, buf, nb = _bernoulli(next64, state, buf, nb, 1, k, 32 if k < 1 << 28 else 0)
+        ok, buf, nb = _bernoulli(next64, state, buf, nb, _ONE, k, 32 if k < 1 << 28 else 0)
         if ok:
             ok, buf, nb = _bernoulli(next64, state, buf, nb, n1, d1, c1)
         if ok:
@@ -162,11 +167,12 @@ def _bernoulli_exp_rational(next64, state, buf, nb, num, den, c):
     rest = num - whole * den
     ok = True
     for _ in range(whole):
-        ok, buf, nb = _bernoulli_exp(next64, state, buf, nb, 1, 1, 0, 1, 1, 0)
+        ok, buf, nb = _bernoulli_exp(next64, state, buf, nb, _ONE, _ONE, _ZERO, _ONE, _ONE,
+                                     _ZERO)
         if not ok:
             break
     if ok and rest > 0:
-        ok, buf, nb = _bernoulli_exp(next64, state, buf, nb, rest, den, c, 1, 1, 32)
+        ok, buf, nb = _bernoulli_exp(next64, state, buf, nb, rest, den, c, _ONE, _ONE, _BLOCK)
     return ok, buf, nb
 
 
@@ -221,7 +227,8 @@ def _geometric(next64, state, table, guide, wbits, gshift, low_bits, p, pblock):
         acc = False
         while not acc:
             lo, buf, nb = _fresh(next64, state, low_bits)
-            acc, buf, nb = _bernoulli_exp(next64, state, buf, nb, lo, p, pblock, 1, 1, 32)
+            acc, buf, nb = _bernoulli_exp(next64, state, buf, nb, lo, p, pblock, _ONE, _ONE,
+                                          _BLOCK)
     return tie, g, lo, w, buf, nb
 
 
@@ -301,7 +308,7 @@ def _laplace_kernel(a, out, out_int, start, p, shift, table, guide, wbits, gshif
             if tie:
                 fb[0], fb[1], fb[2], fb[3] = _FB_GEOMETRIC, 0, g, w
                 return i
-            s, buf, nb = _bits(next64, state, buf, nb, 1)
+            s, buf, nb = _bits(next64, state, buf, nb, _ONE)
             x = ((g << low_bits) + lo) >> shift
             if s == 0 or x != 0:
                 break
@@ -346,7 +353,7 @@ def _gauss_kernel(a, out, out_int, start, j, pc, f, table, guide, wbits, gshift,
                 if tie:
                     fb[0], fb[1], fb[2], fb[3] = _FB_GEOMETRIC, 0, g, w
                     return i
-                s, buf, nb = _bits(next64, state, buf, nb, 1)
+                s, buf, nb = _bits(next64, state, buf, nb, _ONE)
                 x = (g << low_bits) + lo
                 if s == 0 or x != 0:
                     break

@@ -363,7 +363,9 @@ class _Middle:
     def __init__(self, pos, key, m):
         self.pos, self.key, self.m = pos[:m], key[:m], m
         self.seen = np.zeros(-(-max(m, 1) // 64), np.uint64)
-        self.r = np.empty(m, np.int64)  # list indices revealed by one band
+        # list indices revealed by one band, in the index type of the revealed positions
+        # (one compiled band kernel serves both)
+        self.r = np.empty(m, np.int32 if m < 2**31 else np.int64)
         self.z = np.empty(m, np.int64)
 
 
