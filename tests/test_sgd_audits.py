@@ -297,9 +297,9 @@ def _bias_reduced_mechanism_calls(monkeypatch):
     calls = []
     real = bias_reduced_module.projection_mechanism
 
-    def spy(bounds, grad_sum, m, sigma_unit, rng, estimator, safe=False):
+    def spy(bounds, grad_sum, m, sigma_unit, rng, estimator, safe=False, *args, **kwargs):
         calls.append((m, sigma_unit, safe))
-        return real(bounds, grad_sum, m, sigma_unit, rng, estimator, safe)
+        return real(bounds, grad_sum, m, sigma_unit, rng, estimator, safe, *args, **kwargs)
 
     with monkeypatch.context() as patch:
         patch.setattr(bias_reduced_module, "projection_mechanism", spy)
