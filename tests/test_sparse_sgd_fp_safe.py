@@ -300,3 +300,28 @@ def test_plan_is_public_and_checks_the_joint_bound():
                                           plan.grad_sigma, 1e300)
     # Without noise there is nothing to make safe.
     assert _plan(X, math.inf, 0.0, 5, 50).safe is None
+
+
+# --------------------------------------------------------------------------
+# Calibration: the count and gradient noise together are the accounted Gaussian
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("safe", [True, False])
+@pytest.mark.parametrize("share", [0.1, 0.5])
+def test_count_and_gradient_noise_are_the_accounted_joint_release(safe, share):
+    # One step releases the clipped counts (l2 bound c) and the clipped gradients
+    # (l2 bound C2) with noise sigma_c and sigma_g: one Gaussian mechanism of ratio
+    # sqrt((c / sigma_c)^2 + (C2 / sigma_g)^2), which must be 1 / z, the multiplier
+    # the recorded events are computed from; those events spend the budget.
+    from skdp_sparse.privacy.accounting import compose
+    X = sp.random(2000, 500, density=0.01, format="csr", random_state=0)
+    epsilon, delta = 1.0, 1e-6
+    plan = _plan(X, epsilon, delta, 50, 200, floating_point_safe=safe,
+                 selection_share=share)
+    ratio = math.hypot(plan.contribution_bound / plan.count_sigma,
+                       plan.bounds.grad_l2 / plan.grad_sigma)
+    assert ratio == pytest.approx(1.0 / plan.noise_multiplier, rel=1e-12)
+    # The split between the two channels is the selection share.
+    assert (plan.contribution_bound / plan.count_sigma) ** 2 == pytest.approx(
+        share / plan.noise_multiplier**2, rel=1e-12)
+    spent = compose(list(plan.events), delta)[0]
+    assert 0.98 * epsilon <= spent <= epsilon * (1 + 1e-9)
