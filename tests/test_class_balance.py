@@ -14,8 +14,8 @@ import pytest
 import scipy.sparse as sp
 
 from skdp_sparse import DPGreedyCDRegressor, DPSparseLogisticRegression
-from skdp_sparse.privacy.mechanisms import GaussianMechanism
 from skdp_sparse.optim.losses import LogisticLoss
+from skdp_sparse.privacy.mechanisms import GaussianMechanism
 from skdp_sparse.solvers._base import Problem
 from skdp_sparse.solvers._gradient import gradient_bounds
 from skdp_sparse.solvers._screening import CLASS_BALANCE_SHARE, plan_class_balance

@@ -316,5 +316,5 @@ def test_epsilon_decreases_with_the_noise_next_to_an_approximate_pair():
     values = [pld_epsilon([(GaussianPLD("poisson", 0.01, z), 100), ((0.5, 1e-11), 1)],
                           1e-9) for z in (0.01, 0.1, 0.3, 1.0, 3.0)]
     assert values[0] == math.inf
-    assert all(a > b for a, b in zip(values, values[1:]))
+    assert all(a > b for a, b in zip(values[:-1], values[1:], strict=True))
     assert values[-1] > 0.5

@@ -12,7 +12,7 @@ from sklearn.compose import ColumnTransformer
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder
 
-from skdp_sparse import DPGreedyCDRegressor, DPSparseLogisticRegression, PrivacyLeakWarning
+from skdp_sparse import DPSparseLogisticRegression, PrivacyLeakWarning
 from skdp_sparse.preprocessing import OneHotBounds, diagnose_bounds, one_hot_bounds
 
 CATEGORIES = [["red", "green", "blue"], ["s", "m", "l", "xl"], ["yes", "no"]]

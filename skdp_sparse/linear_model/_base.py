@@ -13,7 +13,6 @@ import numbers
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 from scipy.special import expit
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
@@ -25,7 +24,7 @@ from ..optim.penalties import L1, L2, ElasticNet, NoPenalty
 from ..privacy.clipping import clip_entries, clip_rows
 from ..solvers import SOLVERS, get_solver
 from ..utils._labels import encode_labels
-from ..utils._warnings import warn, warn_float_noise
+from ..utils._warnings import warn_float_noise
 from ..utils.validation import (
     DELTA,
     EPSILON,

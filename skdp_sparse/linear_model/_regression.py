@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import math
-import numbers
-
-import numpy as np
 from sklearn.base import RegressorMixin
 
 from ..utils.validation import Bound, Options

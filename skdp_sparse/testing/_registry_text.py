@@ -19,8 +19,8 @@ from ..feature_selection import DPSelectKBest
 from ..privacy.accounting import gaussian_epsilon
 from ..privacy.partitions import plan_partition_selection
 from ._audit import AUDITS, Audit, register
-from ._halving import halved_noise_epsilon
 from ._claims import gaussian_claim, gaussian_ratio
+from ._halving import halved_noise_epsilon
 
 __all__ = ["TEXT_AUDIT_DOCUMENTS", "association_claim", "partition_counts_claim",
            "tfidf_halved_epsilon"]
