@@ -108,8 +108,12 @@ def class_balance_start(mechanism, data, rng):
     if mechanism is None:
         return np.zeros(data.n_targets)
     noisy = mechanism.randomise(data.positive_counts().astype(np.float64), rng)
-    rates = class_rates(noisy, data.n_samples)
-    return np.log(rates) - np.log1p(-rates)
+    return _rates_and_log_odds(noisy, data.n_samples)[1]
+
+
+def _rates_and_log_odds(noisy_counts, n_samples):
+    rates = class_rates(noisy_counts, n_samples)
+    return rates, np.log(rates) - np.log1p(-rates)
 
 
 @functools.lru_cache(maxsize=256)
@@ -273,8 +277,7 @@ def screen(problem, data, plan, rng, *, extra_threshold=0.0):
         counts = data.positive_counts().astype(np.float64)
         noisy, _ = release(counts, math.sqrt(counts.size), plan.count_unit,
                            plan.floating_point_safe, rng)
-        rates = class_rates(noisy, n)
-        offsets = np.log(rates) - np.log1p(-rates)
+        rates, offsets = _rates_and_log_odds(noisy, n)
     R, D = null_residuals(problem, data.Y, rates)
     L = float(problem.norm_bound)
     association, sigma = release(data.weighted_column_sums(L, R), 2.0 * L * D,

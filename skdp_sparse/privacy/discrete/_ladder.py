@@ -152,15 +152,7 @@ def _direct_values(bparams, btable, bguide, z, y, start, stop, levels, band_sum,
     """The noise ``z`` of entries ``start .. stop - 1`` from the table, added to their keys
     ``y`` and to their bands: ``stop``, or the index of a draw handed off. (The tables come
     as separate arrays: a tuple argument costs Numba's dispatch tens of microseconds.)"""
-    scalars = block_scalars((bparams, btable, bguide))
-    r = start
-    while r < stop:
-        status, zr = block_attempt(scalars, next64, state, fb)
-        if status == 1:
-            z[r] = zr
-            r += 1
-        elif status == 2:
-            break
+    r = block_fill((bparams, btable, bguide), z, start, stop, next64, state, fb)
     for q in range(start, r):
         y[q] += np.float64(z[q])
         _add_to_band(y[q], levels, band_sum, band_count)
