@@ -109,3 +109,39 @@ def test_phased_sgd_starts_from_the_class_balance_only_on_request():
         assert compose(events, 1e-6)[0] == pytest.approx(1.0, rel=1e-6)
         if balance:
             assert named[0].epsilon == pytest.approx(CLASS_BALANCE_SHARE)
+
+
+@pytest.mark.parametrize("undernoised", [False, True])
+def test_class_balance_audit(undernoised):
+    # Worst-case pair: one row's label flips, the positive count moves by its full
+    # sensitivity 1. The released log-odds (monotone in the noisy count) over many
+    # runs bounds epsilon from below at the release's delta; the honest release stays
+    # at its claim, the same release with half the noise is caught above it.
+    from skdp_sparse.data import LocalData
+    from skdp_sparse.privacy.auditing import epsilon_lower_bound
+    from skdp_sparse.solvers._screening import class_balance_start
+    problem = Problem(LogisticLoss())
+    bounds = gradient_bounds(problem, 1, private=True)
+    # (40, 0.9) puts the release at (2, 0.045): resolvable in a few thousand runs (the
+    # honest bound was 0.34, the halved one 2.85).
+    mechanism, events = plan_class_balance(problem, bounds, 40.0, 0.9, True, 1, "audit")
+    claim, claim_delta = events[0].epsilon, events[0].delta
+    if undernoised:
+        mechanism = GaussianMechanism(mechanism.sensitivity, sigma=mechanism.sigma / 2,
+                                      floating_point_safe=True)
+    X = sp.csr_matrix((400, 1))
+    y = np.where(np.arange(400) < 200, 1.0, -1.0)
+    y_prime = y.copy()
+    y_prime[200] = 1.0
+    rng = np.random.default_rng(0)
+    runs = 6000
+    s = np.array([class_balance_start(mechanism, LocalData(X, y[:, None]), rng)[0]
+                  for _ in range(runs)])
+    s_prime = np.array([class_balance_start(mechanism, LocalData(X, y_prime[:, None]), rng)[0]
+                        for _ in range(runs)])
+    bound = epsilon_lower_bound(s, s_prime, delta=claim_delta, confidence=0.99,
+                                rng=0).epsilon_lb
+    if undernoised:
+        assert bound > claim
+    else:
+        assert bound <= claim
