@@ -94,20 +94,7 @@ def _bernoulli_exp(next64, state, buf, nb, n1, d1, c1, n2, d2, c2):
     is the conjunction of Bernoulli(1/K), Bernoulli(n1/d1) and Bernoulli(n2/d2), so
     no product of denominators is formed. ``c1``, ``c2``: block sizes of d1, d2.
     """
-    k = np.int64(1)
-    while True:
-        ok = True
-        if k > 1:
-            ok, buf, nb = _bernoulli(next64, state, buf, nb, _ONE, k,
-                                     32 if k < 1 << 28 else 0)
-        if ok:
-            ok, buf, nb = _bernoulli(next64, state, buf, nb, n1, d1, c1)
-        if ok:
-            ok, buf, nb = _bernoulli(next64, state, buf, nb, n2, d2, c2)
-        if not ok:
-            break
-        k += 1
-    return (k & 1) == 1, buf, nb
+    return _bernoulli_exp_from(next64, state, buf, nb, n1, d1, c1, n2, d2, c2, np.int64(1))
 
 
 @numba.njit(cache=True)
@@ -117,9 +104,17 @@ def _bernoulli_exp_after_first(next64, state, buf, nb, n1, d1, c1, n2, d2, c2):
     CKS Algorithm 1 goes on from ``K = 2``: a caller that decides the first trial itself
     (which alone settles the draw with probability ``1 - x``) finishes with this one.
     """
-    k = np.int64(2)
+    return _bernoulli_exp_from(next64, state, buf, nb, n1, d1, c1, n2, d2, c2, np.int64(2))
+
+
+@numba.njit(cache=True)
+def _bernoulli_exp_from(next64, state, buf, nb, n1, d1, c1, n2, d2, c2, k):
+    """CKS Algorithm 1 from its trial ``K = k`` (the trial Bernoulli(1/K) is sure at 1)."""
     while True:
-        ok, buf, nb = _bernoulli(next64, state, buf, nb, _ONE, k, 32 if k < 1 << 28 else 0)
+        ok = True
+        if k > 1:
+            ok, buf, nb = _bernoulli(next64, state, buf, nb, _ONE, k,
+                                     32 if k < 1 << 28 else 0)
         if ok:
             ok, buf, nb = _bernoulli(next64, state, buf, nb, n1, d1, c1)
         if ok:
