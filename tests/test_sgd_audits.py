@@ -190,7 +190,8 @@ def _logistic_fit_outputs(flipped, fits, seed, epsilon):
     for i in range(fits):
         model = DPSparseLogisticRegression(
             epsilon=epsilon, delta=DELTA, classes=[0, 1], penalty="l2", solver="sparse_sgd",
-            batch_size=X.shape[0], max_iter=1, random_state=seed + i).fit(X, y)
+            batch_size=X.shape[0], max_iter=1, random_state=seed + i,
+            decision="fitted").fit(X, y)
         out.append(model.coef_[0])
     return np.concatenate(out), model
 

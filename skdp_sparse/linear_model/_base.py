@@ -158,10 +158,10 @@ class DPLinearModel(DPEstimatorMixin, BaseEstimator):
 
     def _plan(self, public):
         name = self._solver_name(public)
-        solver = get_solver(name)
+        epsilon, delta = float(self.epsilon), float(self.delta)
+        solver = self._with_decision(get_solver(name), epsilon)
         problem = self._problem(public["n_features"], solver)
         options = self._solver_options()
-        epsilon, delta = float(self.epsilon), float(self.delta)
         solver.check(problem, options, epsilon, delta)
         if getattr(self, "feature_selection", "auto") not in ("auto", "none") \
                 and not getattr(solver, "screens", False):
@@ -177,6 +177,11 @@ class DPLinearModel(DPEstimatorMixin, BaseEstimator):
 
     def _solve(self, data, plan, rng):
         return plan.solver.solve(plan.problem, data, plan.plan, rng)
+
+    def _with_decision(self, solver, epsilon):
+        """The solver the fit runs: the registry's, or a wrapper of it that fits the
+        decision of its score (classifiers, :mod:`skdp_sparse.solvers.decision`)."""
+        return solver
 
     def _fitted_attributes(self, public, plan, result):
         attributes = self._linear_attributes(public, result)

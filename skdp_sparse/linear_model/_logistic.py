@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 from sklearn.base import ClassifierMixin
 
 from ..optim.losses import LogisticLoss
+from ..utils.validation import Options
 from ._base import SOLVER_CONSTRAINTS, DPMultiSolverModel, LinearClassifierMixin
 
 __all__ = ["DPSparseLogisticRegression"]
@@ -45,6 +48,19 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
     alpha : float, default=None
         Penalty strength; ``None`` is 1e-4 (``output_perturbation``: the theorem's rule;
         ``screened_newton``: 0, its noise's soft threshold and ridge regularise it).
+    decision : {"auto", "calibrated", "fitted"}, default="auto"
+        How the fitted score becomes a decision. ``"calibrated"`` runs the solver on
+        part of the budget and fits the scale of its coefficients and its intercept
+        from two private histograms of the training scores
+        (:mod:`skdp_sparse.solvers.decision`: 1/12 of the Gaussian budget ``mu^2``,
+        composed with the solver's steps in one accountant), falling back to the
+        privately estimated majority class where the fitted rule does not beat it;
+        ``"fitted"`` keeps the solver's own coefficients and intercept. ``"auto"`` is
+        ``"calibrated"`` for ``"sgd"``, ``"sparse_sgd"`` and ``"phased_sgd"`` with
+        noise (their few noisy steps rank well long before their scale and intercept
+        are right) and ``"fitted"`` otherwise (the coordinate solvers fit their
+        intercept, the screened Newton step calibrates its own decision). Without
+        noise every fit keeps its own decision.
     classes : array-like of labels, default=None
         The public label set. ``classes_`` is its sorted copy whatever labels the
         training data hold (a class absent from them is still learnt, from its
@@ -82,7 +98,8 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
     (3,)
     """
 
-    _parameter_constraints = {**SOLVER_CONSTRAINTS, "classes": ["array-like", None]}
+    _parameter_constraints = {**SOLVER_CONSTRAINTS, "classes": ["array-like", None],
+                              "decision": [Options("auto", "calibrated", "fitted")]}
     _default_alpha = 1e-4
 
     def __init__(self, *, epsilon=1.0, delta=1e-6, penalty="l1", alpha=None, l1_ratio=0.5,
@@ -91,7 +108,7 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
                  curvature="auto", max_iter=None, batch_size=None, learning_rate=None,
                  tol=1e-7, classes=None, random_state=None, verbose=0,
                  floating_point_safe="auto", feature_selection="auto",
-                 feature_selection_share=None, clip_predict=True):
+                 feature_selection_share=None, clip_predict=True, decision="auto"):
         self.epsilon = epsilon
         self.delta = delta
         self.penalty = penalty
@@ -116,9 +133,24 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
         self.feature_selection = feature_selection
         self.clip_predict = clip_predict
         self.feature_selection_share = feature_selection_share
+        self.decision = decision
 
     def _loss(self):
         return LogisticLoss()
+
+    def _with_decision(self, solver, epsilon):
+        from ..solvers.decision import CalibratedDecision
+
+        if not math.isfinite(epsilon) or self.decision == "fitted":
+            return solver
+        if self.decision == "auto" and not getattr(solver, "calibrated_decision", False):
+            return solver
+        if getattr(solver, "adaptive_budget", False):
+            # A privacy filter spends as the run goes: nothing to plan the histograms
+            # against.
+            raise ValueError(f"decision='calibrated' does not apply to solver={solver.name!r}"
+                             "; use decision='auto' or 'fitted'")
+        return CalibratedDecision(solver)
 
     def fit(self, X, y):
         """Fit the classifier privately on ``X`` (dense or sparse) and labels ``y``."""

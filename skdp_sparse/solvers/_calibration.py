@@ -107,33 +107,65 @@ def _scale_from_counts(counts, bound):
     return bound * 2.0 ** -min(j, SCALE_LEVELS - 1)
 
 
+def _full_directions(n_features, columns, directions):
+    full = np.zeros((n_features, directions.shape[1]))
+    full[np.asarray(columns, dtype=np.int64)] = directions
+    return full
+
+
+def _scale_counts(rows, Y, start, directions, bounds):
+    """Counts of each problem's ``|s_i|`` on the dyadic levels below ``bounds[k]`` (a
+    term of :meth:`~skdp_sparse.data.LocalData.row_sum`: one count per row and
+    problem)."""
+    scores = np.asarray(rows @ directions, dtype=np.float64).reshape(-1, directions.shape[1])
+    counts = np.zeros((directions.shape[1], SCALE_LEVELS))
+    for k in range(directions.shape[1]):
+        levels = _scale_levels(np.abs(scores[:, k]), bounds[k]) if bounds[k] > 0 \
+            else np.full(scores.shape[0], SCALE_LEVELS - 1)
+        counts[k] = np.bincount(levels, minlength=SCALE_LEVELS)
+    return counts
+
+
+def _class_histograms(rows, Y, start, directions, scales):
+    """Each problem's counts of ``clip(s_i / scale, -1, 1)`` on ``CALIBRATION_BINS``
+    bins, positive rows then negative rows (one count per row and problem)."""
+    B = CALIBRATION_BINS
+    scores = np.asarray(rows @ directions, dtype=np.float64).reshape(-1, directions.shape[1])
+    u = np.clip(scores / scales, -1.0, 1.0)
+    bins = np.minimum(np.floor((u + 1.0) * (B / 2.0)), B - 1).astype(np.int64)
+    positive = Y > 0
+    return np.stack([np.concatenate([np.bincount(bins[positive[:, k], k], minlength=B),
+                                     np.bincount(bins[~positive[:, k], k], minlength=B)])
+                     for k in range(directions.shape[1])]).astype(np.float64)
+
+
 def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
-              calibration_unit, floating_point_safe, rng, fit_intercept=True):
+              calibration_unit, floating_point_safe, rng, fit_intercept=True,
+              rows_bound=None):
     """``(coef, intercept, used)``: the decision of each problem's score (module
     docstring). ``directions`` has shape (len(columns), K); ``offsets`` are the
-    intercepts of the null model; ``used[k]`` says whether problem ``k`` kept its
-    fitted decision (False: the majority or the null model)."""
+    intercepts kept where the counts cannot fit one; ``used[k]`` says whether problem
+    ``k`` kept its fitted decision (False: the majority or the offset).
+
+    The scores are those of the rows as given, or of the rows clipped into the l2 and
+    l1 balls ``rows_bound = (norm_bound, l1_bound)``: the rows the model will predict
+    on. Each histogram is a sum over rows (:meth:`row_sum`), so it runs where the rows
+    are."""
     directions = np.asarray(directions, dtype=np.float64).reshape(len(columns), -1)
     K = directions.shape[1]
     sensitivity = math.sqrt(2.0 * K)
     bounds = float(norm_bound) * np.linalg.norm(directions, axis=0)
-    scores = data.decision_values(columns, directions)
+    full = _full_directions(data.n_features, columns, directions)
+    clip = {} if rows_bound is None else {"norm_bound": float(rows_bound[0]),
+                                          "l1_bound": float(rows_bound[1])}
     # 1. the scale of each problem's score
-    levels = np.stack([_scale_levels(np.abs(scores[:, k]), bounds[k]) if bounds[k] > 0
-                       else np.full(data.n_samples, SCALE_LEVELS - 1) for k in range(K)])
-    counts = np.stack([np.bincount(levels[k], minlength=SCALE_LEVELS) for k in range(K)])
-    noisy, _ = release(counts.astype(np.float64), sensitivity, scale_unit,
-                       floating_point_safe, rng)
+    counts = data.row_sum(_scale_counts, full, bounds, **clip)
+    noisy, _ = release(counts, sensitivity, scale_unit, floating_point_safe, rng)
     scales = np.array([_scale_from_counts(noisy[k], bounds[k]) if bounds[k] > 0 else 1.0
                        for k in range(K)])
     # 2. the class histograms of the clipped, scaled scores
     B = CALIBRATION_BINS
-    u = np.clip(scores / scales, -1.0, 1.0)
-    bins = np.minimum(np.floor((u + 1.0) * (B / 2.0)), B - 1).astype(np.int64)
-    positive = data.Y > 0
-    hist = np.stack([np.concatenate([np.bincount(bins[positive[:, k], k], minlength=B),
-                                     np.bincount(bins[~positive[:, k], k], minlength=B)])
-                     for k in range(K)])
+    hist = data.row_sum(_class_histograms, full, scales, **clip)
     noisy, cell_sd = release(hist.astype(np.float64), sensitivity, calibration_unit,
                              floating_point_safe, rng)
     noisy = np.maximum(noisy, 0.0)

@@ -96,6 +96,9 @@ class GradientSolver(Solver):
     """
 
     use_sparsity = True
+    #: Whether ``decision="auto"`` fits the decision of the run's score privately
+    #: (:mod:`.decision`): a few noisy steps rank well long before they decide well.
+    calibrated_decision = True
 
     def check(self, problem, options, epsilon, delta):
         if math.isfinite(epsilon) and delta == 0:

@@ -224,6 +224,10 @@ class BiasReducedSGD(GradientSolver):
     """Bias-reduced DP-SGD with a privacy filter, optionally boosted (Alg. 7)."""
 
     name = "bias_reduced_sgd"
+    #: Its budget is a privacy filter's, spent as the run goes (its plan records no
+    #: events up front); its intercept starts at the noisy class balance instead.
+    calibrated_decision = False
+    adaptive_budget = True
 
     def plan_with(self, problem, shape, epsilon, delta, options, bounds):
         options = {"radius": None, "filter_bound": "paper", "gradient_estimator": "projection",
