@@ -19,7 +19,7 @@ from skdp_sparse.solvers import _calibration
 from skdp_sparse.solvers import decision as D
 from skdp_sparse.solvers._calibration import CALIBRATION_BINS, calibrate
 
-SOLVERS = ["sgd", "sparse_sgd", "phased_sgd"]
+SOLVERS = ["sgd", "sparse_sgd", "phased_sgd", "cd"]
 
 
 def _data(n=3000, p=20, rate=0.25, seed=0):
@@ -218,3 +218,15 @@ def test_decision_audit(undernoised, monkeypatch):
         assert bound > claim
     else:
         assert bound <= claim
+
+
+@pytest.mark.parametrize("decision, below_majority", [("auto", False), ("fitted", True)])
+def test_cd_does_not_decide_below_the_majority(decision, below_majority):
+    # 7% positives: randomised coordinate descent's noisy intercept alone decided below
+    # the majority class; with its calibrated decision it does not.
+    X, y = _data(n=6000, rate=0.07, seed=4)
+    Xt, yt = _data(n=6000, rate=0.07, seed=5)
+    accs = [np.mean(_fit("cd", epsilon=0.1, seed=seed, X=X, y=y, decision=decision)
+                    .predict(Xt) == yt) for seed in range(3)]
+    majority = max(np.mean(yt), 1 - np.mean(yt))
+    assert (np.mean(accs) < majority - 0.02) == below_majority

@@ -56,10 +56,10 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
         composed with the solver's steps in one accountant), falling back to the
         privately estimated majority class where the fitted rule does not beat it;
         ``"fitted"`` keeps the solver's own coefficients and intercept. ``"auto"`` is
-        ``"calibrated"`` for ``"sgd"``, ``"sparse_sgd"`` and ``"phased_sgd"`` with
-        noise (their few noisy steps rank well long before their scale and intercept
-        are right) and ``"fitted"`` otherwise (the coordinate solvers fit their
-        intercept, the screened Newton step calibrates its own decision). Without
+        ``"calibrated"`` for ``"sgd"``, ``"sparse_sgd"``, ``"phased_sgd"`` and ``"cd"``
+        with noise (their few noisy steps rank well long before their scale and
+        intercept are right) and ``"fitted"`` otherwise (greedy coordinate descent
+        fits its intercept, the screened Newton step calibrates its own decision). Without
         noise every fit keeps its own decision.
     classes : array-like of labels, default=None
         The public label set. ``classes_`` is its sorted copy whatever labels the
