@@ -140,8 +140,26 @@ def _lattice_exponent(bound, sigma, n):
     return k
 
 
+def default_threshold_tail(batch_size, d):
+    """``Phi^-1(1 - min(1, B / d))``: the default threshold in count noise scales, so that
+    ``B = batch_size`` absent features pass per step on average (``-inf``, every feature
+    selected, when ``B >= d``).
+
+    The noisy step then touches about as many absent coordinates as its batch has rows,
+    so its cost stays O(batch non-zeros), while the threshold sits as low as that cost
+    allows: a feature whose clipped batch count is ``c`` is selected with probability
+    ``Phi(c / (z_c C_c) - tail)``, and a feature that every step would miss gets no
+    update at all. ``d / B`` is also about how many times fewer coordinates are noised
+    than by dense DP-SGD with the same batches.
+    """
+    if batch_size >= d:
+        return -math.inf
+    return float(norm.isf(batch_size / d))
+
+
 @functools.lru_cache(maxsize=64)
-def plan_safe_selection(n, d, z, c_count, count_sigma, grad_bound, grad_sigma, threshold):
+def plan_safe_selection(n, d, z, c_count, count_sigma, grad_bound, grad_sigma, threshold,
+                        batch_size=1):
     """The :class:`SafeSelection` of a private run, from public values only (cached:
     repeated fits of one configuration share it).
 
@@ -159,11 +177,14 @@ def plan_safe_selection(n, d, z, c_count, count_sigma, grad_bound, grad_sigma, t
     grad_k = _lattice_exponent(slack * Fraction(grad_bound), grad_sigma, n)
     count_scale = Fraction(count_sigma) / Fraction(2) ** count_k
     grad_scale = Fraction(grad_sigma) / Fraction(2) ** grad_k
-    # The default threshold: one absent feature passes per step on average.
+    # Where the exceedance process of the absent features starts: one candidate per
+    # step on average, so a high threshold costs no more than that.
     tail = float(norm.isf(1.0 / d))
     default = max(0, round(float(count_scale) * tail)) if math.isfinite(tail) else 0
     if threshold is None:
-        threshold = -math.inf if d == 1 else default * math.ldexp(1.0, count_k)
+        tail = default_threshold_tail(batch_size, d)
+        threshold = (round(float(count_scale) * tail) * math.ldexp(1.0, count_k)
+                     if math.isfinite(tail) else -math.inf)
     lattices = (count_k, grad_k, count_scale, grad_scale)
     if math.isinf(threshold):
         return SafeSelection(*lattices, S.SELECT_ALL if threshold < 0 else S.SELECT_NONE)
@@ -229,10 +250,16 @@ class SparseSGD(GradientSolver):
     Options: ``batch_size`` (default ``max(sqrt(d ln(1/delta)), n / 100)``: the batch
     of DP-SGD's oracle-complexity analysis, large enough for frequent features to
     clear the threshold), ``max_iter`` (default two passes, at least 10 steps),
-    ``selection_share`` (0.5), ``threshold`` (default ``z_c C_c Phi^-1(1 - 1/d)``:
-    one absent feature passes per step on average, whatever d; on the safe path that
-    rule in lattice units, and a given threshold is rounded down to the lattice),
-    ``contribution_bound`` (1),
+    ``selection_share`` (0.5: the counts' signal-to-noise ratio scales as
+    ``sqrt(share)`` and the gradients' as ``sqrt(1 - share)``, and 0.5 maximises their
+    product), ``threshold`` (default ``z_c C_c Phi^-1(1 - min(1, B / d))`` with ``B``
+    the batch size, :func:`default_threshold_tail`: ``B`` absent features pass per step
+    on average, so the step stays O(batch non-zeros) and noises about ``d / B`` times
+    fewer coordinates than dense DP-SGD; ``-inf``, every feature, when ``B >= d``; on
+    the safe path that rule in lattice units, and a given threshold is rounded down to
+    the lattice), ``contribution_bound`` (``C_c = 1``; the counts and their noise scale
+    together, so it only matters through rows with fewer than ``C_c^2`` non-zeros,
+    whose features count fully),
     ``learning_rate`` (``1 / beta``), ``average``, ``floating_point_safe`` (True).
     """
 
@@ -274,14 +301,15 @@ class SparseSGD(GradientSolver):
         safe = None
         if fp_safe:
             safe = plan_safe_selection(n, d, z, c_count, count_sigma, bounds.grad_l2,
-                                       grad_sigma, threshold)
+                                       grad_sigma, threshold, batch)
             threshold = (math.ldexp(safe.u, safe.count_k) if safe.mode in
                          (S.SELECT_PROCESS, S.SELECT_DRAW) else
                          -math.inf if safe.mode == S.SELECT_ALL else math.inf)
             p_zero = _selection_probability(safe)
         else:
             if threshold is None:
-                threshold = count_sigma * float(norm.isf(1.0 / d)) if count_sigma > 0 else 0.0
+                threshold = (count_sigma * default_threshold_tail(batch, d)
+                             if count_sigma > 0 else 0.0)
             threshold = float(threshold)
             if count_sigma > 0:
                 p_zero = float(norm.sf(threshold / count_sigma))

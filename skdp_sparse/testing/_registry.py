@@ -450,7 +450,7 @@ register(Audit(
     statistic=_selection_statistic,
     epsilon=4.0, delta=GAUSS_DELTA, n_runs=1600, slow_runs=5000,
     claim=sparse_sgd_claim("counts", _SELECTION_D),
-    pair=f"d = {_SELECTION_D} features (the default threshold, one absent feature "
+    pair=f"d = {_SELECTION_D} features (the default threshold, B = 1 absent feature "
          "selected per step on average, sits about one count noise scale up), one "
          "row holding feature 0 with target 0, replaced by a row holding feature 1: "
          "the counts move by sqrt(2) C_c, the gradients (0 at w = 0) not at all. The "
