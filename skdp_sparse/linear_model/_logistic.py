@@ -39,7 +39,8 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
     epsilon, delta, penalty, l1_ratio, feature_bound, norm_bound, sparsity,
     gradient_clip, fit_intercept, solver, selection, curvature, max_iter, batch_size,
     learning_rate, tol, random_state, verbose, floating_point_safe, feature_selection,
-    feature_selection_share, clip_predict
+    feature_selection_share, clip_predict, selection_threshold, selection_share,
+    contribution_bound, frequent_features
         As in :class:`~skdp_sparse.linear_model.DPGreedyCDRegressor` (``clip_predict``
         applies to ``decision_function``, ``predict`` and ``predict_proba``).
     alpha : float, default=None
@@ -91,7 +92,9 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
                  curvature="auto", max_iter=None, batch_size=None, learning_rate=None,
                  tol=1e-7, classes=None, random_state=None, verbose=0,
                  floating_point_safe="auto", feature_selection="auto",
-                 feature_selection_share=None, clip_predict=True):
+                 feature_selection_share=None, clip_predict=True,
+                 selection_threshold=None, selection_share=0.5, contribution_bound=1.0,
+                 frequent_features=None):
         self.epsilon = epsilon
         self.delta = delta
         self.penalty = penalty
@@ -116,6 +119,10 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
         self.feature_selection = feature_selection
         self.clip_predict = clip_predict
         self.feature_selection_share = feature_selection_share
+        self.selection_threshold = selection_threshold
+        self.selection_share = selection_share
+        self.contribution_bound = contribution_bound
+        self.frequent_features = frequent_features
 
     def _loss(self):
         return LogisticLoss()
