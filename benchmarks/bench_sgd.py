@@ -16,7 +16,8 @@ steps), on a click log of 2 x 10^5 training rows over 10^6 values with 20 to 40 
 fields a row, at epsilon = 1 and delta = 1/n^2: test ROC AUC (mean of ``--seeds``
 seeds), the mean number of noised coordinates a step (intercept included; dense:
 p + 1) and the ratio, for the default and for the settings given with
-``--threshold-tails`` (threshold = tail count noise scales) and ``--shares``.
+``--threshold-tails`` (threshold = tail count noise scales) and ``--shares``, and
+DP-FEST with a private top-k for each k of ``--frequent`` (noised: k + 1).
 
     python benchmarks/bench_sgd.py [--quick] [--datasets a9a w8a clicklog]
     python benchmarks/bench_sgd.py --matched [--seeds 3]
@@ -249,9 +250,10 @@ def step_time_table(quick):
     return rows
 
 
-def matched_table(seeds, tails, shares, steps=None):
+def matched_table(seeds, tails, shares, steps=None, frequent=(), fields=(20, 40)):
     """sparse_sgd against dense sgd with the same batches, steps and budget."""
-    data = click_log(n_train=200_000, n_test=50_000, n_fields=40, min_fields=20)
+    data = click_log(n_train=200_000, n_test=50_000, n_fields=fields[1],
+                     min_fields=fields[0] if fields[0] < fields[1] else None)
     n, d = data.X_train.shape
     delta, epsilon = 1.0 / n**2, 1.0
     base = sparse_sgd(data.X_train, data.y_pm, LOSS, epsilon=epsilon, delta=delta, rng=0,
@@ -265,11 +267,13 @@ def matched_table(seeds, tails, shares, steps=None):
         return roc_auc_score(data.y_test, data.X_test @ out[0] + out[1])
 
     dense = [auc(sgd(data.X_train, data.y_pm, LOSS, rng=s, **common)) for s in seeds]
-    rows = [{"solver": "sgd (dense)", "threshold_tail": None, "selection_share": None,
+    rows = [{"dataset": data.name, "solver": "sgd (dense)", "threshold_tail": None,
+             "selection_share": None,
              "roc_auc": float(np.mean(dense)), "auc_gap": 0.0, "noised_per_step": d + 1,
              "fewer_noised": 1.0}]
     settings = [({}, "default")] + [
-        (dict(threshold=t, selection_share=sh), t) for sh in shares for t in tails]
+        (dict(threshold=t, selection_share=sh), t) for sh in shares for t in tails] + [
+        (dict(frequent_features=k), f"DP-FEST top-{k}") for k in frequent]
     for options, label in settings:
         aucs, noised = [], []
         for s in seeds:
@@ -277,11 +281,15 @@ def matched_table(seeds, tails, shares, steps=None):
             if "threshold" in kw:
                 kw["threshold"] = kw["threshold"] * _count_sigma(n, d, steps, batch, delta,
                                                                  epsilon, kw["selection_share"])
-            out = sparse_sgd(data.X_train, data.y_pm, LOSS, rng=s, _trace=(steps, 1),
-                             **common, **kw)
+            if "frequent_features" in kw:
+                out = sparse_sgd(data.X_train, data.y_pm, LOSS, rng=s, **common, **kw)
+                noised.append(kw["frequent_features"] + 1)
+            else:
+                out = sparse_sgd(data.X_train, data.y_pm, LOSS, rng=s, _trace=(steps, 1),
+                                 **common, **kw)
+                noised.append(out[-1]["selected"][:, 0].mean() + 1)
             aucs.append(auc(out))
-            noised.append(out[-1]["selected"][:, 0].mean() + 1)
-        rows.append({"solver": "sparse_sgd", "threshold_tail": label,
+        rows.append({"dataset": data.name, "solver": "sparse_sgd", "threshold_tail": label,
                      "selection_share": options.get("selection_share", "default"),
                      "roc_auc": float(np.mean(aucs)),
                      "auc_gap": float(np.mean(dense) - np.mean(aucs)),
@@ -306,10 +314,14 @@ def main():
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--threshold-tails", type=float, nargs="*", default=[])
     parser.add_argument("--shares", type=float, nargs="*", default=[0.5])
+    parser.add_argument("--frequent", type=int, nargs="*", default=[],
+                        help="DP-FEST rows: k of a private top-k of the feature counts")
+    parser.add_argument("--fields", type=int, nargs=2, default=[20, 40],
+                        metavar=("MIN", "MAX"), help="active fields a row (click log)")
     args = parser.parse_args()
     if args.matched:
         rows = matched_table(range(args.seeds), args.threshold_tails, args.shares,
-                             args.steps)
+                             args.steps, args.frequent, tuple(args.fields))
         print(markdown_table(rows, list(rows[0]), floatfmt=".4g"))
         return
     epsilons = [0.5, 1.0, 4.0]

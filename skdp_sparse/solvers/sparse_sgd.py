@@ -26,6 +26,14 @@ threshold. The step is accounted as
 continuous mechanism at multiplier ``z / ((1 + 2^-16)(1 + 2^-20))`` for the privacy
 loss distribution, ``z / (1 + 2^-16)`` for the RDP curves). Details:
 ``doc/proofs/sparse_sgd.rst``.
+
+DP-FEST (``frequent_features``): the features are fixed for the whole run, either a
+public list of columns, or the ``k`` of largest noisy count (:func:`frequency_counts`
+over all rows, one Gaussian release at the share ``feature_selection_share``, default
+:data:`FREQUENT_FEATURES_SHARE`, of the budget; replace-one sensitivity ``sqrt(2) C_c``);
+the steps are then those of :class:`~skdp_sparse.solvers.sgd.NoisySGD` on those
+coordinates (noise on them and the intercept only), calibrated so that the release and
+the steps compose to ``(epsilon, delta)``.
 """
 
 from __future__ import annotations
@@ -61,7 +69,8 @@ from ._screening import noise_units, release
 from .sgd import NoisySGD
 from .sgd import _step_events as _sgd_step_events
 
-__all__ = ["SparseSGD"]
+__all__ = ["FREQUENT_FEATURES_SHARE", "SparseSGD", "default_threshold_tail",
+           "frequency_counts", "release_frequent_features"]
 
 _OPTIONS = {
     "max_iter": [Interval(numbers.Integral, 1, None), None],
@@ -328,7 +337,9 @@ class SparseSGD(GradientSolver):
     the lattice), ``contribution_bound`` (``C_c = 1``; the counts and their noise scale
     together, so it only matters through rows with fewer than ``C_c^2`` non-zeros,
     whose features count fully),
-    ``learning_rate`` (``1 / beta``), ``average``, ``floating_point_safe`` (True).
+    ``learning_rate`` (``1 / beta``), ``average``, ``floating_point_safe`` (True),
+    ``frequent_features`` (None; DP-FEST, see the module docstring) and
+    ``feature_selection_share`` (its count release's share).
     """
 
     name = "sparse_sgd"
