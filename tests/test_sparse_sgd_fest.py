@@ -174,3 +174,26 @@ def test_private_top_k_keeps_frequent_features_and_records_its_release():
     with pytest.raises(ValueError, match="frequent_features"):
         DPSparseLogisticRegression(solver="sgd", frequent_features=5,
                                    classes=[-1, 1]).fit(X, y)
+
+
+def test_estimator_parameters_reach_sparse_sgd():
+    X, y = _data(n=400, d=200)
+
+    def fit(**kw):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return DPSparseLogisticRegression(solver="sparse_sgd", classes=[-1, 1],
+                                              max_iter=5, random_state=0, **kw).fit(X, y)
+
+    base = fit()
+    # A threshold no noisy count reaches selects nothing; one below every count selects
+    # every feature.
+    assert not np.any(fit(selection_threshold=1e6).coef_)
+    assert np.all(fit(selection_threshold=-1e6).coef_)
+    # The share and the contribution bound change the noise (same seed, same steps).
+    for kw in (dict(selection_share=0.2), dict(contribution_bound=3.0)):
+        other = fit(**kw)
+        assert other.privacy_events_[0].name == base.privacy_events_[0].name
+        assert not np.array_equal(other.coef_, base.coef_)
+    with pytest.raises(ValueError, match="selection_share"):
+        fit(selection_share=1.0)
