@@ -205,7 +205,9 @@ class DPGreedyCDRegressor(TargetRangeMixin, LinearRegressorMixin, RegressorMixin
         and ``B`` the batch size, so that ``B`` features absent from the batch pass per
         step on average: the step costs O(batch non-zeros) and noises about ``d / B``
         times fewer coordinates than dense DP-SGD
-        (:func:`~skdp_sparse.solvers.sparse_sgd.default_threshold_tail`).
+        (:func:`~skdp_sparse.solvers.sparse_sgd.default_threshold_tail`). In the
+        counts' units (a row's features add up to at most ``contribution_bound`` in l2
+        norm); with ``floating_point_safe`` rounded down to the counts' lattice.
     selection_share : float in (0, 1), default=0.5
         ``sparse_sgd`` only: share of each step's ``1 / z^2`` spent on the feature
         counts (the rest on the gradient): count noise ``z C_c / sqrt(share)``, gradient
