@@ -514,8 +514,8 @@ def test_sparse_sgd_work_per_step_does_not_grow_with_dimension(safe):
         *_, info = sparse_sgd(X, y, LogisticLoss(), epsilon=1.0, delta=1e-6, batch_size=300,
                               n_steps=50, rng=0, _trace=(0, 1), floating_point_safe=safe)
         ops[name] = info["ops"]
-        # Expected absent features passing the threshold: one per step, whatever d.
-        assert info["p_zero"] * X.shape[1] == pytest.approx(1.0, rel=1e-6)
+        # Expected absent features passing the threshold: the batch size, whatever d.
+        assert info["p_zero"] * X.shape[1] == pytest.approx(300.0, rel=1e-6)
     ratio = ops["big"].sum() / ops["small"].sum()
     assert 0.95 < ratio < 1.05
     nnz_per_step = 300 * 6

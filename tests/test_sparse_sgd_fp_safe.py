@@ -284,8 +284,9 @@ def test_plan_is_public_and_checks_the_joint_bound():
     assert safe.count_scale == Fraction(plan.count_sigma) / Fraction(2) ** safe.count_k
     assert safe.grad_scale == Fraction(plan.grad_sigma) / Fraction(2) ** safe.grad_k
     assert 500 * plan.contribution_bound * 2.0**-safe.count_k <= 2**52
-    # Default threshold: one absent feature passes per step on average, in lattice units.
-    assert plan.p_zero * 3000 == pytest.approx(1.0, rel=1e-6)
+    # Default threshold: as many absent features pass per step on average as the batch
+    # has rows (50), in lattice units.
+    assert plan.p_zero * 3000 == pytest.approx(50.0, rel=1e-6)
     assert plan.threshold == math.ldexp(safe.u, safe.count_k)
     # The joint per-example shift the accounting assumes, checked again here.
     shift = (Fraction(plan.contribution_bound) / Fraction(plan.count_sigma)) ** 2 + (

@@ -113,6 +113,10 @@ SOLVER_CONSTRAINTS = {
     "floating_point_safe": [Options("auto", True, False)],
     "feature_selection": [Options("auto", "none"), Interval(numbers.Integral, 1, None)],
     "feature_selection_share": [Interval(numbers.Real, 0, 1, closed="neither"), None],
+    "selection_threshold": [Interval(numbers.Real, None, None), None],
+    "selection_share": [Interval(numbers.Real, 0, 1, closed="neither")],
+    "contribution_bound": [Interval(numbers.Real, 0, None, closed="neither")],
+    "frequent_features": [Interval(numbers.Integral, 1, None), "array-like", None],
 }
 
 
@@ -169,6 +173,9 @@ class DPLinearModel(DPEstimatorMixin, BaseEstimator):
                 f"solver={name!r} does not screen features: feature_selection must be "
                 "'auto' or 'none' (screening solvers: "
                 f"{sorted(n for n, s in SOLVERS.items() if getattr(s, 'screens', False))})")
+        if getattr(self, "frequent_features", None) is not None and name != "sparse_sgd":
+            raise ValueError(f"solver={name!r} does not take frequent_features (DP-FEST "
+                             "runs with solver='sparse_sgd')")
         if public.get("distributed"):
             _check_distributed(name, solver, options)
         shape = (public["n_samples"], public["n_features"], public["n_targets"])
@@ -403,6 +410,9 @@ class DPMultiSolverModel(DPLinearModel):
             "floating_point_safe": safe,
             "feature_selection": self.feature_selection,
             "feature_selection_share": self.feature_selection_share,
+            "threshold": self.selection_threshold, "selection_share": self.selection_share,
+            "contribution_bound": self.contribution_bound,
+            "frequent_features": self.frequent_features,
             "max_iter": self.max_iter, "batch_size": self.batch_size,
             "learning_rate": self.learning_rate, "selection": self.selection,
             "curvature": self.curvature, "tol": self.tol, "verbose": int(self.verbose),

@@ -42,7 +42,8 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
     epsilon, delta, penalty, l1_ratio, feature_bound, norm_bound, sparsity,
     gradient_clip, fit_intercept, solver, selection, curvature, max_iter, batch_size,
     learning_rate, tol, random_state, verbose, floating_point_safe, feature_selection,
-    feature_selection_share, clip_predict
+    feature_selection_share, clip_predict, selection_threshold, selection_share,
+    contribution_bound, frequent_features
         As in :class:`~skdp_sparse.linear_model.DPGreedyCDRegressor` (``clip_predict``
         applies to ``decision_function``, ``predict`` and ``predict_proba``).
     alpha : float, default=None
@@ -52,15 +53,17 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
         How the fitted score becomes a decision. ``"calibrated"`` runs the solver on
         part of the budget and fits the scale of its coefficients and its intercept
         from two private histograms of the training scores
-        (:mod:`skdp_sparse.solvers.decision`: 1/12 of the Gaussian budget ``mu^2``,
-        composed with the solver's steps in one accountant), falling back to the
-        privately estimated majority class where the fitted rule does not beat it;
+        (:mod:`skdp_sparse.solvers.decision`: the smallest share of the Gaussian
+        budget ``mu^2`` at which a histogram cell's noise is a tenth of an average
+        cell's count, at most 1/12, composed with the solver's steps in one
+        accountant), falling back to the privately estimated majority class where the
+        fitted rule does not beat it;
         ``"fitted"`` keeps the solver's own coefficients and intercept. ``"auto"`` is
         ``"calibrated"`` for ``"sgd"``, ``"sparse_sgd"``, ``"phased_sgd"`` and ``"cd"``
         with noise (their few noisy steps rank well long before their scale and
         intercept are right) and ``"fitted"`` otherwise (greedy coordinate descent
-        fits its intercept, the screened Newton step calibrates its own decision). Without
-        noise every fit keeps its own decision.
+        fits its intercept, the screened Newton step calibrates its own decision).
+        Without noise every fit keeps its own decision.
     classes : array-like of labels, default=None
         The public label set. ``classes_`` is its sorted copy whatever labels the
         training data hold (a class absent from them is still learnt, from its
@@ -108,7 +111,9 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
                  curvature="auto", max_iter=None, batch_size=None, learning_rate=None,
                  tol=1e-7, classes=None, random_state=None, verbose=0,
                  floating_point_safe="auto", feature_selection="auto",
-                 feature_selection_share=None, clip_predict=True, decision="auto"):
+                 feature_selection_share=None, clip_predict=True,
+                 selection_threshold=None, selection_share=0.5, contribution_bound=1.0,
+                 frequent_features=None, decision="auto"):
         self.epsilon = epsilon
         self.delta = delta
         self.penalty = penalty
@@ -133,6 +138,10 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
         self.feature_selection = feature_selection
         self.clip_predict = clip_predict
         self.feature_selection_share = feature_selection_share
+        self.selection_threshold = selection_threshold
+        self.selection_share = selection_share
+        self.contribution_bound = contribution_bound
+        self.frequent_features = frequent_features
         self.decision = decision
 
     def _loss(self):

@@ -187,7 +187,8 @@ class DPGreedyCDRegressor(TargetRangeMixin, LinearRegressorMixin, RegressorMixin
     feature_selection_share : float in (0, 1), default=None
         Share of the budget (of ``rho`` in zCDP) spent on the association release;
         ``None``: the solver's rule (``sgd``: 1/4; ``screened_newton``: 3/4, the
-        association being also its gradient).
+        association being also its gradient). ``sparse_sgd`` with an integer
+        ``frequent_features``: the share of the feature counts' release (``None``: 1/4).
     clip_predict : bool, default=True
         Predict as the fit saw its rows: ``predict`` and ``score`` clip each new row
         with the public bounds the solver clipped the training rows with
@@ -197,6 +198,36 @@ class DPGreedyCDRegressor(TargetRangeMixin, LinearRegressorMixin, RegressorMixin
         whose decision is calibrated on unclipped scores), so that one outlying row
         cannot get a score far outside those the model was fitted on. False
         predicts on the rows as given. Uses only the public bounds: costs no privacy.
+    selection_threshold : float, default=None
+        ``sparse_sgd`` (DP-AdaFEST) only: a feature's noisy clipped count in the batch
+        must exceed it for its coordinate to be updated (and noised) in that step.
+        ``None``: ``z_c C_c Phi^-1(1 - min(1, B / d))``, with ``z_c C_c`` the count noise
+        and ``B`` the batch size, so that ``B`` features absent from the batch pass per
+        step on average: the step costs O(batch non-zeros) and noises about ``d / B``
+        times fewer coordinates than dense DP-SGD
+        (:func:`~skdp_sparse.solvers.sparse_sgd.default_threshold_tail`). In the
+        counts' units (a row's features add up to at most ``contribution_bound`` in l2
+        norm); with ``floating_point_safe`` rounded down to the counts' lattice.
+    selection_share : float in (0, 1), default=0.5
+        ``sparse_sgd`` only: share of each step's ``1 / z^2`` spent on the feature
+        counts (the rest on the gradient): count noise ``z C_c / sqrt(share)``, gradient
+        noise ``z C2 / sqrt(1 - share)``. 0.5 maximises the product of the two
+        signal-to-noise ratios, ``sqrt(share (1 - share))``.
+    contribution_bound : float, default=1.0
+        ``sparse_sgd`` only: ``C_c``, the l2 norm each row's indicator of its non-zero
+        features is scaled down to before the counts are summed. The count noise scales
+        with it, so it matters only through rows with fewer than ``C_c^2`` non-zeros,
+        whose features then count fully.
+    frequent_features : int or array-like of int, default=None
+        ``sparse_sgd`` only, DP-FEST: learn on a fixed set of features with dense
+        DP-SGD on those coordinates alone (same batches and steps), the others' weights
+        exactly 0. A list of column indices is public (e.g. a vocabulary fixed without
+        the training data) and costs nothing; an integer ``k`` takes the ``k`` features
+        of largest noisy count (the rows' indicators scaled as by
+        ``contribution_bound``, summed over all rows, Gaussian noise for the
+        replace-one sensitivity ``sqrt(2) C_c``), released once at the share
+        ``feature_selection_share`` of the budget (``None``: 1/4, as ``sgd``'s
+        screening). ``None``: DP-AdaFEST, a new noisy selection at every step.
 
     Attributes
     ----------
@@ -242,7 +273,9 @@ class DPGreedyCDRegressor(TargetRangeMixin, LinearRegressorMixin, RegressorMixin
                  fit_intercept=True, solver="auto", selection="exponential",
                  curvature="auto", max_iter=None, batch_size=None, learning_rate=None,
                  tol=1e-7, random_state=None, verbose=0, floating_point_safe="auto",
-                 feature_selection="auto", feature_selection_share=None, clip_predict=True):
+                 feature_selection="auto", feature_selection_share=None, clip_predict=True,
+                 selection_threshold=None, selection_share=0.5, contribution_bound=1.0,
+                 frequent_features=None):
         self.epsilon = epsilon
         self.delta = delta
         self.loss = loss
@@ -269,4 +302,8 @@ class DPGreedyCDRegressor(TargetRangeMixin, LinearRegressorMixin, RegressorMixin
         self.floating_point_safe = floating_point_safe
         self.feature_selection = feature_selection
         self.feature_selection_share = feature_selection_share
+        self.selection_threshold = selection_threshold
+        self.selection_share = selection_share
+        self.contribution_bound = contribution_bound
+        self.frequent_features = frequent_features
         self.clip_predict = clip_predict

@@ -151,8 +151,8 @@ def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
     l1 balls ``rows_bound = (norm_bound, l1_bound)``: the rows the model will predict
     on. Each histogram is a sum over rows (:meth:`row_sum`), so it runs where the rows
     are."""
-    directions = np.asarray(directions, dtype=np.float64).reshape(len(columns), -1)
-    K = directions.shape[1]
+    K = np.asarray(offsets).size
+    directions = np.asarray(directions, dtype=np.float64).reshape(len(columns), K)
     sensitivity = math.sqrt(2.0 * K)
     bounds = float(norm_bound) * np.linalg.norm(directions, axis=0)
     full = _full_directions(data.n_features, columns, directions)

@@ -52,7 +52,7 @@ CELL_NOISE = 0.1
 #: and the intercept.
 DECISION_SPLIT = {"scale": 0.25, "calibration": 0.75}
 
-_TOLERANCE = 0.005
+_TOLERANCE = 0.001
 _MAX_ROUNDS = 12
 
 
@@ -90,7 +90,7 @@ def decision_units(epsilon, delta, floating_point_safe, n_samples, n_targets):
 
 
 def inner_epsilon(plan_at, epsilon, delta, extra_events):
-    """``(epsilon_in, plan)``: the largest budget (to relative ``0.5%``) at which the
+    """``(epsilon_in, plan)``: the largest budget (to relative ``0.1%``) at which the
     solver's plan ``plan_at(epsilon_in)``, composed with ``extra_events``, stays within
     ``(epsilon, delta)``, and that plan. The first guess removes the extra events' share
     of ``mu^2``; a few secant steps on ``log epsilon_in`` correct it for solvers whose

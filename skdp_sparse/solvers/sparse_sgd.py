@@ -26,10 +26,19 @@ threshold. The step is accounted as
 continuous mechanism at multiplier ``z / ((1 + 2^-16)(1 + 2^-20))`` for the privacy
 loss distribution, ``z / (1 + 2^-16)`` for the RDP curves). Details:
 ``doc/proofs/sparse_sgd.rst``.
+
+DP-FEST (``frequent_features``): the features are fixed for the whole run, either a
+public list of columns, or the ``k`` of largest noisy count (:func:`frequency_counts`
+over all rows, one Gaussian release at the share ``feature_selection_share``, default
+:data:`FREQUENT_FEATURES_SHARE`, of the budget; replace-one sensitivity ``sqrt(2) C_c``);
+the steps are then those of :class:`~skdp_sparse.solvers.sgd.NoisySGD` on those
+coordinates (noise on them and the intercept only), calibrated so that the release and
+the steps compose to ``(epsilon, delta)``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import numbers
@@ -37,10 +46,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.stats import norm
 
 from ..optim import _sgd_kernels as K
 from ..optim import _sgd_selection as S
+from ..privacy.accounting import calibrate_scale
 from ..privacy.discrete import (
     HANDOFF_SLOTS,
     SENSITIVITY_SLACK,
@@ -53,9 +64,13 @@ from ..privacy.discrete import (
 from ..privacy.subsampling import subsampled_gaussian_event, subsampled_noise_multiplier
 from ..utils.validation import Interval, validate_params
 from ._base import Plan, SolverResult, non_private_events
-from ._gradient import GradientBounds, GradientSolver, checkpoints, report
+from ._gradient import GradientBounds, GradientSolver, checkpoints, gradient_bounds, report
+from ._screening import noise_units, release
+from .sgd import NoisySGD
+from .sgd import _step_events as _sgd_step_events
 
-__all__ = ["SparseSGD"]
+__all__ = ["FREQUENT_FEATURES_SHARE", "SparseSGD", "default_threshold_tail",
+           "frequency_counts", "release_frequent_features"]
 
 _OPTIONS = {
     "max_iter": [Interval(numbers.Integral, 1, None), None],
@@ -66,7 +81,15 @@ _OPTIONS = {
     "contribution_bound": [Interval(numbers.Real, 0, None, closed="neither")],
     "average": ["boolean"],
     "floating_point_safe": ["boolean"],
+    "frequent_features": [Interval(numbers.Integral, 1, None), "array-like", None],
+    "feature_selection_share": [Interval(numbers.Real, 0, 1, closed="neither"), None],
 }
+
+#: Share of the budget (of ``rho`` in zCDP, of ``mu^2`` in GDP) that DP-FEST's one
+#: release of the feature counts takes when it chooses the top-k privately: the share
+#: of :data:`~skdp_sparse.solvers.sgd.SGD_SCREENING_SHARE`, sgd's own screening release
+#: before the same steps.
+FREQUENT_FEATURES_SHARE = 0.25
 
 
 @dataclass(frozen=True, eq=False)
@@ -140,8 +163,26 @@ def _lattice_exponent(bound, sigma, n):
     return k
 
 
+def default_threshold_tail(batch_size, d):
+    """``Phi^-1(1 - min(1, B / d))``: the default threshold in count noise scales, so that
+    ``B = batch_size`` absent features pass per step on average (``-inf``, every feature
+    selected, when ``B >= d``).
+
+    The noisy step then touches about as many absent coordinates as its batch has rows,
+    so its cost stays O(batch non-zeros), while the threshold sits as low as that cost
+    allows: a feature whose clipped batch count is ``c`` is selected with probability
+    ``Phi(c / (z_c C_c) - tail)``, and a feature that every step would miss gets no
+    update at all. ``d / B`` is also about how many times fewer coordinates are noised
+    than by dense DP-SGD with the same batches.
+    """
+    if batch_size >= d:
+        return -math.inf
+    return float(norm.isf(batch_size / d))
+
+
 @functools.lru_cache(maxsize=64)
-def plan_safe_selection(n, d, z, c_count, count_sigma, grad_bound, grad_sigma, threshold):
+def plan_safe_selection(n, d, z, c_count, count_sigma, grad_bound, grad_sigma, threshold,
+                        batch_size=1):
     """The :class:`SafeSelection` of a private run, from public values only (cached:
     repeated fits of one configuration share it).
 
@@ -159,11 +200,14 @@ def plan_safe_selection(n, d, z, c_count, count_sigma, grad_bound, grad_sigma, t
     grad_k = _lattice_exponent(slack * Fraction(grad_bound), grad_sigma, n)
     count_scale = Fraction(count_sigma) / Fraction(2) ** count_k
     grad_scale = Fraction(grad_sigma) / Fraction(2) ** grad_k
-    # The default threshold: one absent feature passes per step on average.
+    # Where the exceedance process of the absent features starts: one candidate per
+    # step on average, so a high threshold costs no more than that.
     tail = float(norm.isf(1.0 / d))
     default = max(0, round(float(count_scale) * tail)) if math.isfinite(tail) else 0
     if threshold is None:
-        threshold = -math.inf if d == 1 else default * math.ldexp(1.0, count_k)
+        tail = default_threshold_tail(batch_size, d)
+        threshold = (round(float(count_scale) * tail) * math.ldexp(1.0, count_k)
+                     if math.isfinite(tail) else -math.inf)
     lattices = (count_k, grad_k, count_scale, grad_scale)
     if math.isinf(threshold):
         return SafeSelection(*lattices, S.SELECT_ALL if threshold < 0 else S.SELECT_NONE)
@@ -192,6 +236,60 @@ def _selection_probability(safe):
     if safe.process is not None and safe.u0 == safe.u:
         return safe.process.probability
     return float(norm.sf((safe.u + 0.5) / float(safe.count_scale)))
+
+
+def frequency_counts(X, contribution_bound):
+    """Column sums of the rows' indicators of their non-zero entries, each indicator
+    scaled to l2 norm at most ``C_c = contribution_bound`` (the counts the per-step
+    selection thresholds, over all rows).
+
+    Replace-one sensitivity ``sqrt(2) C_c``: both rows' scaled indicators are
+    non-negative with norm at most ``C_c``, so their difference has squared norm at most
+    ``2 C_c^2``.
+    """
+    present = (sp.csr_matrix(X) != 0).astype(np.float64)
+    nnz = np.diff(present.indptr)
+    scale = np.minimum(1.0, float(contribution_bound) / np.sqrt(np.maximum(nnz, 1)))
+    return np.asarray(present.T @ scale, dtype=np.float64).ravel()
+
+
+def release_frequent_features(X, k, contribution_bound, unit, floating_point_safe, rng):
+    """DP-FEST's private choice: the ``k`` features of largest noisy count
+    (:func:`frequency_counts` plus Gaussian noise ``sqrt(2) C_c unit``, the release of
+    :func:`~skdp_sparse.solvers._screening.release`), sorted, and the noisy counts."""
+    noisy, _ = release(frequency_counts(X, contribution_bound),
+                       math.sqrt(2.0) * float(contribution_bound), unit, floating_point_safe,
+                       rng)
+    order = np.argsort(-noisy, kind="stable")[: int(k)]
+    return np.sort(order).astype(np.int64), noisy
+
+
+def _frequent_columns(value, d):
+    """``(columns, k)`` of a ``frequent_features`` setting: a public list (sorted,
+    unique, checked against ``d``) or ``(None, k)`` for a private top-k."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return None, int(min(value, d))
+    columns = np.unique(np.asarray(value).ravel())
+    if columns.size == 0 or not np.issubdtype(columns.dtype, np.integer) \
+            or columns[0] < 0 or columns[-1] >= d:
+        raise ValueError("frequent_features must be an integer k >= 1 or a non-empty list "
+                         f"of column indices in [0, {d})")
+    return columns.astype(np.int64), int(columns.size)
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class FixedFeaturesPlan(Plan):
+    """DP-FEST: DP-SGD on a fixed set of features (``columns``, or the ``k`` of largest
+    noisy count, released once with noise ``count_unit`` per unit of sensitivity);
+    ``inner`` is the plan of the steps, a :class:`~skdp_sparse.solvers.sgd.NoisySGD`
+    plan on those ``k`` coordinates."""
+
+    inner: Plan
+    columns: np.ndarray | None
+    k: int
+    count_unit: float
+    contribution_bound: float
+    floating_point_safe: bool
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -229,11 +327,19 @@ class SparseSGD(GradientSolver):
     Options: ``batch_size`` (default ``max(sqrt(d ln(1/delta)), n / 100)``: the batch
     of DP-SGD's oracle-complexity analysis, large enough for frequent features to
     clear the threshold), ``max_iter`` (default two passes, at least 10 steps),
-    ``selection_share`` (0.5), ``threshold`` (default ``z_c C_c Phi^-1(1 - 1/d)``:
-    one absent feature passes per step on average, whatever d; on the safe path that
-    rule in lattice units, and a given threshold is rounded down to the lattice),
-    ``contribution_bound`` (1),
-    ``learning_rate`` (``1 / beta``), ``average``, ``floating_point_safe`` (True).
+    ``selection_share`` (0.5: the counts' signal-to-noise ratio scales as
+    ``sqrt(share)`` and the gradients' as ``sqrt(1 - share)``, and 0.5 maximises their
+    product), ``threshold`` (default ``z_c C_c Phi^-1(1 - min(1, B / d))`` with ``B``
+    the batch size, :func:`default_threshold_tail`: ``B`` absent features pass per step
+    on average, so the step stays O(batch non-zeros) and noises about ``d / B`` times
+    fewer coordinates than dense DP-SGD; ``-inf``, every feature, when ``B >= d``; on
+    the safe path that rule in lattice units, and a given threshold is rounded down to
+    the lattice), ``contribution_bound`` (``C_c = 1``; the counts and their noise scale
+    together, so it only matters through rows with fewer than ``C_c^2`` non-zeros,
+    whose features count fully),
+    ``learning_rate`` (``1 / beta``), ``average``, ``floating_point_safe`` (True),
+    ``frequent_features`` (None; DP-FEST, see the module docstring) and
+    ``feature_selection_share`` (its count release's share).
     """
 
     name = "sparse_sgd"
@@ -241,7 +347,8 @@ class SparseSGD(GradientSolver):
 
     def plan_with(self, problem, shape, epsilon, delta, options, bounds):
         options = {"selection_share": 0.5, "threshold": None, "contribution_bound": 1.0,
-                   "average": True, "floating_point_safe": True, **options}
+                   "average": True, "floating_point_safe": True, "frequent_features": None,
+                   "feature_selection_share": None, **options}
         validate_params(_OPTIONS, options, f"solver {self.name!r}")
         n, d, n_targets = shape
         # The default batch reads one problem's share of delta; the noise is calibrated
@@ -263,6 +370,9 @@ class SparseSGD(GradientSolver):
         eta = options["learning_rate"] or 1.0 / bounds.smoothness
         if eta * bounds.l2 >= 1:
             raise ValueError("learning_rate * l2 must be < 1")
+        if options["frequent_features"] is not None:
+            return self._plan_fixed(problem, shape, epsilon, delta, options, batch, n_steps,
+                                    eta)
         if private:
             z = subsampled_noise_multiplier(q, n_steps * n_targets, "poisson", epsilon, delta,
                                             fp_safe)
@@ -274,14 +384,15 @@ class SparseSGD(GradientSolver):
         safe = None
         if fp_safe:
             safe = plan_safe_selection(n, d, z, c_count, count_sigma, bounds.grad_l2,
-                                       grad_sigma, threshold)
+                                       grad_sigma, threshold, batch)
             threshold = (math.ldexp(safe.u, safe.count_k) if safe.mode in
                          (S.SELECT_PROCESS, S.SELECT_DRAW) else
                          -math.inf if safe.mode == S.SELECT_ALL else math.inf)
             p_zero = _selection_probability(safe)
         else:
             if threshold is None:
-                threshold = count_sigma * float(norm.isf(1.0 / d)) if count_sigma > 0 else 0.0
+                threshold = (count_sigma * default_threshold_tail(batch, d)
+                             if count_sigma > 0 else 0.0)
             threshold = float(threshold)
             if count_sigma > 0:
                 p_zero = float(norm.sf(threshold / count_sigma))
@@ -299,7 +410,63 @@ class SparseSGD(GradientSolver):
             floating_point_safe=fp_safe, safe=safe, verbose=int(options.get("verbose", 0)),
         )
 
+    def _plan_fixed(self, problem, shape, epsilon, delta, options, batch, n_steps, eta):
+        """DP-FEST's plan: the steps of dense DP-SGD on the fixed features (noise on
+        those ``k`` coordinates and the intercept), after, for a private top-k, one
+        release of the feature counts at its share of the budget; the steps' noise is
+        calibrated so that everything composes to ``(epsilon, delta)``."""
+        n, d, n_targets = shape
+        columns, k = _frequent_columns(options["frequent_features"], d)
+        safe = bool(options["floating_point_safe"])
+        inner_options = {"max_iter": n_steps, "batch_size": batch, "learning_rate": eta,
+                         "sampling": "poisson", "gradient_estimator": "gaussian",
+                         "average": bool(options["average"]), "floating_point_safe": safe,
+                         "feature_selection": "none", "verbose": options.get("verbose", 0)}
+        sgd = NoisySGD()
+        sub = gradient_bounds(problem, k, private=math.isfinite(epsilon), use_sparsity=False)
+        inner = sgd.plan_with(problem, (n, k, n_targets), epsilon, delta, inner_options, sub)
+        count_unit = 0.0
+        if columns is None and inner.private:
+            share = options["feature_selection_share"] or FREQUENT_FEATURES_SHARE
+            (count_unit,), count_events = noise_units(
+                epsilon, delta, [share], safe, ["sparse_sgd: noisy feature counts (top-k)"])
+
+            def steps(z):
+                return _sgd_step_events(z, inner.sampling_rate, inner.sampling, inner.n_iter,
+                                        safe) * n_targets
+
+            z = calibrate_scale(lambda z: count_events + steps(z), epsilon, delta)
+            inner = dataclasses.replace(inner, noise_multiplier=z,
+                                        events=tuple(count_events) + tuple(steps(z)))
+        return FixedFeaturesPlan(
+            solver=self.name, n_samples=n, n_features=d, n_targets=n_targets,
+            epsilon=epsilon, delta=delta, events=inner.events, n_iter=inner.n_iter,
+            options=options, inner=inner, columns=columns, k=k, count_unit=count_unit,
+            contribution_bound=float(options["contribution_bound"]),
+            floating_point_safe=safe)
+
+    def _solve_fixed(self, problem, data, plan, rng):
+        columns, info = plan.columns, {}
+        if columns is None:
+            columns, noisy = release_frequent_features(
+                data.X, plan.k, plan.contribution_bound, plan.count_unit,
+                plan.floating_point_safe, rng)
+            info["feature_counts"] = noisy
+        result = NoisySGD().solve(problem, data.restricted(columns), plan.inner, rng)
+        coef = np.zeros((plan.n_targets, plan.n_features))
+        coef[:, columns] = result.coef
+        info.update(result.info, frequent_features=columns)
+        return SolverResult(coef, result.intercept, plan.n_iter, plan.events, info)
+
+    def input_clipping(self, problem, plan):
+        if isinstance(plan, FixedFeaturesPlan):
+            # The steps clip the rows restricted to the fixed features, not whole rows.
+            return None, math.inf, math.inf
+        return super().input_clipping(problem, plan)
+
     def solve(self, problem, data, plan, rng):
+        if isinstance(plan, FixedFeaturesPlan):
+            return self._solve_fixed(problem, data, plan, rng)
         # ``trace=(rows, cols)`` (an option for tests and benchmarks) records the
         # selected coordinates and the operations of the first steps.
         trace = plan.options.get("trace")

@@ -35,10 +35,10 @@ __all__ = ["gaussian_ratio", "gaussian_claim", "greedy_claim",
            "greedy_selection_epsilon", "greedy_step_epsilon", "laplace_claim",
            "laplace_profile_epsilon", "poisson_claim",
            "poisson_mixture_epsilon", "search_claim", "sparse_sgd_claim",
-           "SPARSE_SGD_SELECTION_SHARE"]
+           "frequent_counts_claim", "SPARSE_SGD_SELECTION_SHARE"]
 
-#: The estimators' share of sparse_sgd's ``1 / z^2`` spent on the feature counts (the
-#: solver's documented default, which the estimators do not change).
+#: The estimators' share of sparse_sgd's ``1 / z^2`` spent on the feature counts (their
+#: default ``selection_share``, which the audits keep).
 SPARSE_SGD_SELECTION_SHARE = 0.5
 
 
@@ -266,6 +266,15 @@ def sparse_sgd_claim(channel, n_features):
             ratio = math.sqrt(2.0 * share) / z
         return gaussian_epsilon(ratio, delta)
     return claim
+
+
+def frequent_counts_claim(fitted, delta):
+    """Claim of a DP-FEST fit (private top-k) on a pair that moves the feature counts
+    only: the profile of its count release alone, the Gaussian of ratio ``sqrt(2 rho)``
+    (noise ``sqrt(2) C_c unit`` against the sensitivity ``sqrt(2) C_c``)."""
+    (event,) = [e for e in fitted.privacy_events_
+                if e.name == "sparse_sgd: noisy feature counts (top-k)"]
+    return gaussian_epsilon(gaussian_ratio([event]), delta)
 
 
 def _p_one_run(eta, gamma):

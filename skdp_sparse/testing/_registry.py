@@ -15,6 +15,7 @@ from .. import DPGreedyCDRegressor, DPOutputPerturbationRegressor, DPSparseLogis
 from ..privacy.mechanisms import GaussianMechanism
 from ._audit import AUDITS, Audit, register
 from ._claims import (
+    frequent_counts_claim,
     gaussian_claim,
     greedy_claim,
     laplace_claim,
@@ -450,7 +451,7 @@ register(Audit(
     statistic=_selection_statistic,
     epsilon=4.0, delta=GAUSS_DELTA, n_runs=1600, slow_runs=5000,
     claim=sparse_sgd_claim("counts", _SELECTION_D),
-    pair=f"d = {_SELECTION_D} features (the default threshold, one absent feature "
+    pair=f"d = {_SELECTION_D} features (the default threshold, B = 1 absent feature "
          "selected per step on average, sits about one count noise scale up), one "
          "row holding feature 0 with target 0, replaced by a row holding feature 1: "
          "the counts move by sqrt(2) C_c, the gradients (0 at w = 0) not at all. The "
@@ -459,6 +460,28 @@ register(Audit(
     statistic_doc="[coef_[0] != 0] - [coef_[1] != 0]: a selected feature gets a noisy "
                   "update, an unselected one stays 0; the statistic reads the two "
                   "released bits.",
+))
+
+
+def _frequent_make(epsilon, delta, seed):
+    return DPGreedyCDRegressor(
+        epsilon=epsilon, delta=delta, solver="sparse_sgd", frequent_features=1,
+        batch_size=1, max_iter=1, penalty=None, fit_intercept=False, random_state=seed)
+
+
+register(Audit(
+    name="sparse_sgd_frequent",
+    make=_frequent_make,
+    datasets=_sparse_selection_datasets(2),
+    statistic=_selection_statistic,
+    epsilon=4.0, delta=GAUSS_DELTA, n_runs=1600, slow_runs=5000,
+    claim=frequent_counts_claim,
+    pair="DP-FEST, the top-1 of d = 2 noisy feature counts (a quarter of the budget), "
+         "then one full-batch step on it: one row holding feature 0 with target 0, "
+         "replaced by a row holding feature 1: the counts move by sqrt(2) C_c, the "
+         "gradient (0 at w = 0) not at all. The claim is the count release's Gaussian.",
+    statistic_doc="[coef_[0] != 0] - [coef_[1] != 0]: which feature the top-1 kept (it "
+                  "gets a noisy update, the other stays 0).",
 ))
 
 

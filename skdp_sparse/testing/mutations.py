@@ -216,6 +216,11 @@ MUTATIONS = [
         "grad_sigma = z / math.sqrt(1 - share) * bounds.grad_l2",
         "grad_sigma = z / math.sqrt(1 - share) * bounds.grad_l2 / (1 if fp_safe else 2)"),
     _sampled_projection(False),
+    Mutation(
+        "sparse_sgd_frequent", "the DP-FEST noisy top-k feature counts (sparse_sgd)",
+        _SPARSE,
+        "math.sqrt(2.0) * float(contribution_bound), unit, floating_point_safe,",
+        "math.sqrt(2.0) * float(contribution_bound), unit / 2, floating_point_safe,"),
 ]
 
 #: Test files that check noise scales, laws and calibrations against their formulas.
@@ -227,6 +232,7 @@ CALIBRATION_TESTS = (
     "tests/test_sgd.py",
     "tests/test_sgd_audits.py",
     "tests/test_sparse_sgd_fp_safe.py",
+    "tests/test_sparse_sgd_fest.py",
     "tests/test_output_perturbation.py",
     "tests/test_sufficient_statistics.py",
     "tests/test_mean.py",
