@@ -58,8 +58,10 @@ NOISE_GAUSSIAN = 1
 # updates, lattice releases with the exact noise of a buffer (its law is the buffer's).
 NOISE_EXACT_EM, NOISE_EXACT_RNM = 3, 4
 NOISE_EXACT = 3
-# Status of cd_run: DONE, or what the caller must finish before resuming.
-DONE, SELECT_HANDOFF, SELECT_REFILL, SELECT_FINISH, UPDATE_REFILL, RELEASE_FINISH = range(6)
+# Status of cd_run: DONE, or what the caller must finish before resuming. MOVED: a run
+# whose rows live elsewhere (``remote``) moved a coordinate, which the rows must apply.
+DONE, SELECT_HANDOFF, SELECT_REFILL, SELECT_FINISH, UPDATE_REFILL, RELEASE_FINISH, MOVED = \
+    range(7)
 # Layout of the float64 array ``lattice`` of the exact path.
 SEL_SENSITIVITY, SEL_BOUND, SEL_INV_GAMMA, UPD_BOUND, UPD_INV_GAMMA, UPD_GAMMA = range(6)
 # A gradient term |l' x| is below its clip in exact arithmetic when the rounded test
@@ -83,8 +85,10 @@ def init_derivatives(y, z, d, loss_code, loss_param):
 
 
 @numba.njit(cache=True)
-def column_gradient(dense, data, j, n_features, d, clip):
-    """``(1/n) sum_i clip(l'(y_i, z_i) x_ij, clip[j])`` from column j alone."""
+def column_gradient(dense, data, j, n_features, d, clip, n_total=-1):
+    """``(1/n) sum_i clip(l'(y_i, z_i) x_ij, clip[j])`` from column j alone; the sum
+    runs over the rows given, ``n`` is ``n_total`` when those are a block of the fit's
+    rows (the blocks' terms then add up to the fit's gradient)."""
     Xf, cdata, cind, cptr = data[0], data[1], data[2], data[3]
     n = d.size
     c = clip[j]
@@ -98,7 +102,7 @@ def column_gradient(dense, data, j, n_features, d, clip):
     else:
         for kk in range(cptr[j], cptr[j + 1]):
             s += clip_scalar(d[cind[kk]] * cdata[kk], c)
-    return s / n
+    return s / (n if n_total < 0 else n_total)
 
 
 @numba.njit(cache=True)
@@ -125,21 +129,34 @@ def _column_length(dense, data, j, n_features, n):
 
 
 @numba.njit(cache=True)
-def full_gradient(dense, data, n_features, d, clip, g):
+def full_gradient(dense, data, n_features, d, clip, g, n_total=-1):
     for j in range(g.size):
-        g[j] = column_gradient(dense, data, j, n_features, d, clip)
+        g[j] = column_gradient(dense, data, j, n_features, d, clip, n_total)
+
+
+@numba.njit(cache=True)
+def loss_sum(y, z, loss_code, loss_param):
+    """``sum_i l(y_i, z_i)`` over the rows given."""
+    s = 0.0
+    for i in range(z.size):
+        s += loss_value(loss_code, y[i], z[i], loss_param)
+    return s
 
 
 @numba.njit(cache=True)
 def objective_value(y, z, loss_code, loss_param, w, n_features, pen_code, pen_a, pen_b):
     """``(1/n) sum_i l(y_i, z_i) + sum_{j < n_features} psi_j(w_j)``, no temporaries."""
-    s = 0.0
-    for i in range(z.size):
-        s += loss_value(loss_code, y[i], z[i], loss_param)
+    return loss_sum(y, z, loss_code, loss_param) / z.size + penalty_sum(
+        w, n_features, pen_code, pen_a, pen_b)
+
+
+@numba.njit(cache=True)
+def penalty_sum(w, n_features, pen_code, pen_a, pen_b):
+    """``sum_{j < n_features} psi_j(w_j)``."""
     r = 0.0
     for j in range(n_features):
         r += penalty_value(pen_code, pen_a, pen_b, w[j])
-    return s / z.size + r
+    return r
 
 
 @numba.njit(cache=True, inline="always")
@@ -319,7 +336,7 @@ def _mark(changed, k):
 
 @numba.njit(cache=True)
 def _apply_delta_sparse(data, j, delta, n_features, y, loss_code, loss_param, z, d, g,
-                        clip, row_ratio, maintain, work, changed):
+                        clip, row_ratio, maintain, work, changed, n_total):
     """:func:`apply_delta` on sparse X: rows of column j from the CSC part, their
     gradient terms from the CSR part.
 
@@ -334,7 +351,7 @@ def _apply_delta_sparse(data, j, delta, n_features, y, loss_code, loss_param, z,
     cdata, cind, cptr = data[1], data[2], data[3]
     rdata, rind, rptr = data[4], data[5], data[6]
     n = z.size
-    inv_n = 1.0 / n
+    inv_n = 1.0 / (n if n_total < 0 else n_total)
     intercept = j >= n_features
     lo, hi = (0, n) if intercept else (cptr[j], cptr[j + 1])
     with_intercept = g.size > n_features
@@ -389,19 +406,20 @@ def _apply_delta_sparse(data, j, delta, n_features, y, loss_code, loss_param, z,
 @numba.njit(cache=True)
 def apply_delta(
     dense, data, j, delta, n_features, y, loss_code, loss_param,
-    z, d, g, clip, row_ratio, maintain, work, d_old_buf, rows_buf, changed,
+    z, d, g, clip, row_ratio, maintain, work, d_old_buf, rows_buf, changed, n_total=-1,
 ):
     """Move coordinate j by ``delta``: update z and d from column j only and,
     if ``maintain``, every g_k whose rows saw their loss derivative change
     (recorded in ``changed`` when it is not empty). ``row_ratio``: see
-    :func:`row_clip_ratios` (sparse X with ``maintain`` only)."""
+    :func:`row_clip_ratios` (sparse X with ``maintain`` only). ``n_total``: see
+    :func:`column_gradient`."""
     Xf = data[0]
     n = z.size
-    inv_n = 1.0 / n
+    inv_n = 1.0 / (n if n_total < 0 else n_total)
     intercept = j >= n_features
     if not dense:
         _apply_delta_sparse(data, j, delta, n_features, y, loss_code, loss_param, z, d, g,
-                            clip, row_ratio, maintain, work, changed)
+                            clip, row_ratio, maintain, work, changed, n_total)
         return
     # Dense: collect the changed rows first, then sweep X column by column so
     # that the gradient update reads the Fortran-ordered X contiguously.
@@ -437,11 +455,50 @@ def apply_delta(
 
 
 @numba.njit(cache=True)
+def move_coordinate(
+    dense, data, j, delta, n_features, y, loss_code, loss_param, z, d, g, clip, row_ratio,
+    greedy, work, refresh_work, d_old_buf, rows_buf, changed, n_total,
+):
+    """The rows' side of an update: :func:`apply_delta`, and for greedy selection the
+    exact recomputation of ``g`` once the incremental work since the last one exceeds
+    ``refresh_work`` (then ``changed`` says that every coordinate changed)."""
+    apply_delta(
+        dense, data, j, delta, n_features, y, loss_code, loss_param,
+        z, d, g, clip, row_ratio, greedy, work, d_old_buf, rows_buf, changed, n_total,
+    )
+    # Incremental sums drift by rounding; an exact recomputation once the incremental
+    # work exceeds a few full passes bounds the drift at a small constant-factor cost.
+    if greedy and work[0] > refresh_work:
+        full_gradient(dense, data, n_features, d, clip, g, n_total)
+        work[1] += work[0]
+        work[2] += 1
+        work[0] = 0
+        if changed[0].size > 0:
+            changed[0][0] = -1
+
+
+@numba.njit(cache=True)
+def refresh_selection(j, w, g, n_features, pen_code, pen_a, pen_b, score_w, tree, changed,
+                      inv_b, sel_noise, sel, lattice):
+    """The selection's side of an update of coordinate j: the heap's leaves or the exact
+    selection's keys of the coordinates ``changed`` lists (all of them on a negative
+    count), and j's."""
+    if changed[0].size > 0:
+        _mark(changed, j)
+    if tree.size > 0:
+        _tree_refresh(tree, changed, w, g, n_features, pen_code, pen_a, pen_b, score_w,
+                      inv_b)
+    elif sel_noise == NOISE_EXACT_EM or sel_noise == NOISE_EXACT_RNM:
+        _refresh_keys(sel, sel_noise == NOISE_EXACT_EM, changed, w, g, n_features,
+                      pen_code, pen_a, pen_b, score_w, lattice)
+
+
+@numba.njit(cache=True)
 def cd_run(
     dense, data, y, n_features, loss_code, loss_param, pen_code, pen_a, pen_b,
     clip, row_ratio, smoothness, score_w, update_scale, selection, sel_noise, sel_scale,
     upd_noise, rng, check_tol, tol, t_start, n_steps, w, z, d, g, work, refresh_work,
-    tree, changed, exact, next64, state, fb, forced_j, forced_g,
+    tree, changed, exact, next64, state, fb, forced_j, forced_g, n_total=-1, remote=False,
 ):
     """Run up to ``n_steps`` coordinate updates, numbered from ``t_start``.
 
@@ -470,6 +527,14 @@ def cd_run(
     select) and ``forced_g`` (the released gradient, or NaN to draw its noise), which
     apply to the first update only; the pending coordinate of ``UPDATE_REFILL`` is the
     ``forced_j`` it was given.
+
+    ``remote`` (greedy selection only): the rows are held elsewhere, so X, ``y``, ``z``
+    and ``d`` are empty and ``g`` is the rows' gradient as last reported. An update that
+    moves its coordinate sets ``w[j]`` and returns at once with status ``MOVED`` and j
+    pending: the caller has the rows apply the move (:func:`move_coordinate`), sets
+    ``g`` to their new gradient and refreshes the selection
+    (:func:`refresh_selection`) before resuming. ``n_total``: see
+    :func:`column_gradient`.
     """
     n_coords = w.size
     n = z.size
@@ -480,10 +545,8 @@ def cd_run(
     # recomputes one, once per pass over the coordinates (the cost of a pass).
     g_check = np.empty(n_coords if (check_tol and not greedy) else 0)
     use_tree = tree.size > 0
-    track = changed[0].size > 0
     inv_b = 1.0 / sel_scale if use_tree else 0.0
     sel, sel_values, sel_pos, upd_values, upd_pos, lattice = exact
-    exact_sel = sel_noise == NOISE_EXACT_EM or sel_noise == NOISE_EXACT_RNM
     last_max = -1.0
     done = 0
     for it in range(n_steps):
@@ -515,7 +578,7 @@ def cd_run(
                 return done, last_max, True, DONE, -1
         else:
             if check_tol and t % n_coords == 0:
-                full_gradient(dense, data, n_features, d, clip, g_check)
+                full_gradient(dense, data, n_features, d, clip, g_check, n_total)
                 last_max = max_score(w, g_check, n_features, pen_code, pen_a, pen_b,
                                      score_w)
                 if last_max < tol:
@@ -527,7 +590,7 @@ def cd_run(
         if greedy:
             gj = g[j]
         else:
-            gj = column_gradient(dense, data, j, n_features, d, clip)
+            gj = column_gradient(dense, data, j, n_features, d, clip, n_total)
             # The column is read here and once more if the update moves it.
             work[1] += _column_length(dense, data, j, n_features, n)
         if given:
@@ -549,29 +612,16 @@ def cd_run(
         new = prox(code, pen_a, pen_b, old - gj * step, step)
         if new != old:
             w[j] = new
+            if remote:
+                return done + 1, last_max, False, MOVED, j
             if not greedy:
                 work[1] += _column_length(dense, data, j, n_features, n)
-            apply_delta(
-                dense, data, j, new - old, n_features, y, loss_code, loss_param,
-                z, d, g, clip, row_ratio, greedy, work, d_old_buf, rows_buf, changed,
+            move_coordinate(
+                dense, data, j, new - old, n_features, y, loss_code, loss_param, z, d, g,
+                clip, row_ratio, greedy, work, refresh_work, d_old_buf, rows_buf, changed,
+                n_total,
             )
-            # Incremental sums drift by rounding; an exact recomputation once
-            # the incremental work exceeds a few full passes bounds the drift
-            # at a small constant-factor cost.
-            if greedy and work[0] > refresh_work:
-                full_gradient(dense, data, n_features, d, clip, g)
-                work[1] += work[0]
-                work[2] += 1
-                work[0] = 0
-                if track:
-                    changed[0][0] = -1
-            if track:
-                _mark(changed, j)
-            if use_tree:
-                _tree_refresh(tree, changed, w, g, n_features, pen_code, pen_a, pen_b,
-                              score_w, inv_b)
-            elif exact_sel:
-                _refresh_keys(sel, sel_noise == NOISE_EXACT_EM, changed, w, g, n_features,
-                              pen_code, pen_a, pen_b, score_w, lattice)
+            refresh_selection(j, w, g, n_features, pen_code, pen_a, pen_b, score_w, tree,
+                              changed, inv_b, sel_noise, sel, lattice)
         done += 1
     return done, last_max, False, DONE, -1

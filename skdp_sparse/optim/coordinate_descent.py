@@ -38,7 +38,7 @@ from ..privacy.discrete import (
 from ..utils.random import check_generator
 from . import _cd_kernels as K
 
-__all__ = ["CDResult", "coordinate_descent"]
+__all__ = ["BlockMargins", "CDResult", "Margins", "coordinate_descent"]
 
 #: Number of coordinates from which ``gumbel_sampler="auto"`` uses the heap.
 HEAP_MIN_COORDS = 4096
@@ -59,6 +59,10 @@ _EMPTY_DATA = np.empty(0)
 _EMPTY_IDX = np.empty(0, dtype=np.int64)
 _EMPTY_IDX32 = np.empty(0, dtype=np.int32)
 _EMPTY_MARKS = np.empty(0, dtype=np.uint8)
+# The kernels' data tuple of a run whose rows are held elsewhere (int32 indices, the
+# in-memory runs' usual type, so no other specialisation compiles).
+_NO_ROWS = (_EMPTY_F, _EMPTY_DATA, _EMPTY_IDX32, _EMPTY_IDX32, _EMPTY_DATA, _EMPTY_IDX32,
+            _EMPTY_IDX32)
 
 
 @dataclass
@@ -116,6 +120,105 @@ def _prepare_data(X, need_rows):
     e = _EMPTY_IDX32
     data = (Xf, _EMPTY_DATA, e, e, _EMPTY_DATA, e, e)
     return True, data, Xf.size
+
+
+class BlockMargins:
+    """The rows' side of a coordinate-descent run on a block of its rows: the kernels'
+    data, the margins ``z = X w + b``, the loss derivatives ``d``, and for greedy
+    selection the block's share of the clipped gradient, ``g_j = (1/n) sum_i clip(l'_i
+    x_ij, C_j)`` summed over the block's rows with ``n`` the fit's number of rows.
+
+    A run on rows in memory is one block of all rows, whose arrays the kernel updates
+    in its own loop. Row blocks held elsewhere keep one each where they live (see
+    :class:`Margins`): the blocks' ``g`` add up to the fit's gradient, and every update
+    is applied to each block by :meth:`move`, the kernel the in-memory loop runs.
+
+    Build it with :meth:`of` (from a matrix), or from :func:`_prepare_data`'s output.
+    """
+
+    def __init__(self, dense, data, nnz, y, loss, clip, n_coords, n_total, *, greedy=True):
+        self.dense, self.data, self.nnz = dense, data, int(nnz)
+        self.y = y
+        n = y.size
+        self.n_features = int(data[0].shape[1]) if dense else int(data[3].size - 1)
+        self.n_total = int(n_total)
+        self.loss_code, self.loss_param = loss.code, loss.param
+        self.clip = clip
+        self.z = np.zeros(n)
+        self.d = np.empty(n)
+        K.init_derivatives(y, self.z, self.d, loss.code, loss.param)
+        self.g = np.zeros(n_coords if greedy else 0)
+        if greedy and n_coords:
+            K.full_gradient(dense, data, self.n_features, self.d, clip, self.g, self.n_total)
+        self.row_ratio = np.empty(n if greedy and not dense else 0)
+        if self.row_ratio.size:
+            K.row_clip_ratios(data, clip, self.row_ratio)
+        self.work = np.zeros(3, dtype=np.int64)
+        # The incremental work after which the block's gradient is recomputed exactly.
+        self.refresh_work = np.int64(8 * (self.nnz + n + n_coords))
+
+    @classmethod
+    def of(cls, X, y, loss, clip, n_coords, n_total):
+        """The block of rows ``X`` (any matrix :func:`coordinate_descent` takes) with
+        targets ``y``, for greedy selection."""
+        dense, data, nnz = _prepare_data(X, need_rows=True)
+        return cls(dense, data, nnz, np.ascontiguousarray(y, dtype=np.float64), loss, clip,
+                   n_coords, n_total)
+
+    def copy(self):
+        """A block whose state moves apart from this one's (the data are shared)."""
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new.z, new.d, new.g, new.work = (self.z.copy(), self.d.copy(), self.g.copy(),
+                                         self.work.copy())
+        return new
+
+    def move(self, j, delta):
+        """Apply ``w_j += delta`` to the block's margins and gradient; returns ``g``."""
+        dense_rows = self.z.size if self.dense else 0
+        K.move_coordinate(
+            self.dense, self.data, int(j), float(delta), self.n_features, self.y,
+            self.loss_code, self.loss_param, self.z, self.d, self.g, self.clip,
+            self.row_ratio, True, self.work, self.refresh_work, np.empty(dense_rows),
+            np.empty(dense_rows, dtype=np.int64), (_EMPTY_IDX, _EMPTY_MARKS), self.n_total,
+        )
+        return self.g
+
+    def loss_sum(self):
+        """``sum_i l(y_i, z_i)`` over the block's rows."""
+        return float(K.loss_sum(self.y, self.z, self.loss_code, self.loss_param))
+
+    def entries_read(self, fit_intercept, full_passes=True):
+        """``(entries, pass_size)``: the entries of X the block's updates read and the
+        entries of one pass over the block (each non-zero, and each row for the
+        intercept); ``full_passes``: whether the gradient was computed in full at the
+        start and at each recomputation."""
+        pass_size = max(self.nnz + self.z.size * bool(fit_intercept), 1)
+        work = self.work
+        return int(work[0] + work[1] + (work[2] + 1) * pass_size * bool(full_passes)), \
+            pass_size
+
+    def __sizeof__(self):
+        # What a scheduler moving the block would copy: its data and state arrays.
+        arrays = [a for a in self.data if isinstance(a, np.ndarray)]
+        arrays += [self.y, self.z, self.d, self.g, self.row_ratio, self.clip]
+        return object.__sizeof__(self) + sum(a.nbytes for a in arrays)
+
+
+class Margins:
+    """What :func:`coordinate_descent` asks of rows held elsewhere, as row blocks each
+    kept as a :class:`BlockMargins` where it lives: an ``X`` with ``n_samples``,
+    ``n_features`` and ``greedy_margins(y, loss, clip, n_coords)``, which returns an
+    object with:
+
+    * ``gradient``: the blocks' ``g`` summed, at ``w = 0``;
+    * ``move(j, delta)``: have every block apply ``w_j += delta``; returns the new sum;
+    * ``loss_sum()`` and ``entries_read(fit_intercept, full_passes)``: the blocks'
+      :meth:`BlockMargins.loss_sum` and :meth:`BlockMargins.entries_read`, added.
+
+    Only the summed gradient comes back: the run adds the selection's and the update's
+    noise to it exactly as to an in-memory run's gradient.
+    """
 
 
 class _ExactNoise:
@@ -336,11 +439,20 @@ def coordinate_descent(
         raise ValueError(f"selection_scale must be finite and >= 0, got {selection_scale}")
 
     greedy = selection == "greedy"
-    dense, data, nnz = _prepare_data(X, need_rows=greedy)
-    n, p = data[0].shape if dense else X.shape
-    y = np.ascontiguousarray(y, dtype=np.float64)
-    if y.shape != (n,):
-        raise ValueError(f"y must have shape ({n},), got {y.shape}")
+    # Rows held elsewhere (row blocks on a cluster's workers) keep their margins and
+    # gradient terms where they are; the run here sees only the summed gradient.
+    remote = hasattr(X, "greedy_margins")
+    if remote:
+        if not greedy:
+            raise ValueError("rows held elsewhere need greedy selection: the random and "
+                             "cyclic rules read one column per update")
+        n, p = int(X.n_samples), int(X.n_features)
+    else:
+        dense, data, nnz = _prepare_data(X, need_rows=greedy)
+        n, p = data[0].shape if dense else X.shape
+        y = np.ascontiguousarray(y, dtype=np.float64)
+        if y.shape != (n,):
+            raise ValueError(f"y must have shape ({n},), got {y.shape}")
     if n == 0:
         raise ValueError("X has no rows")
     fit_intercept = bool(fit_intercept)
@@ -372,16 +484,16 @@ def coordinate_descent(
     score_w = np.sqrt(smoothness)
     np.divide(1.0, score_w, out=score_w)
     w = np.zeros(n_coords)
-    z = np.zeros(n)
-    d = np.empty(n)
-    K.init_derivatives(y, z, d, loss.code, loss.param)
-    g = np.zeros(n_coords if greedy else 0)
-    if greedy and n_coords:
-        K.full_gradient(dense, data, p, d, clip, g)
-    row_ratio = np.empty(n if greedy and not dense else 0)
-    if row_ratio.size:
-        K.row_clip_ratios(data, clip, row_ratio)
-    work = np.zeros(3, dtype=np.int64)
+    if remote:
+        rows = X.greedy_margins(y, loss, clip, n_coords)
+        g = np.array(rows.gradient, dtype=np.float64)
+        dense, data, y, z, d, row_ratio = False, _NO_ROWS, _EMPTY_DATA, _EMPTY_DATA, \
+            _EMPTY_DATA, _EMPTY_DATA
+        work, refresh_work = np.zeros(3, dtype=np.int64), np.int64(0)
+    else:
+        rows = BlockMargins(dense, data, nnz, y, loss, clip, n_coords, n, greedy=greedy)
+        z, d, g, row_ratio = rows.z, rows.d, rows.g, rows.row_ratio
+        work, refresh_work = rows.work, rows.refresh_work
     use_tree = (greedy and selection_noise == "gumbel" and selection_scale > 0
                 and n_coords > 0
                 and (gumbel_sampler == "heap"
@@ -416,9 +528,12 @@ def coordinate_descent(
         changed = (np.zeros(1 + n_coords, dtype=np.int64),
                    np.zeros(n_coords, dtype=np.uint8))
     src = kernel_source(rng)
-    refresh_work = np.int64(8 * (nnz + n + n_coords))
+    inv_b = 1.0 / selection_scale if use_tree else 0.0
 
     def objective():
+        if remote:
+            return float(rows.loss_sum()) / n + float(
+                K.penalty_sum(w, p, penalty.code, float(penalty.a), float(penalty.b)))
         return float(K.objective_value(y, z, loss.code, loss.param, w, p, penalty.code,
                                        float(penalty.a), float(penalty.b)))
 
@@ -433,6 +548,8 @@ def coordinate_descent(
     forced_j, forced_g = -1, math.nan
     while t < n_updates and n_coords > 0:
         mark = min(n_updates, (t // chunk + 1) * chunk)
+        if remote:
+            w_before = w.copy()
         # The kernel draws the generator's words directly: no other thread may draw
         # from it meanwhile.
         with src.lock:
@@ -441,13 +558,23 @@ def coordinate_descent(
                 float(penalty.a), float(penalty.b), clip, row_ratio, smoothness, score_w,
                 update_scale, _SELECTIONS[selection], _SELECTION_NOISES[selection_noise],
                 selection_scale, _UPDATE_NOISES[update_noise], rng, check_tol,
-                float(tol), t, mark - t, w, z, d, g, work, refresh_work, tree, changed,
-                exact.arrays(), src.next64, src.state, exact.fb, forced_j, forced_g,
+                float(tol), t, 1 if remote else mark - t, w, z, d, g, work, refresh_work,
+                tree, changed, exact.arrays(), src.next64, src.state, exact.fb, forced_j,
+                forced_g, n, remote,
             )
         t += done
         forced_j, forced_g = -1, math.nan
-        if status != K.DONE:
+        if status == K.MOVED:
+            g[:] = rows.move(pending, w[pending] - w_before[pending])
+            if changed[0].size:
+                changed[0][0] = -1
+            K.refresh_selection(pending, w, g, p, penalty.code, float(penalty.a),
+                                float(penalty.b), score_w, tree, changed, inv_b,
+                                _SELECTION_NOISES[selection_noise], exact.sel, exact.lattice)
+        elif status != K.DONE:
             forced_j, forced_g = exact.resume(status, pending, src)
+            continue
+        if t < mark and not stopped:
             continue
         if verbose:
             msg = f"update {t}/{n_updates}"
@@ -457,7 +584,7 @@ def coordinate_descent(
                     gk = g
                 else:
                     gk = np.empty(n_coords)
-                    K.full_gradient(dense, data, p, d, clip, gk)
+                    K.full_gradient(dense, data, p, d, clip, gk, n)
                 top = K.max_score(w, gk, p, penalty.code, float(penalty.a),
                                   float(penalty.b), score_w)
                 msg += f": max score {top:.6e}"
@@ -469,8 +596,7 @@ def coordinate_descent(
 
     # One pass reads every entry and, for the intercept, every row; the greedy rule
     # also computed the whole gradient once at the start and at each recomputation.
-    pass_size = max(nnz + n * fit_intercept, 1)
-    entries = work[0] + work[1] + (work[2] + 1) * pass_size * (greedy and n_coords > 0)
+    entries, pass_size = rows.entries_read(fit_intercept, greedy and n_coords > 0)
     return CDResult(
         coef=w[:p],
         intercept=float(w[p]) if fit_intercept else 0.0,
