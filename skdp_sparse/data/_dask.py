@@ -113,22 +113,21 @@ def _group_move(margins, j, delta):
     return moved
 
 
-def _groups_gradient(*groups):
-    """The blocks' gradients added, in block order within each group."""
-    total = None
-    for margins in groups:
-        for m in margins:
-            total = m.g.copy() if total is None else total + m.g
+def _group_gradient(margins):
+    """The gradients of a worker's blocks added, in block order."""
+    total = margins[0].g.copy()
+    for m in margins[1:]:
+        total += m.g
     return total
 
 
-def _groups_loss_sum(*groups):
-    return math.fsum(m.loss_sum() for margins in groups for m in margins)
+def _group_loss_sum(margins):
+    return np.float64(math.fsum(m.loss_sum() for m in margins))
 
 
-def _groups_entries_read(fit_intercept, full_passes, *groups):
-    reads = [m.entries_read(fit_intercept, full_passes) for margins in groups for m in margins]
-    return sum(r[0] for r in reads), sum(r[1] for r in reads)
+def _group_entries_read(fit_intercept, full_passes, margins):
+    reads = [m.entries_read(fit_intercept, full_passes) for m in margins]
+    return np.array([sum(r[0] for r in reads), sum(r[1] for r in reads)], dtype=np.float64)
 
 
 def _block_rows(block):
@@ -354,10 +353,11 @@ class DaskData:
 
 
 def _tree(dask, leaf, parts, *args):
-    """``leaf(*args, *parts[i:i + _FAN_IN])`` for each run of ``_FAN_IN`` parts, then
-    :func:`_sum` in a tree of the same fan-in: one delayed result."""
-    parts = [dask.delayed(leaf)(*args, *parts[i:i + _FAN_IN])
-             for i in range(0, len(parts), _FAN_IN)]
+    """``leaf(*args, part)`` for each part, then :func:`_sum` in a tree of fan-in
+    ``_FAN_IN``: one delayed result."""
+    # The leaves run where their parts (the blocks' states) are, so only their small
+    # results travel.
+    parts = [dask.delayed(leaf)(*args, part) for part in parts]
     while len(parts) > 1:
         parts = [dask.delayed(_sum)(*parts[i:i + _FAN_IN])
                  for i in range(0, len(parts), _FAN_IN)]
@@ -400,24 +400,27 @@ class _DaskMargins:
 
     def _gradient(self):
         dask = self._dask
-        total = _tree(dask, _groups_gradient, self._states)
+        total = _tree(dask, _group_gradient, self._states)
         return np.asarray(dask.compute(total)[0], dtype=np.float64)
 
     def move(self, j, delta):
         dask = self._dask
         # The step is sent as values: a few bytes per worker.
         j, delta = int(j), float(delta)
-        self._states = list(dask.persist(*[dask.delayed(_group_move)(s, j, delta)
-                                           for s in self._states]))
-        return self._gradient()
+        moved = [dask.delayed(_group_move)(s, j, delta) for s in self._states]
+        # One graph per step: the moved states stay on their workers for the next step,
+        # and the sum of their gradients comes back.
+        *moved, total = dask.persist(*moved, _tree(dask, _group_gradient, moved))
+        self._states = moved
+        return np.asarray(dask.compute(total)[0], dtype=np.float64)
 
     def loss_sum(self):
         dask = self._dask
-        return float(dask.compute(_tree(dask, _groups_loss_sum, self._states))[0])
+        return float(dask.compute(_tree(dask, _group_loss_sum, self._states))[0])
 
     def entries_read(self, fit_intercept, full_passes=True):
         dask = self._dask
-        parts = [dask.delayed(_groups_entries_read)(bool(fit_intercept), bool(full_passes), s)
-                 for s in self._states]
-        reads = dask.compute(*parts)
-        return sum(r[0] for r in reads), sum(r[1] for r in reads)
+        reads = _tree(dask, _group_entries_read, self._states, bool(fit_intercept),
+                      bool(full_passes))
+        entries, pass_size = dask.compute(reads)[0]
+        return int(entries), int(pass_size)
