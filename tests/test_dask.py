@@ -8,6 +8,7 @@ generator, after the reduction. The cluster tests run the same fits on a
 """
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -23,6 +24,7 @@ from skdp_sparse import (  # noqa: E402
     PrivacyLedger,
 )
 from skdp_sparse.data import DaskData, LocalData  # noqa: E402
+from skdp_sparse.exceptions import PrivacyLeakWarning  # noqa: E402
 from skdp_sparse.optim.losses import LogisticLoss  # noqa: E402
 from skdp_sparse.optim.penalties import L2  # noqa: E402
 from skdp_sparse.privacy.row_sampling import PoissonRows, step_samplers  # noqa: E402
@@ -182,6 +184,123 @@ def test_sgd_without_noise_on_dask_matches_in_memory_optimum(sparse_data):
 
 
 # --------------------------------------------------------------------------
+# greedy_cd: margins kept on the workers, selection and noise on the client
+# --------------------------------------------------------------------------
+#: The safe path (exact samplers: its releases are lattice values, so a rounding
+#: difference of the summed gradient would have to cross a lattice point to show) and
+#: the float path, with both selection rules.
+GREEDY_PATHS = [(True, "exponential"), (True, "laplace"), (False, "exponential"),
+                (False, "laplace")]
+
+
+def _greedy_pair(Est, X, y, chunks, **kw):
+    # A norm_bound above most rows' norms: curvature="auto" then releases the column
+    # second moments, from the blocks' partial sums on a dask array.
+    kw = {"epsilon": 5.0, "delta": 1e-6, "solver": "greedy_cd", "max_iter": 120,
+          "norm_bound": 8.0, "random_state": 3, **kw}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        local = Est(**kw).fit(X, y)
+        remote = Est(**kw).fit(as_dask(X, chunks), da.from_array(np.asarray(y),
+                                                                 chunks=(chunks,)))
+    return local, remote
+
+
+def _same_fit(remote, local):
+    _same(remote.coef_, local.coef_)
+    _same(remote.intercept_, local.intercept_)
+    assert remote.n_iter_ == local.n_iter_
+    assert remote.epsilon_spent_ == local.epsilon_spent_
+    assert remote.delta_spent_ == local.delta_spent_
+
+
+@pytest.mark.parametrize("chunks", CHUNKINGS)
+@pytest.mark.parametrize("safe,selection", GREEDY_PATHS)
+def test_greedy_cd_on_dask_equals_in_memory(sparse_data, chunks, safe, selection):
+    # Float path: the blocks' gradients are added in another order than the in-memory
+    # run's incremental sums, so the coefficients differ by rounding (about 1e-15 here),
+    # far below the tolerance; the noisy selection would have to meet a near-tie of two
+    # noisy scores within that rounding to choose otherwise.
+    X, y = sparse_data
+    local, remote = _greedy_pair(DPSparseLogisticRegression, X, y, chunks, classes=[0, 1],
+                                 floating_point_safe=safe, selection=selection)
+    assert np.count_nonzero(local.coef_) > 3
+    _same_fit(remote, local)
+    if safe:
+        # The safe releases are lattice values: equal, not merely close.
+        np.testing.assert_array_equal(remote.coef_, local.coef_)
+
+
+@pytest.mark.parametrize("curvature,norm_bound,epsilon", [
+    ("private", 8.0, 5.0), ("bound", 8.0, 5.0), ("auto", 1.5, 1.0)])
+def test_greedy_cd_curvature_and_regression_on_dask_equal_in_memory(
+        sparse_data, curvature, norm_bound, epsilon):
+    # "private" releases the column second moments from the blocks' partial sums;
+    # "auto" at this norm_bound and epsilon takes the norm-share constants, with the
+    # rows clipped on the blocks.
+    X, y = sparse_data
+    chunks = (1, 299, 37, 263)
+    kw = dict(curvature=curvature, norm_bound=norm_bound, epsilon=epsilon)
+    local, remote = _greedy_pair(DPSparseLogisticRegression, X, y, chunks, classes=[0, 1],
+                                 **kw)
+    _same_fit(remote, local)
+    target = X @ np.linspace(-1, 1, X.shape[1])
+    for safe in (True, False):
+        local, remote = _greedy_pair(DPGreedyCDRegressor, X, target, chunks,
+                                     target_bound=3.0, floating_point_safe=safe, **kw)
+        _same_fit(remote, local)
+
+
+def test_greedy_cd_multiclass_dense_and_one_row_blocks_on_dask_equal_in_memory(
+        sparse_data):
+    X, y = sparse_data
+    labels = y + (np.arange(y.size) % 3 == 0)
+    local, remote = _greedy_pair(DPSparseLogisticRegression, X, labels, (250, 350),
+                                 classes=[0, 1, 2])
+    assert local.coef_.shape == (3, X.shape[1])
+    _same_fit(remote, local)
+    local, remote = _greedy_pair(DPSparseLogisticRegression, X.toarray(), y, (250, 350),
+                                 classes=[0, 1], floating_point_safe=False)
+    _same_fit(remote, local)
+    # Blocks of one row each (fewer rows: each block is a task of every step).
+    small, labels = X[:40], y[:40]
+    for safe in (True, False):
+        local, remote = _greedy_pair(DPSparseLogisticRegression, small, labels, (1,) * 40,
+                                     classes=[0, 1], max_iter=30, floating_point_safe=safe)
+        _same_fit(remote, local)
+
+
+def test_greedy_cd_without_noise_on_dask_stops_like_in_memory(sparse_data):
+    # No noise: the exact second moments, and the stopping test on the summed gradient.
+    X, y = sparse_data
+    local, remote = _greedy_pair(DPSparseLogisticRegression, X, y, (100, 500),
+                                 classes=[0, 1], epsilon=np.inf, max_iter=None, tol=1e-4)
+    assert local.n_iter_ < 200 * (X.shape[1] + 1)
+    _same_fit(remote, local)
+
+
+def test_greedy_cd_blocks_add_up_to_the_in_memory_state(sparse_data):
+    # The engine's two sides: the blocks' gradients after the same moves add up to the
+    # in-memory block's, and so do their losses and the entries they read.
+    from skdp_sparse.optim.coordinate_descent import BlockMargins
+
+    X, y = sparse_data
+    signs = _signs(y)[0][:, 0]
+    clip = np.full(41, 0.7)
+    whole = BlockMargins.of(X, signs, LogisticLoss(), clip, 41, 600)
+    data = DaskData.from_arrays(as_dask(X, (1, 299, 37, 263)), y, targets=_signs,
+                                n_targets=1)
+    remote = data.entries_clipped(np.inf).greedy_margins(data.target(0), LogisticLoss(),
+                                                         clip, 41)
+    np.testing.assert_allclose(remote.gradient, whole.g, rtol=0, atol=1e-15)
+    for j, step in [(3, 0.5), (40, -0.2), (3, -1.0), (17, 2.0)]:
+        g = remote.move(j, step)
+        np.testing.assert_allclose(g, whole.move(j, step), rtol=0, atol=1e-15)
+    assert math.isclose(remote.loss_sum(), whole.loss_sum(), rel_tol=1e-13)
+    assert remote.entries_read(True)[1] == whole.entries_read(True)[1]
+
+
+# --------------------------------------------------------------------------
 # Poisson sampling on the blocks
 # --------------------------------------------------------------------------
 def test_poisson_rows_are_the_same_whatever_the_blocks():
@@ -276,6 +395,25 @@ def test_fits_on_a_local_cluster_equal_in_memory(cluster, sparse_data):
         local = DPSparseLogisticRegression(**kw).fit(X, y)
         _same(remote.coef_, local.coef_)
         _same(remote.intercept_, local.intercept_)
+
+
+@pytest.mark.dask
+@pytest.mark.parametrize("safe,selection", GREEDY_PATHS)
+def test_greedy_cd_on_a_local_cluster_equals_in_memory(cluster, sparse_data, safe,
+                                                       selection):
+    # The blocks' margins persist on the worker processes from step to step; every
+    # step sends the coordinate and its step and gets the summed gradient back.
+    X, y = sparse_data
+    for chunks in [(600,), (100, 250, 250), (1, 299, 37, 263)]:
+        local, remote = _greedy_pair(DPSparseLogisticRegression, X, y, chunks,
+                                     classes=[0, 1], floating_point_safe=safe,
+                                     selection=selection, max_iter=60)
+        _same_fit(remote, local)
+    target = X @ np.linspace(-1, 1, X.shape[1])
+    local, remote = _greedy_pair(DPGreedyCDRegressor, X, target, (100, 250, 250),
+                                 target_bound=3.0, curvature="private", norm_bound=10.0,
+                                 floating_point_safe=safe, selection=selection, max_iter=60)
+    _same_fit(remote, local)
 
 
 def test_poisson_rows_never_keep_above_the_rate():

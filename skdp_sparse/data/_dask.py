@@ -15,10 +15,11 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from ..privacy.clipping import clip_rows
+from ..privacy.clipping import clip_entries, clip_rows
+from ..privacy.statistics import column_second_moment_sums
 from ..utils.validation import canonical_sparse
 
-__all__ = ["DaskData", "is_dask_array"]
+__all__ = ["DaskData", "DaskRows", "is_dask_array"]
 
 #: Partial sums added by one task of the reduction tree.
 _FAN_IN = 8
@@ -78,6 +79,57 @@ def _clipped_block(block, norm_bound, l1_bound):
     return X, Y
 
 
+def _entries_clipped_block(block, feature_bound, norm_bound):
+    """:meth:`LocalData.entries_and_rows_clipped` of one block (no row clipping for an
+    infinite ``norm_bound``)."""
+    X, Y = block
+    X = clip_entries(X, feature_bound)
+    if math.isfinite(norm_bound):
+        X = clip_rows(X, norm_bound)
+    return X, Y
+
+
+def _block_second_moments(X, Y, start, feature_bound, norm_bound):
+    """The block's ``column_second_moment_sums`` of its entries clipped to
+    ``feature_bound``, the count of clipped rows last."""
+    sums, n_clipped = column_second_moment_sums(clip_entries(X, feature_bound), norm_bound)
+    return np.append(sums, float(n_clipped))
+
+
+def _group_margins(blocks, k, loss, clip, n_coords, n_total):
+    """The :class:`~skdp_sparse.optim.coordinate_descent.BlockMargins` of the blocks a
+    worker holds, at ``w = 0``, for the targets of problem ``k``."""
+    from ..optim.coordinate_descent import BlockMargins
+
+    return [BlockMargins.of(X, Y[:, k], loss, clip, n_coords, n_total) for X, Y in blocks]
+
+
+def _group_move(margins, j, delta):
+    """The blocks' state after ``w_j += delta``, as new objects: a retried or moved task
+    starts again from the state it was given."""
+    moved = [m.copy() for m in margins]
+    for m in moved:
+        m.move(j, delta)
+    return moved
+
+
+def _group_gradient(margins):
+    """The gradients of a worker's blocks added, in block order."""
+    total = margins[0].g.copy()
+    for m in margins[1:]:
+        total += m.g
+    return total
+
+
+def _group_loss_sum(margins):
+    return np.float64(math.fsum(m.loss_sum() for m in margins))
+
+
+def _group_entries_read(fit_intercept, full_passes, margins):
+    reads = [m.entries_read(fit_intercept, full_passes) for m in margins]
+    return np.array([sum(r[0] for r in reads), sum(r[1] for r in reads)], dtype=np.float64)
+
+
 def _block_rows(block):
     return block[0].shape[0]
 
@@ -124,7 +176,7 @@ def _worker_groups(blocks):
 
 
 def _sum(*parts):
-    total = parts[0].copy()
+    total = np.array(parts[0], dtype=np.float64)
     for part in parts[1:]:
         total += part
     return total
@@ -233,6 +285,44 @@ class DaskData:
             self._clipped[key] = blocks, _worker_groups(blocks)
         return self._clipped[key]
 
+    def _entries_clipped_blocks(self, feature_bound, norm_bound):
+        b = np.asarray(feature_bound, dtype=float)
+        key = ("entries", b.tobytes(), b.shape, float(norm_bound))
+        if key not in self._clipped:
+            dask, _ = _import_dask()
+            blocks = [dask.delayed(_entries_clipped_block)(x, b, float(norm_bound))
+                      for x in self._blocks]
+            blocks = list(dask.persist(*blocks))
+            self._clipped[key] = blocks, _worker_groups(blocks)
+        return self._clipped[key]
+
+    def entries_clipped(self, feature_bound):
+        """The blocks with every entry clipped to ``[-b_j, b_j]``, persisted where they
+        live: a :class:`DaskRows` (see :meth:`LocalData.entries_clipped
+        <skdp_sparse.data.LocalData.entries_clipped>`)."""
+        return DaskRows(*self._entries_clipped_blocks(feature_bound, math.inf),
+                        self.n_samples, self.n_features)
+
+    def entries_and_rows_clipped(self, feature_bound, norm_bound):
+        """:meth:`entries_clipped`, then every row rescaled into the l2 ball of radius
+        ``norm_bound``: a :class:`DaskRows`."""
+        return DaskRows(*self._entries_clipped_blocks(feature_bound, norm_bound),
+                        self.n_samples, self.n_features)
+
+    def target(self, k):
+        """Problem ``k``'s targets stay with their blocks: the index ``k``, which
+        :meth:`DaskRows.greedy_margins` reads them by."""
+        return int(k)
+
+    def column_second_moment_sums(self, feature_bound, norm_bound):
+        """``(sums, n_clipped)`` of the rows of :meth:`entries_clipped` clipped to
+        ``norm_bound`` in l2: the blocks' partial sums, tree-reduced (see
+        :meth:`LocalData.column_second_moment_sums
+        <skdp_sparse.data.LocalData.column_second_moment_sums>`)."""
+        b = np.asarray(feature_bound, dtype=float)
+        total = self.row_sum(_block_second_moments, b, float(norm_bound))
+        return total[:-1], int(round(total[-1]))
+
     def row_sum(self, func, *args, norm_bound=None, l1_bound=math.inf):
         """The sum over blocks of ``func(rows, Y, start, *args)`` (see
         :meth:`LocalData.row_sum <skdp_sparse.data.LocalData.row_sum>`), each term
@@ -260,3 +350,77 @@ class DaskData:
         dask, _ = _import_dask()
         norms = dask.compute(*[dask.delayed(_block_max_row_norm)(b) for b in self._blocks])
         return max(norms) if norms else 0.0
+
+
+def _tree(dask, leaf, parts, *args):
+    """``leaf(*args, part)`` for each part, then :func:`_sum` in a tree of fan-in
+    ``_FAN_IN``: one delayed result."""
+    # The leaves run where their parts (the blocks' states) are, so only their small
+    # results travel.
+    parts = [dask.delayed(leaf)(*args, part) for part in parts]
+    while len(parts) > 1:
+        parts = [dask.delayed(_sum)(*parts[i:i + _FAN_IN])
+                 for i in range(0, len(parts), _FAN_IN)]
+    return parts[0]
+
+
+class DaskRows:
+    """Clipped row blocks of a fit, persisted on the workers that hold them: what
+    :func:`~skdp_sparse.optim.coordinate_descent.coordinate_descent` runs on in place of
+    an in-memory matrix (the greedy rule only)."""
+
+    def __init__(self, blocks, groups, n_samples, n_features):
+        self._blocks = list(blocks)
+        self._groups = list(groups)
+        self.n_samples = int(n_samples)
+        self.n_features = int(n_features)
+
+    def greedy_margins(self, y, loss, clip, n_coords):
+        """The state of a greedy run on the blocks, for the targets of problem ``y`` (the
+        index :meth:`DaskData.target` gives): see
+        :class:`~skdp_sparse.optim.coordinate_descent.Margins`."""
+        return _DaskMargins(self, int(y), loss, np.asarray(clip, dtype=np.float64),
+                            int(n_coords))
+
+
+class _DaskMargins:
+    """The blocks' :class:`~skdp_sparse.optim.coordinate_descent.BlockMargins`, one list
+    per worker, persisted where the blocks are. Each update is one round trip: the
+    coordinate and its step go out, every worker moves its blocks' margins and adds
+    their gradients, and the sums come back through a tree."""
+
+    def __init__(self, rows, k, loss, clip, n_coords):
+        dask, _ = _import_dask()
+        self._dask = dask
+        states = [dask.delayed(_group_margins)([rows._blocks[i] for i in group], k, loss,
+                                               clip, n_coords, rows.n_samples)
+                  for group in rows._groups]
+        self._states = list(dask.persist(*states))
+        self.gradient = self._gradient()
+
+    def _gradient(self):
+        dask = self._dask
+        total = _tree(dask, _group_gradient, self._states)
+        return np.asarray(dask.compute(total)[0], dtype=np.float64)
+
+    def move(self, j, delta):
+        dask = self._dask
+        # The step is sent as values: a few bytes per worker.
+        j, delta = int(j), float(delta)
+        moved = [dask.delayed(_group_move)(s, j, delta) for s in self._states]
+        # One graph per step: the moved states stay on their workers for the next step,
+        # and the sum of their gradients comes back.
+        *moved, total = dask.persist(*moved, _tree(dask, _group_gradient, moved))
+        self._states = moved
+        return np.asarray(dask.compute(total)[0], dtype=np.float64)
+
+    def loss_sum(self):
+        dask = self._dask
+        return float(dask.compute(_tree(dask, _group_loss_sum, self._states))[0])
+
+    def entries_read(self, fit_intercept, full_passes=True):
+        dask = self._dask
+        reads = _tree(dask, _group_entries_read, self._states, bool(fit_intercept),
+                      bool(full_passes))
+        entries, pass_size = dask.compute(reads)[0]
+        return int(entries), int(pass_size)

@@ -47,7 +47,21 @@ from ..privacy.discrete import (
     rnm_select,
 )
 from ..privacy.float_noise import gaussian_noise, gumbel_noise, laplace_noise
-from .losses import loss_derivative, loss_value
+
+# The rows' side (margins, derivatives, clipped gradient) has its module; the engine
+# and the tests reach every kernel through this one.
+from ._cd_rows import (  # noqa: F401
+    UNCLIPPED,
+    _mark,
+    apply_delta,
+    clip_scalar,
+    column_gradient,
+    full_gradient,
+    init_derivatives,
+    loss_sum,
+    move_coordinate,
+    row_clip_ratios,
+)
 from .penalties import NONE, penalty_value, prox, subgrad_distance
 
 GREEDY, RANDOM, CYCLIC = 0, 1, 2
@@ -58,63 +72,12 @@ NOISE_GAUSSIAN = 1
 # updates, lattice releases with the exact noise of a buffer (its law is the buffer's).
 NOISE_EXACT_EM, NOISE_EXACT_RNM = 3, 4
 NOISE_EXACT = 3
-# Status of cd_run: DONE, or what the caller must finish before resuming.
-DONE, SELECT_HANDOFF, SELECT_REFILL, SELECT_FINISH, UPDATE_REFILL, RELEASE_FINISH = range(6)
+# Status of cd_run: DONE, or what the caller must finish before resuming. MOVED: a run
+# whose rows live elsewhere (``remote``) moved a coordinate, which the rows must apply.
+DONE, SELECT_HANDOFF, SELECT_REFILL, SELECT_FINISH, UPDATE_REFILL, RELEASE_FINISH, MOVED = \
+    range(7)
 # Layout of the float64 array ``lattice`` of the exact path.
 SEL_SENSITIVITY, SEL_BOUND, SEL_INV_GAMMA, UPD_BOUND, UPD_INV_GAMMA, UPD_GAMMA = range(6)
-# A gradient term |l' x| is below its clip in exact arithmetic when the rounded test
-# |l'| |x| <= UNCLIPPED clip holds: the margin exceeds the test's few roundings.
-UNCLIPPED = 1.0 - 2.0**-20
-
-
-@numba.njit(cache=True, inline="always")
-def clip_scalar(v, c):
-    if v > c:
-        return c
-    if v < -c:
-        return -c
-    return v
-
-
-@numba.njit(cache=True)
-def init_derivatives(y, z, d, loss_code, loss_param):
-    for i in range(z.size):
-        d[i] = loss_derivative(loss_code, y[i], z[i], loss_param)
-
-
-@numba.njit(cache=True)
-def column_gradient(dense, data, j, n_features, d, clip):
-    """``(1/n) sum_i clip(l'(y_i, z_i) x_ij, clip[j])`` from column j alone."""
-    Xf, cdata, cind, cptr = data[0], data[1], data[2], data[3]
-    n = d.size
-    c = clip[j]
-    s = 0.0
-    if j >= n_features:
-        for i in range(n):
-            s += clip_scalar(d[i], c)
-    elif dense:
-        for i in range(n):
-            s += clip_scalar(d[i] * Xf[i, j], c)
-    else:
-        for kk in range(cptr[j], cptr[j + 1]):
-            s += clip_scalar(d[cind[kk]] * cdata[kk], c)
-    return s / n
-
-
-@numba.njit(cache=True)
-def row_clip_ratios(data, clip, out):
-    """``out[i] = max_k |x_ik| / clip[k]`` over the stored entries of CSR row i (0 for
-    an empty row): with ``|l'| out[i] < 1`` no term of row i reaches its clip."""
-    rdata, rind, rptr = data[4], data[5], data[6]
-    for i in range(out.size):
-        r = 0.0
-        for q in range(rptr[i], rptr[i + 1]):
-            v = abs(rdata[q]) / clip[rind[q]]
-            if v > r:
-                r = v
-        out[i] = r
-
-
 @numba.njit(cache=True, inline="always")
 def _column_length(dense, data, j, n_features, n):
     """Entries of column j that a gradient or an update reads (n for the intercept and
@@ -125,21 +88,19 @@ def _column_length(dense, data, j, n_features, n):
 
 
 @numba.njit(cache=True)
-def full_gradient(dense, data, n_features, d, clip, g):
-    for j in range(g.size):
-        g[j] = column_gradient(dense, data, j, n_features, d, clip)
+def objective_value(y, z, loss_code, loss_param, w, n_features, pen_code, pen_a, pen_b):
+    """``(1/n) sum_i l(y_i, z_i) + sum_{j < n_features} psi_j(w_j)``, no temporaries."""
+    return loss_sum(y, z, loss_code, loss_param) / z.size + penalty_sum(
+        w, n_features, pen_code, pen_a, pen_b)
 
 
 @numba.njit(cache=True)
-def objective_value(y, z, loss_code, loss_param, w, n_features, pen_code, pen_a, pen_b):
-    """``(1/n) sum_i l(y_i, z_i) + sum_{j < n_features} psi_j(w_j)``, no temporaries."""
-    s = 0.0
-    for i in range(z.size):
-        s += loss_value(loss_code, y[i], z[i], loss_param)
+def penalty_sum(w, n_features, pen_code, pen_a, pen_b):
+    """``sum_{j < n_features} psi_j(w_j)``."""
     r = 0.0
     for j in range(n_features):
         r += penalty_value(pen_code, pen_a, pen_b, w[j])
-    return s / z.size + r
+    return r
 
 
 @numba.njit(cache=True, inline="always")
@@ -303,137 +264,20 @@ def _refresh_keys(sel, em, changed, w, g, n_features, pen_code, pen_a, pen_b, sc
         dirty[0] = 0
 
 
-@numba.njit(cache=True, inline="always")
-def _mark(changed, k):
-    # changed = (dirty, marked): dirty[0] counts the coordinates listed in
-    # dirty[1:], a negative count means "rebuild everything"; marked[k] keeps a
-    # coordinate from being listed twice.
-    dirty, marked = changed
-    if dirty.size == 0 or dirty[0] < 0:
-        return
-    if marked[k] == 0:
-        marked[k] = 1
-        dirty[1 + dirty[0]] = k
-        dirty[0] += 1
-
-
 @numba.njit(cache=True)
-def _apply_delta_sparse(data, j, delta, n_features, y, loss_code, loss_param, z, d, g,
-                        clip, row_ratio, maintain, work, changed):
-    """:func:`apply_delta` on sparse X: rows of column j from the CSC part, their
-    gradient terms from the CSR part.
-
-    ``row_ratio[i] = max_k |x_ik| / clip[k]`` (0 for an empty row) tells which rows
-    no clip can touch: when ``max(|l'_new|, |l'_old|) row_ratio[i] <= UNCLIPPED``, every
-    term of row i has ``|l' x_ik| < clip[k]`` in exact arithmetic (the margin of
-    ``UNCLIPPED`` covers the roundings of the test), so its change is ``(l'_new -
-    l'_old) x_ik / n``, added as ``x_ik`` times one per-row factor: one multiply-add
-    per non-zero, as in a matrix-vector product. The other rows test each term and
-    clip where the bound may bite. The intercept's running sum and the work count
-    stay in registers; marking is a separate loop, run only when it is tracked."""
-    cdata, cind, cptr = data[1], data[2], data[3]
-    rdata, rind, rptr = data[4], data[5], data[6]
-    n = z.size
-    inv_n = 1.0 / n
-    intercept = j >= n_features
-    lo, hi = (0, n) if intercept else (cptr[j], cptr[j + 1])
-    with_intercept = g.size > n_features
-    dirty = changed[0]
-    track = maintain and dirty.size > 0 and dirty[0] >= 0
-    c0 = clip[n_features] if with_intercept else 0.0
-    g0 = g[n_features] if with_intercept else 0.0
-    touched = 0
-    for kk in range(lo, hi):
-        if intercept:
-            i = kk
-            z[i] += delta
-        else:
-            i = cind[kk]
-            z[i] += delta * cdata[kk]
-        d_new = loss_derivative(loss_code, y[i], z[i], loss_param)
-        d_old = d[i]
-        if d_new == d_old:
-            continue
-        d[i] = d_new
-        if not maintain:
-            continue
-        start, stop = rptr[i], rptr[i + 1]
-        d_max = max(abs(d_new), abs(d_old))
-        factor = (d_new - d_old) * inv_n
-        if d_max * row_ratio[i] <= UNCLIPPED:
-            for q in range(start, stop):
-                g[rind[q]] += rdata[q] * factor
-        else:
-            for q in range(start, stop):
-                k = rind[q]
-                x = rdata[q]
-                c = clip[k]
-                if d_max * abs(x) <= UNCLIPPED * c:
-                    g[k] += x * factor
-                else:
-                    g[k] += (clip_scalar(d_new * x, c) - clip_scalar(d_old * x, c)) * inv_n
-        if track:
-            for q in range(start, stop):
-                _mark(changed, rind[q])
-        if with_intercept:
-            g0 += (clip_scalar(d_new, c0) - clip_scalar(d_old, c0)) * inv_n
-        touched += stop - start + 1
-    if touched > 0:
-        if with_intercept:
-            g[n_features] = g0
-            if track:
-                _mark(changed, n_features)
-        work[0] += touched
-
-
-@numba.njit(cache=True)
-def apply_delta(
-    dense, data, j, delta, n_features, y, loss_code, loss_param,
-    z, d, g, clip, row_ratio, maintain, work, d_old_buf, rows_buf, changed,
-):
-    """Move coordinate j by ``delta``: update z and d from column j only and,
-    if ``maintain``, every g_k whose rows saw their loss derivative change
-    (recorded in ``changed`` when it is not empty). ``row_ratio``: see
-    :func:`row_clip_ratios` (sparse X with ``maintain`` only)."""
-    Xf = data[0]
-    n = z.size
-    inv_n = 1.0 / n
-    intercept = j >= n_features
-    if not dense:
-        _apply_delta_sparse(data, j, delta, n_features, y, loss_code, loss_param, z, d, g,
-                            clip, row_ratio, maintain, work, changed)
-        return
-    # Dense: collect the changed rows first, then sweep X column by column so
-    # that the gradient update reads the Fortran-ordered X contiguously.
-    m = 0
-    for i in range(n):
-        x = 1.0 if intercept else Xf[i, j]
-        if x == 0.0:
-            continue
-        z[i] += delta * x
-        d_new = loss_derivative(loss_code, y[i], z[i], loss_param)
-        if d_new != d[i]:
-            d_old_buf[m] = d[i]
-            rows_buf[m] = i
-            d[i] = d_new
-            m += 1
-    if not maintain or m == 0:
-        return
-    for k in range(g.size):
-        c = clip[k]
-        acc = 0.0
-        if k < n_features:
-            for r in range(m):
-                i = rows_buf[r]
-                x = Xf[i, k]
-                acc += clip_scalar(d[i] * x, c) - clip_scalar(d_old_buf[r] * x, c)
-        else:
-            for r in range(m):
-                acc += clip_scalar(d[rows_buf[r]], c) - clip_scalar(d_old_buf[r], c)
-        g[k] += acc * inv_n
-    work[0] += m * g.size
-    if changed[0].size:
-        changed[0][0] = -1
+def refresh_selection(j, w, g, n_features, pen_code, pen_a, pen_b, score_w, tree, changed,
+                      inv_b, sel_noise, sel, lattice):
+    """The selection's side of an update of coordinate j: the heap's leaves or the exact
+    selection's keys of the coordinates ``changed`` lists (all of them on a negative
+    count), and j's."""
+    if changed[0].size > 0:
+        _mark(changed, j)
+    if tree.size > 0:
+        _tree_refresh(tree, changed, w, g, n_features, pen_code, pen_a, pen_b, score_w,
+                      inv_b)
+    elif sel_noise == NOISE_EXACT_EM or sel_noise == NOISE_EXACT_RNM:
+        _refresh_keys(sel, sel_noise == NOISE_EXACT_EM, changed, w, g, n_features,
+                      pen_code, pen_a, pen_b, score_w, lattice)
 
 
 @numba.njit(cache=True)
@@ -441,7 +285,7 @@ def cd_run(
     dense, data, y, n_features, loss_code, loss_param, pen_code, pen_a, pen_b,
     clip, row_ratio, smoothness, score_w, update_scale, selection, sel_noise, sel_scale,
     upd_noise, rng, check_tol, tol, t_start, n_steps, w, z, d, g, work, refresh_work,
-    tree, changed, exact, next64, state, fb, forced_j, forced_g,
+    tree, changed, exact, next64, state, fb, forced_j, forced_g, n_total=-1, remote=False,
 ):
     """Run up to ``n_steps`` coordinate updates, numbered from ``t_start``.
 
@@ -470,6 +314,14 @@ def cd_run(
     select) and ``forced_g`` (the released gradient, or NaN to draw its noise), which
     apply to the first update only; the pending coordinate of ``UPDATE_REFILL`` is the
     ``forced_j`` it was given.
+
+    ``remote`` (greedy selection only): the rows are held elsewhere, so X, ``y``, ``z``
+    and ``d`` are empty and ``g`` is the rows' gradient as last reported. An update that
+    moves its coordinate sets ``w[j]`` and returns at once with status ``MOVED`` and j
+    pending: the caller has the rows apply the move (:func:`move_coordinate`), sets
+    ``g`` to their new gradient and refreshes the selection
+    (:func:`refresh_selection`) before resuming. ``n_total``: see
+    :func:`column_gradient`.
     """
     n_coords = w.size
     n = z.size
@@ -480,10 +332,8 @@ def cd_run(
     # recomputes one, once per pass over the coordinates (the cost of a pass).
     g_check = np.empty(n_coords if (check_tol and not greedy) else 0)
     use_tree = tree.size > 0
-    track = changed[0].size > 0
     inv_b = 1.0 / sel_scale if use_tree else 0.0
     sel, sel_values, sel_pos, upd_values, upd_pos, lattice = exact
-    exact_sel = sel_noise == NOISE_EXACT_EM or sel_noise == NOISE_EXACT_RNM
     last_max = -1.0
     done = 0
     for it in range(n_steps):
@@ -515,7 +365,7 @@ def cd_run(
                 return done, last_max, True, DONE, -1
         else:
             if check_tol and t % n_coords == 0:
-                full_gradient(dense, data, n_features, d, clip, g_check)
+                full_gradient(dense, data, n_features, d, clip, g_check, n_total)
                 last_max = max_score(w, g_check, n_features, pen_code, pen_a, pen_b,
                                      score_w)
                 if last_max < tol:
@@ -527,7 +377,7 @@ def cd_run(
         if greedy:
             gj = g[j]
         else:
-            gj = column_gradient(dense, data, j, n_features, d, clip)
+            gj = column_gradient(dense, data, j, n_features, d, clip, n_total)
             # The column is read here and once more if the update moves it.
             work[1] += _column_length(dense, data, j, n_features, n)
         if given:
@@ -549,29 +399,16 @@ def cd_run(
         new = prox(code, pen_a, pen_b, old - gj * step, step)
         if new != old:
             w[j] = new
+            if remote:
+                return done + 1, last_max, False, MOVED, j
             if not greedy:
                 work[1] += _column_length(dense, data, j, n_features, n)
-            apply_delta(
-                dense, data, j, new - old, n_features, y, loss_code, loss_param,
-                z, d, g, clip, row_ratio, greedy, work, d_old_buf, rows_buf, changed,
+            move_coordinate(
+                dense, data, j, new - old, n_features, y, loss_code, loss_param, z, d, g,
+                clip, row_ratio, greedy, work, refresh_work, d_old_buf, rows_buf, changed,
+                n_total,
             )
-            # Incremental sums drift by rounding; an exact recomputation once
-            # the incremental work exceeds a few full passes bounds the drift
-            # at a small constant-factor cost.
-            if greedy and work[0] > refresh_work:
-                full_gradient(dense, data, n_features, d, clip, g)
-                work[1] += work[0]
-                work[2] += 1
-                work[0] = 0
-                if track:
-                    changed[0][0] = -1
-            if track:
-                _mark(changed, j)
-            if use_tree:
-                _tree_refresh(tree, changed, w, g, n_features, pen_code, pen_a, pen_b,
-                              score_w, inv_b)
-            elif exact_sel:
-                _refresh_keys(sel, sel_noise == NOISE_EXACT_EM, changed, w, g, n_features,
-                              pen_code, pen_a, pen_b, score_w, lattice)
+            refresh_selection(j, w, g, n_features, pen_code, pen_a, pen_b, score_w, tree,
+                              changed, inv_b, sel_noise, sel, lattice)
         done += 1
     return done, last_max, False, DONE, -1

@@ -22,9 +22,7 @@ import numbers
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
-from ..privacy.clipping import with_summed_duplicates
 from ..privacy.discrete import (
     HANDOFF_SLOTS,
     ExponentialSelector,
@@ -37,8 +35,17 @@ from ..privacy.discrete import (
 )
 from ..utils.random import check_generator
 from . import _cd_kernels as K
+from ._cd_margins import (
+    _EMPTY_DATA,
+    _EMPTY_IDX,
+    _EMPTY_MARKS,
+    _NO_ROWS,
+    BlockMargins,
+    Margins,
+    _prepare_data,
+)
 
-__all__ = ["CDResult", "coordinate_descent"]
+__all__ = ["BlockMargins", "CDResult", "Margins", "coordinate_descent"]
 
 #: Number of coordinates from which ``gumbel_sampler="auto"`` uses the heap.
 HEAP_MIN_COORDS = 4096
@@ -53,13 +60,6 @@ _UPDATE_NOISES = {"none": K.NOISE_NONE, "gaussian": K.NOISE_GAUSSIAN,
 #: Draws of exact update noise, or of report-noisy-max noise per coordinate, that a
 #: buffer holds at most.
 BUFFER_DRAWS = 4096
-
-_EMPTY_F = np.empty((0, 0), order="F")
-_EMPTY_DATA = np.empty(0)
-_EMPTY_IDX = np.empty(0, dtype=np.int64)
-_EMPTY_IDX32 = np.empty(0, dtype=np.int32)
-_EMPTY_MARKS = np.empty(0, dtype=np.uint8)
-
 
 @dataclass
 class CDResult:
@@ -88,34 +88,6 @@ def _coord_array(name, value, size, *, allow_inf):
         raise ValueError(f"{name} must hold {kind} numbers"
                          + ("" if allow_inf else " (finite)"))
     return np.ascontiguousarray(arr)
-
-
-def _prepare_data(X, need_rows):
-    """The ``data`` tuple of the kernels; sparse X is never densified."""
-    if sp.issparse(X):
-        X = X.astype(np.float64, copy=False)
-        csc = with_summed_duplicates(X.tocsc() if X.format != "csc" else X)
-        # One index type for all index arrays keeps the number of compiled
-        # specialisations at two; int32 whenever it fits saves memory.
-        fits = max(csc.nnz, *csc.shape) < np.iinfo(np.int32).max
-        itype = np.int32 if fits else np.int64
-        empty = _EMPTY_IDX32 if fits else _EMPTY_IDX
-        if need_rows:
-            csr = with_summed_duplicates(X.tocsr() if X.format != "csr" else X)
-            rows = (np.ascontiguousarray(csr.data), csr.indices.astype(itype, copy=False),
-                    csr.indptr.astype(itype, copy=False))
-        else:
-            rows = (_EMPTY_DATA, empty, empty)
-        data = (_EMPTY_F, np.ascontiguousarray(csc.data),
-                csc.indices.astype(itype, copy=False),
-                csc.indptr.astype(itype, copy=False)) + rows
-        return False, data, csc.nnz
-    Xf = np.asfortranarray(X, dtype=np.float64)
-    if Xf.ndim != 2:
-        raise ValueError(f"X must be 2-dimensional, got shape {Xf.shape}")
-    e = _EMPTY_IDX32
-    data = (Xf, _EMPTY_DATA, e, e, _EMPTY_DATA, e, e)
-    return True, data, Xf.size
 
 
 class _ExactNoise:
@@ -336,11 +308,20 @@ def coordinate_descent(
         raise ValueError(f"selection_scale must be finite and >= 0, got {selection_scale}")
 
     greedy = selection == "greedy"
-    dense, data, nnz = _prepare_data(X, need_rows=greedy)
-    n, p = data[0].shape if dense else X.shape
-    y = np.ascontiguousarray(y, dtype=np.float64)
-    if y.shape != (n,):
-        raise ValueError(f"y must have shape ({n},), got {y.shape}")
+    # Rows held elsewhere (row blocks on a cluster's workers) keep their margins and
+    # gradient terms where they are; the run here sees only the summed gradient.
+    remote = hasattr(X, "greedy_margins")
+    if remote:
+        if not greedy:
+            raise ValueError("rows held elsewhere need greedy selection: the random and "
+                             "cyclic rules read one column per update")
+        n, p = int(X.n_samples), int(X.n_features)
+    else:
+        dense, data, nnz = _prepare_data(X, need_rows=greedy)
+        n, p = data[0].shape if dense else X.shape
+        y = np.ascontiguousarray(y, dtype=np.float64)
+        if y.shape != (n,):
+            raise ValueError(f"y must have shape ({n},), got {y.shape}")
     if n == 0:
         raise ValueError("X has no rows")
     fit_intercept = bool(fit_intercept)
@@ -372,16 +353,16 @@ def coordinate_descent(
     score_w = np.sqrt(smoothness)
     np.divide(1.0, score_w, out=score_w)
     w = np.zeros(n_coords)
-    z = np.zeros(n)
-    d = np.empty(n)
-    K.init_derivatives(y, z, d, loss.code, loss.param)
-    g = np.zeros(n_coords if greedy else 0)
-    if greedy and n_coords:
-        K.full_gradient(dense, data, p, d, clip, g)
-    row_ratio = np.empty(n if greedy and not dense else 0)
-    if row_ratio.size:
-        K.row_clip_ratios(data, clip, row_ratio)
-    work = np.zeros(3, dtype=np.int64)
+    if remote:
+        rows = X.greedy_margins(y, loss, clip, n_coords)
+        g = np.array(rows.gradient, dtype=np.float64)
+        dense, data, y, z, d, row_ratio = False, _NO_ROWS, _EMPTY_DATA, _EMPTY_DATA, \
+            _EMPTY_DATA, _EMPTY_DATA
+        work, refresh_work = np.zeros(3, dtype=np.int64), np.int64(0)
+    else:
+        rows = BlockMargins(dense, data, nnz, y, loss, clip, n_coords, n, greedy=greedy)
+        z, d, g, row_ratio = rows.z, rows.d, rows.g, rows.row_ratio
+        work, refresh_work = rows.work, rows.refresh_work
     use_tree = (greedy and selection_noise == "gumbel" and selection_scale > 0
                 and n_coords > 0
                 and (gumbel_sampler == "heap"
@@ -416,9 +397,12 @@ def coordinate_descent(
         changed = (np.zeros(1 + n_coords, dtype=np.int64),
                    np.zeros(n_coords, dtype=np.uint8))
     src = kernel_source(rng)
-    refresh_work = np.int64(8 * (nnz + n + n_coords))
+    inv_b = 1.0 / selection_scale if use_tree else 0.0
 
     def objective():
+        if remote:
+            return float(rows.loss_sum()) / n + float(
+                K.penalty_sum(w, p, penalty.code, float(penalty.a), float(penalty.b)))
         return float(K.objective_value(y, z, loss.code, loss.param, w, p, penalty.code,
                                        float(penalty.a), float(penalty.b)))
 
@@ -433,6 +417,8 @@ def coordinate_descent(
     forced_j, forced_g = -1, math.nan
     while t < n_updates and n_coords > 0:
         mark = min(n_updates, (t // chunk + 1) * chunk)
+        if remote:
+            w_before = w.copy()
         # The kernel draws the generator's words directly: no other thread may draw
         # from it meanwhile.
         with src.lock:
@@ -441,13 +427,23 @@ def coordinate_descent(
                 float(penalty.a), float(penalty.b), clip, row_ratio, smoothness, score_w,
                 update_scale, _SELECTIONS[selection], _SELECTION_NOISES[selection_noise],
                 selection_scale, _UPDATE_NOISES[update_noise], rng, check_tol,
-                float(tol), t, mark - t, w, z, d, g, work, refresh_work, tree, changed,
-                exact.arrays(), src.next64, src.state, exact.fb, forced_j, forced_g,
+                float(tol), t, 1 if remote else mark - t, w, z, d, g, work, refresh_work,
+                tree, changed, exact.arrays(), src.next64, src.state, exact.fb, forced_j,
+                forced_g, n, remote,
             )
         t += done
         forced_j, forced_g = -1, math.nan
-        if status != K.DONE:
+        if status == K.MOVED:
+            g[:] = rows.move(pending, w[pending] - w_before[pending])
+            if changed[0].size:
+                changed[0][0] = -1
+            K.refresh_selection(pending, w, g, p, penalty.code, float(penalty.a),
+                                float(penalty.b), score_w, tree, changed, inv_b,
+                                _SELECTION_NOISES[selection_noise], exact.sel, exact.lattice)
+        elif status != K.DONE:
             forced_j, forced_g = exact.resume(status, pending, src)
+            continue
+        if t < mark and not stopped:
             continue
         if verbose:
             msg = f"update {t}/{n_updates}"
@@ -457,7 +453,7 @@ def coordinate_descent(
                     gk = g
                 else:
                     gk = np.empty(n_coords)
-                    K.full_gradient(dense, data, p, d, clip, gk)
+                    K.full_gradient(dense, data, p, d, clip, gk, n)
                 top = K.max_score(w, gk, p, penalty.code, float(penalty.a),
                                   float(penalty.b), score_w)
                 msg += f": max score {top:.6e}"
@@ -469,8 +465,7 @@ def coordinate_descent(
 
     # One pass reads every entry and, for the intercept, every row; the greedy rule
     # also computed the whole gradient once at the start and at each recomputation.
-    pass_size = max(nnz + n * fit_intercept, 1)
-    entries = work[0] + work[1] + (work[2] + 1) * pass_size * (greedy and n_coords > 0)
+    entries, pass_size = rows.entries_read(fit_intercept, greedy and n_coords > 0)
     return CDResult(
         coef=w[:p],
         intercept=float(w[p]) if fit_intercept else 0.0,

@@ -395,6 +395,10 @@ class GreedyCoordinateDescent(_CoordinateDescent):
 
     name = "greedy_cd"
     selection = "greedy"
+    #: Reads the data through the view's clipped rows, targets and second-moment sums,
+    #: which a dask view answers with row blocks that keep their margins where they
+    #: live: fits dask arrays too.
+    distributed = True
     _needs_delta = ("selection='exponential' composes in zCDP and needs delta > 0; "
                     "use selection='laplace' for pure DP")
 

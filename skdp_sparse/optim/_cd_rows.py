@@ -1,0 +1,237 @@
+"""Numba kernels of the rows' side of coordinate descent: the margins ``z = X w + b``,
+the loss derivatives ``d`` and the clipped coordinate gradients ``g`` (see
+``_cd_kernels`` for the layout of ``data`` and the state), computed and updated
+from the rows given: all rows of a fit in memory, or one block of them where it lives.
+"""
+
+import numba
+
+from .losses import loss_derivative, loss_value
+
+# A gradient term |l' x| is below its clip in exact arithmetic when the rounded test
+# |l'| |x| <= UNCLIPPED clip holds: the margin exceeds the test's few roundings.
+UNCLIPPED = 1.0 - 2.0**-20
+
+
+@numba.njit(cache=True, inline="always")
+def clip_scalar(v, c):
+    if v > c:
+        return c
+    if v < -c:
+        return -c
+    return v
+
+
+@numba.njit(cache=True)
+def init_derivatives(y, z, d, loss_code, loss_param):
+    for i in range(z.size):
+        d[i] = loss_derivative(loss_code, y[i], z[i], loss_param)
+
+
+@numba.njit(cache=True)
+def column_gradient(dense, data, j, n_features, d, clip, n_total=-1):
+    """``(1/n) sum_i clip(l'(y_i, z_i) x_ij, clip[j])`` from column j alone; the sum
+    runs over the rows given, ``n`` is ``n_total`` when those are a block of the fit's
+    rows (the blocks' terms then add up to the fit's gradient)."""
+    Xf, cdata, cind, cptr = data[0], data[1], data[2], data[3]
+    n = d.size
+    c = clip[j]
+    s = 0.0
+    if j >= n_features:
+        for i in range(n):
+            s += clip_scalar(d[i], c)
+    elif dense:
+        for i in range(n):
+            s += clip_scalar(d[i] * Xf[i, j], c)
+    else:
+        for kk in range(cptr[j], cptr[j + 1]):
+            s += clip_scalar(d[cind[kk]] * cdata[kk], c)
+    return s / (n if n_total < 0 else n_total)
+
+
+@numba.njit(cache=True)
+def row_clip_ratios(data, clip, out):
+    """``out[i] = max_k |x_ik| / clip[k]`` over the stored entries of CSR row i (0 for
+    an empty row): with ``|l'| out[i] < 1`` no term of row i reaches its clip."""
+    rdata, rind, rptr = data[4], data[5], data[6]
+    for i in range(out.size):
+        r = 0.0
+        for q in range(rptr[i], rptr[i + 1]):
+            v = abs(rdata[q]) / clip[rind[q]]
+            if v > r:
+                r = v
+        out[i] = r
+
+
+@numba.njit(cache=True)
+def full_gradient(dense, data, n_features, d, clip, g, n_total=-1):
+    for j in range(g.size):
+        g[j] = column_gradient(dense, data, j, n_features, d, clip, n_total)
+
+
+@numba.njit(cache=True)
+def loss_sum(y, z, loss_code, loss_param):
+    """``sum_i l(y_i, z_i)`` over the rows given."""
+    s = 0.0
+    for i in range(z.size):
+        s += loss_value(loss_code, y[i], z[i], loss_param)
+    return s
+
+
+@numba.njit(cache=True, inline="always")
+def _mark(changed, k):
+    # changed = (dirty, marked): dirty[0] counts the coordinates listed in
+    # dirty[1:], a negative count means "rebuild everything"; marked[k] keeps a
+    # coordinate from being listed twice.
+    dirty, marked = changed
+    if dirty.size == 0 or dirty[0] < 0:
+        return
+    if marked[k] == 0:
+        marked[k] = 1
+        dirty[1 + dirty[0]] = k
+        dirty[0] += 1
+
+
+@numba.njit(cache=True)
+def _apply_delta_sparse(data, j, delta, n_features, y, loss_code, loss_param, z, d, g,
+                        clip, row_ratio, maintain, work, changed, n_total):
+    """:func:`apply_delta` on sparse X: rows of column j from the CSC part, their
+    gradient terms from the CSR part.
+
+    ``row_ratio[i] = max_k |x_ik| / clip[k]`` (0 for an empty row) tells which rows
+    no clip can touch: when ``max(|l'_new|, |l'_old|) row_ratio[i] <= UNCLIPPED``, every
+    term of row i has ``|l' x_ik| < clip[k]`` in exact arithmetic (the margin of
+    ``UNCLIPPED`` covers the roundings of the test), so its change is ``(l'_new -
+    l'_old) x_ik / n``, added as ``x_ik`` times one per-row factor: one multiply-add
+    per non-zero, as in a matrix-vector product. The other rows test each term and
+    clip where the bound may bite. The intercept's running sum and the work count
+    stay in registers; marking is a separate loop, run only when it is tracked."""
+    cdata, cind, cptr = data[1], data[2], data[3]
+    rdata, rind, rptr = data[4], data[5], data[6]
+    n = z.size
+    inv_n = 1.0 / (n if n_total < 0 else n_total)
+    intercept = j >= n_features
+    lo, hi = (0, n) if intercept else (cptr[j], cptr[j + 1])
+    with_intercept = g.size > n_features
+    dirty = changed[0]
+    track = maintain and dirty.size > 0 and dirty[0] >= 0
+    c0 = clip[n_features] if with_intercept else 0.0
+    g0 = g[n_features] if with_intercept else 0.0
+    touched = 0
+    for kk in range(lo, hi):
+        if intercept:
+            i = kk
+            z[i] += delta
+        else:
+            i = cind[kk]
+            z[i] += delta * cdata[kk]
+        d_new = loss_derivative(loss_code, y[i], z[i], loss_param)
+        d_old = d[i]
+        if d_new == d_old:
+            continue
+        d[i] = d_new
+        if not maintain:
+            continue
+        start, stop = rptr[i], rptr[i + 1]
+        d_max = max(abs(d_new), abs(d_old))
+        factor = (d_new - d_old) * inv_n
+        if d_max * row_ratio[i] <= UNCLIPPED:
+            for q in range(start, stop):
+                g[rind[q]] += rdata[q] * factor
+        else:
+            for q in range(start, stop):
+                k = rind[q]
+                x = rdata[q]
+                c = clip[k]
+                if d_max * abs(x) <= UNCLIPPED * c:
+                    g[k] += x * factor
+                else:
+                    g[k] += (clip_scalar(d_new * x, c) - clip_scalar(d_old * x, c)) * inv_n
+        if track:
+            for q in range(start, stop):
+                _mark(changed, rind[q])
+        if with_intercept:
+            g0 += (clip_scalar(d_new, c0) - clip_scalar(d_old, c0)) * inv_n
+        touched += stop - start + 1
+    if touched > 0:
+        if with_intercept:
+            g[n_features] = g0
+            if track:
+                _mark(changed, n_features)
+        work[0] += touched
+
+
+@numba.njit(cache=True)
+def apply_delta(
+    dense, data, j, delta, n_features, y, loss_code, loss_param,
+    z, d, g, clip, row_ratio, maintain, work, d_old_buf, rows_buf, changed, n_total=-1,
+):
+    """Move coordinate j by ``delta``: update z and d from column j only and,
+    if ``maintain``, every g_k whose rows saw their loss derivative change
+    (recorded in ``changed`` when it is not empty). ``row_ratio``: see
+    :func:`row_clip_ratios` (sparse X with ``maintain`` only). ``n_total``: see
+    :func:`column_gradient`."""
+    Xf = data[0]
+    n = z.size
+    inv_n = 1.0 / (n if n_total < 0 else n_total)
+    intercept = j >= n_features
+    if not dense:
+        _apply_delta_sparse(data, j, delta, n_features, y, loss_code, loss_param, z, d, g,
+                            clip, row_ratio, maintain, work, changed, n_total)
+        return
+    # Dense: collect the changed rows first, then sweep X column by column so
+    # that the gradient update reads the Fortran-ordered X contiguously.
+    m = 0
+    for i in range(n):
+        x = 1.0 if intercept else Xf[i, j]
+        if x == 0.0:
+            continue
+        z[i] += delta * x
+        d_new = loss_derivative(loss_code, y[i], z[i], loss_param)
+        if d_new != d[i]:
+            d_old_buf[m] = d[i]
+            rows_buf[m] = i
+            d[i] = d_new
+            m += 1
+    if not maintain or m == 0:
+        return
+    for k in range(g.size):
+        c = clip[k]
+        acc = 0.0
+        if k < n_features:
+            for r in range(m):
+                i = rows_buf[r]
+                x = Xf[i, k]
+                acc += clip_scalar(d[i] * x, c) - clip_scalar(d_old_buf[r] * x, c)
+        else:
+            for r in range(m):
+                acc += clip_scalar(d[rows_buf[r]], c) - clip_scalar(d_old_buf[r], c)
+        g[k] += acc * inv_n
+    work[0] += m * g.size
+    if changed[0].size:
+        changed[0][0] = -1
+
+
+@numba.njit(cache=True)
+def move_coordinate(
+    dense, data, j, delta, n_features, y, loss_code, loss_param, z, d, g, clip, row_ratio,
+    greedy, work, refresh_work, d_old_buf, rows_buf, changed, n_total,
+):
+    """The rows' side of an update: :func:`apply_delta`, and for greedy selection the
+    exact recomputation of ``g`` once the incremental work since the last one exceeds
+    ``refresh_work`` (then ``changed`` says that every coordinate changed)."""
+    apply_delta(
+        dense, data, j, delta, n_features, y, loss_code, loss_param,
+        z, d, g, clip, row_ratio, greedy, work, d_old_buf, rows_buf, changed, n_total,
+    )
+    # Incremental sums drift by rounding; an exact recomputation once the incremental
+    # work exceeds a few full passes bounds the drift at a small constant-factor cost.
+    if greedy and work[0] > refresh_work:
+        full_gradient(dense, data, n_features, d, clip, g, n_total)
+        work[1] += work[0]
+        work[2] += 1
+        work[0] = 0
+        if changed[0].size > 0:
+            changed[0][0] = -1
+
+
