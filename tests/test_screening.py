@@ -21,7 +21,6 @@ from skdp_sparse import DPGreedyCDRegressor, DPSparseLogisticRegression
 from skdp_sparse.data import LocalData
 from skdp_sparse.optim.losses import LogisticLoss, SquaredLoss
 from skdp_sparse.privacy.accounting import compose, gaussian_epsilon, gaussian_mu, zcdp_epsilon
-from skdp_sparse.privacy.mechanisms import gaussian_sigma_for_rho
 from skdp_sparse.solvers import Problem, resolve_solver
 from skdp_sparse.solvers._calibration import (
     CALIBRATION_BINS,
@@ -131,17 +130,13 @@ def test_noise_units_split_the_budget(safe):
     units, events = noise_units(eps, delta, shares, safe, ["a", "b", "c"])
     assert compose(events, delta)[0] <= eps
     assert compose(events, delta)[0] == pytest.approx(eps, rel=1e-6)
-    if safe:
-        rho = zcdp_budget(eps, delta)
-        for unit, share, event in zip(units, shares, events, strict=True):
-            assert event.rho == pytest.approx(share * rho, rel=1e-9)
-            assert event.rho <= share * rho
-            assert unit == gaussian_sigma_for_rho(1.0, share * rho)
-    else:
-        mu = gaussian_mu(eps, delta)
-        for unit, share, event in zip(units, shares, events, strict=True):
-            assert event.mu == pytest.approx(mu * math.sqrt(share), rel=1e-12)
-            assert unit == pytest.approx(1.0 / (mu * math.sqrt(share)), rel=1e-12)
+    mu = gaussian_mu(eps, delta)
+    # The safe path's lattice releases pay (1 + 2^-16)(1 + 2^-20) in their unit.
+    slack = (1 + 2.0**-16) * (1 + 2.0**-20) if safe else 1.0
+    for unit, share, event in zip(units, shares, events, strict=True):
+        assert _event_mu(event) == pytest.approx(mu * math.sqrt(share), rel=1e-9)
+        assert unit == pytest.approx(slack / (mu * math.sqrt(share)), rel=1e-9)
+        assert (event.pld is not None and event.pld.lattice) if safe else event.mu
     assert noise_units(math.inf, delta, shares, safe, ["a", "b", "c"])[0] == [0.0] * 3
 
 
@@ -157,13 +152,11 @@ def test_screened_newton_spends_exactly_its_budget(safe):
                                                 "curvature", "score scale",
                                                 "score calibration")]
     shares = newton_shares()
-    if safe:
-        rho = zcdp_budget(eps, delta)
-        assert [e.rho for e in events] == pytest.approx([rho * s for s in shares.values()])
-        assert zcdp_epsilon(sum(e.rho for e in events), delta) == pytest.approx(eps, rel=1e-6)
-    else:
-        mu = math.sqrt(sum(e.mu**2 for e in events))
-        assert gaussian_epsilon(mu, delta) == pytest.approx(eps, rel=1e-6)
+    mus = [_event_mu(e) for e in events]
+    assert [m * m for m in mus] == pytest.approx(
+        [gaussian_mu(eps, delta) ** 2 * s for s in shares.values()], rel=1e-9)
+    assert gaussian_epsilon(math.sqrt(sum(m * m for m in mus)), delta) == \
+        pytest.approx(eps, rel=1e-6)
 
 
 def test_sgd_screening_spends_exactly_its_budget():
@@ -173,11 +166,12 @@ def test_sgd_screening_spends_exactly_its_budget():
                      max_iter=10, decision="fitted")
     assert clf.epsilon_spent_ <= eps and clf.epsilon_spent_ == pytest.approx(eps, rel=1e-6)
     count, association, steps = clf.privacy_events_
-    rho = zcdp_budget(eps, delta)
-    assert count.rho == pytest.approx(SGD_COUNT_SHARE * rho, rel=1e-9)
-    assert association.rho == pytest.approx(SGD_SCREENING_SHARE * rho, rel=1e-9)
-    assert zcdp_epsilon(count.rho + association.rho + steps.count * steps.rho, delta) == \
-        pytest.approx(eps, rel=1e-6)
+    mu = gaussian_mu(eps, delta)
+    assert _event_mu(count) ** 2 == pytest.approx(SGD_COUNT_SHARE * mu**2, rel=1e-9)
+    assert _event_mu(association) ** 2 == pytest.approx(SGD_SCREENING_SHARE * mu**2,
+                                                        rel=1e-9)
+    # The steps take the rest, composed with the screening in one accountant.
+    assert compose([count, association, steps], delta)[0] == pytest.approx(eps, rel=1e-6)
 
 
 def test_sgd_screening_of_a_regression_releases_no_count():
@@ -189,6 +183,11 @@ def test_sgd_screening_of_a_regression_releases_no_count():
     assert [e.name for e in reg.privacy_events_][:1] == ["sgd: label association"]
     assert reg.epsilon_spent_ == pytest.approx(2.0, rel=1e-6)
     assert np.count_nonzero(reg.coef_) <= 5 and reg.coef_.shape == (X.shape[1],)
+
+
+def _event_mu(event):
+    """``Delta / sigma`` of a Gaussian release's event (its PLD's on the safe path)."""
+    return event.mu if event.mu is not None else 2.0 / event.pld.noise_multiplier
 
 
 def _problem(**kw):

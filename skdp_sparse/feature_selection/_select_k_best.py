@@ -30,7 +30,7 @@ from ..utils.validation import (
 
 __all__ = ["DPSelectKBest", "ASSOCIATION_SHARES", "truncated_indicators"]
 
-#: Shares of the budget (of ``rho`` in zCDP, of ``mu^2`` in doubles) of the association
+#: Shares of the budget (of ``mu^2``) of the association
 #: score's two releases: the class counts only centre the labels (relative precision
 #: suffices), the association ranks the features.
 ASSOCIATION_SHARES = {"count": 1 / 25, "association": 24 / 25}
@@ -95,7 +95,8 @@ class DPSelectKBest(SelectorMixin, DPEstimatorMixin, BaseEstimator):
     -------
     ``(epsilon, delta)``-DP for replace-one neighbouring datasets (n public), with
     ``delta > 0`` (Gaussian noise). On the floating-point-safe path (default) the
-    releases are discrete Gaussians on a lattice, accounted in zCDP; with
+    releases are discrete Gaussians on a lattice, accounted as the continuous
+    Gaussian with the lattice's slack (``doc/proofs/pld.rst``); with
     ``floating_point_safe=False`` they are Gaussians in doubles, composed exactly in
     GDP, and the fit emits :class:`~skdp_sparse.exceptions.PrivacyLeakWarning`. The
     noisy scores (``scores_``), the selected columns and the spend are public;

@@ -32,16 +32,20 @@ The released association, soft-thresholded at the cut, is also the first gradien
 of a solver that starts from the null model (:mod:`.screened_newton`). Everything
 after the release is post-processing.
 
-Budget. A fit whose releases are all Gaussian splits one budget by shares: on the
-floating-point-safe path (discrete Gaussian noise, accounted in zCDP) the largest
-``rho`` with ``zcdp_epsilon(rho, delta) <= epsilon`` is split, each release being
-``share * rho``-zCDP; on the float path the exact GDP ``mu`` is split as ``mu^2``
-(Dong, Roth & Su 2019). Either way the events compose to ``(epsilon, delta)``
-exactly (to the calibration's tolerance, on the private side).
+Budget. A fit whose releases are all Gaussian splits one budget by shares: Gaussian
+mechanisms compose into one Gaussian mechanism of ratio ``mu = sqrt(sum mu_i^2)``
+(Dong, Roth & Su 2019), so the ``mu`` of the analytic Gaussian that is exactly
+``(epsilon, delta)``-DP is split as ``mu_i^2 = share_i mu^2``. On the
+floating-point-safe path (lattice sums, discrete Gaussian noise) each release is
+bounded by the continuous mechanism at a ratio larger by ``(1 + 2^-16)(1 + 2^-20)``
+(``doc/proofs/pld.rst``), which its noise pays. Either way the events compose to
+``(epsilon, delta)`` exactly (to the calibration's tolerance, on the private side),
+by their privacy loss distributions, with the other steps of the fit.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -51,9 +55,11 @@ from scipy.optimize import brentq
 from scipy.special import expit
 
 from ..optim.losses import LogisticLoss
-from ..privacy.accounting import PrivacyEvent, gaussian_mu, zcdp_epsilon
-from ..privacy.discrete import discrete_gaussian_event
-from ..privacy.mechanisms import GaussianMechanism, gaussian_sigma_for_rho
+from ..privacy.accounting import PrivacyEvent, compose, gaussian_mu, zcdp_epsilon
+from ..privacy.discrete import SENSITIVITY_SLACK
+from ..privacy.mechanisms import GaussianMechanism
+from ..privacy.pld import DISCRETE_GAUSSIAN_SLACK
+from ..privacy.subsampling import subsampled_gaussian_event
 from ._base import non_private_events
 
 __all__ = [
@@ -135,26 +141,38 @@ def zcdp_budget(epsilon, delta):
 def noise_units(epsilon, delta, shares, floating_point_safe, names):
     """``(units, events)``: the noise standard deviation per unit of l2 sensitivity of
     each release, and its privacy event, for a budget split by ``shares`` (summing to
-    at most 1; see the module docstring). ``units`` are 0 without noise."""
+    at most 1; see the module docstring). ``units`` are 0 without noise.
+
+    The releases are Gaussian mechanisms, so together they are one Gaussian mechanism
+    of ``mu^2 = sum mu_i^2`` (Dong, Roth & Su 2019): ``mu = gaussian_mu(epsilon,
+    delta)`` is split as ``mu_i^2 = share_i mu^2``. On the floating-point-safe path
+    each release is a lattice release with discrete Gaussian noise, bounded by the
+    continuous mechanism at a ratio larger by ``(1 + 2^-16)(1 + 2^-20)``
+    (:func:`~skdp_sparse.privacy.subsampling.subsampled_gaussian_event`,
+    ``doc/proofs/pld.rst``); its unit pays that factor. Either way the events compose
+    to ``(epsilon, delta)`` exactly, to within the last rounding, on the private side."""
     shares = [float(s) for s in shares]
     if math.isinf(epsilon):
         return [0.0] * len(shares), list(non_private_events())
-    units, events = [], []
-    if floating_point_safe:
-        rho = zcdp_budget(float(epsilon), float(delta))
-        for share, name in zip(shares, names, strict=True):
-            unit = gaussian_sigma_for_rho(1.0, share * rho)
-            units.append(unit)
-            events.append(_named(discrete_gaussian_event(1.0, unit), name))
-    else:
-        mu = gaussian_mu(float(epsilon), float(delta))
-        for share, name in zip(shares, names, strict=True):
-            unit = 1.0 / (mu * math.sqrt(share))
-            while PrivacyEvent.gaussian(1.0 / unit).rho > share * mu * mu / 2:
-                unit = math.nextafter(unit, math.inf)
-            units.append(unit)
-            events.append(PrivacyEvent.gaussian(1.0 / unit, name=name))
-    return units, events
+    mu = gaussian_mu(float(epsilon), float(delta))
+    slack = (1.0 + SENSITIVITY_SLACK) * (1.0 + DISCRETE_GAUSSIAN_SLACK) \
+        if floating_point_safe else 1.0
+    units = [slack / (mu * math.sqrt(share)) for share in shares]
+    while True:
+        events = [_gaussian_release_event(unit, floating_point_safe, name)
+                  for unit, name in zip(units, names, strict=True)]
+        if compose(events, float(delta))[0] <= epsilon:
+            return units, events
+        # The exact conversion is solved to the last bits (and lattice releases pay
+        # 2^-40 in epsilon): a relative 1e-12 more noise brings it inside.
+        units = [unit * (1.0 + 1e-12) for unit in units]
+
+
+def _gaussian_release_event(unit, floating_point_safe, name):
+    """The event of a Gaussian release with noise ``unit`` per unit of l2 sensitivity:
+    the full-batch step of per-example bound 1/2 and multiplier ``2 unit``."""
+    event = subsampled_gaussian_event(2.0 * unit, 1.0, floating_point_safe=floating_point_safe)
+    return dataclasses.replace(event, name=name)
 
 
 def _named(event, name):

@@ -24,10 +24,11 @@ The run is a handful of Gaussian releases, each with a fixed share of the budget
    estimated majority, where the direction does not beat it.
 
 Privacy (replace-one): five Gaussian mechanisms with the sensitivities above
-(``sqrt(K)``, ``2 L D``, ``sqrt(2) m L``, ``sqrt(2K)``, ``sqrt(2K)``), composed in zCDP
-on the floating-point-safe path (exact GDP on the float path) so that they spend
-exactly ``(epsilon, delta)`` (:func:`._screening.noise_units`). One-vs-rest problems
-share the releases (their sensitivities account for all K at once).
+(``sqrt(K)``, ``2 L D``, ``sqrt(2) m L``, ``sqrt(2K)``, ``sqrt(2K)``), composed
+exactly as one Gaussian mechanism (on the floating-point-safe path with the
+lattice's slack) so that they spend exactly ``(epsilon, delta)``
+(:func:`._screening.noise_units`). One-vs-rest problems share the releases (their
+sensitivities account for all K at once).
 """
 
 from __future__ import annotations
@@ -46,11 +47,11 @@ from ._screening import noise_units, null_curvature, plan_screening, release, sc
 
 __all__ = ["ScreenedNewton", "SHARES", "newton_shares"]
 
-#: Shares of the budget (of ``rho`` in zCDP) of the five releases. The association
-#: sets both which coordinates are kept and their weights, so its noise dominates
-#: the error of the step and it gets three quarters; the curvature only rescales
-#: the weights and is floored at its own noise (one eighth); the class rate only
-#: needs relative precision (1/25) and the two histograms fix one slope and one
+#: Shares of the budget (of ``mu^2``, the squared Gaussian ratio) of the five releases.
+#: The association sets both which coordinates are kept and their weights, so its noise
+#: dominates the error of the step and it gets three quarters; the curvature only
+#: rescales the weights and is floored at its own noise (one eighth); the class rate
+#: only needs relative precision (1/25) and the two histograms fix one slope and one
 #: intercept from counts (1/50 and 1/16).
 SHARES = {"count": 1 / 25, "association": 3 / 4, "curvature": 1 / 8, "scale": 1 / 50,
           "calibration": 1 / 16}

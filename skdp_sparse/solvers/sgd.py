@@ -21,8 +21,8 @@ exact discrete Gaussian noise, accounted as
 :func:`~skdp_sparse.privacy.subsampling.subsampled_gaussian_event` states.
 
 ``feature_selection=k`` (an integer below p) screens first (:mod:`._screening`): the
-class counts (logistic loss with intercept, share ``SGD_COUNT_SHARE`` of the zCDP
-budget) and the label association (``feature_selection_share``, default
+class counts (logistic loss with intercept, share ``SGD_COUNT_SHARE`` of the Gaussian
+budget ``mu^2``) and the label association (``feature_selection_share``, default
 ``SGD_SCREENING_SHARE``) are released, the ``k`` coordinates of largest association
 kept, and the run starts from the null model's intercept on them; the steps' noise
 multiplier is calibrated so that the screening's events and the steps' compose to
@@ -61,7 +61,7 @@ from ._screening import noise_units, plan_screening, screen
 
 __all__ = ["NoisySGD", "default_noisy_gd_steps", "SGD_SCREENING_SHARE", "SGD_COUNT_SHARE"]
 
-#: Share of the budget (of ``rho`` in zCDP) that a screening run of ``sgd`` spends on
+#: Share of the budget (of ``mu^2``) that a screening run of ``sgd`` spends on
 #: the label association (the class count takes :data:`SGD_COUNT_SHARE` more).
 SGD_SCREENING_SHARE = 1 / 4
 #: Share of the class count, which starts the intercept at the null model's.

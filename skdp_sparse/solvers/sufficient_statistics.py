@@ -29,9 +29,9 @@ released as is). Targets clipped to ``[-T, T]``, ``T = target_bound``.
 
 Privacy (replace-one, ``B`` including the intercept): ``lambda_min`` moves by at most
 ``B^2`` (Weyl), ``G`` by ``||x x^T - x' x'^T||_F <= sqrt(2) B^2``, ``m`` by
-``2 B T sqrt(K)`` for ``K`` targets. The three releases split one zCDP budget by
-:data:`SHARES` (floating-point-safe path: discrete Gaussian noise) or one GDP
-``mu`` as ``mu^2`` (float path), so that they compose to ``(epsilon, delta)``
+``2 B T sqrt(K)`` for ``K`` targets. The three releases split one Gaussian budget
+``mu^2`` by :data:`SHARES` (on the floating-point-safe path, discrete Gaussian noise
+with the lattice's slack), so that they compose to ``(epsilon, delta)``
 (:func:`._screening.noise_units`; ``doc/proofs/sufficient_statistics.rst``).
 Everything after the releases is post-processing.
 """
@@ -54,7 +54,7 @@ from ._screening import noise_units, release
 __all__ = ["SufficientStatistics", "SHARES", "RIDGE_FAILURE_PROBABILITY", "adaptive_ridge",
            "statistic_sensitivities"]
 
-#: Shares of the budget (of ``rho`` in zCDP) of the three releases. The eigenvalue
+#: Shares of the budget (of ``mu^2``) of the three releases. The eigenvalue
 #: only sets the ridge, to within its noise, and gets a tenth; the Gram matrix and
 #: the moment share the rest equally (Wang 2018 splits epsilon in thirds).
 SHARES = {"eigenvalue": 0.1, "gram": 0.45, "moment": 0.45}
