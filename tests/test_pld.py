@@ -280,17 +280,26 @@ def test_estimators_report_the_pld_epsilon_of_their_noise(solver, options):
     X, y = _data()
     clf = DPSparseLogisticRegression(epsilon=1.0, delta=1e-6, solver=solver, classes=[0, 1],
                                      random_state=0, **options).fit(X, y)
-    (event,) = clf.privacy_events_
-    assert event.pld.sampling == "poisson" and event.pld.lattice
+    # The steps, then the two histograms of the calibrated decision (full-batch
+    # Gaussians): every event has its privacy loss distribution.
+    step, *decision = clf.privacy_events_
+    assert step.pld.sampling == "poisson" and step.pld.lattice
+    assert [e.pld.sampling for e in decision] == ["none", "none"]
     ref = _dpa_of_events(clf.privacy_events_, 1e-6)
-    assert clf.epsilon_spent_ <= 1.0 and clf.epsilon_spent_ == pytest.approx(1.0, rel=1e-6)
+    assert clf.epsilon_spent_ <= 1.0 and clf.epsilon_spent_ == pytest.approx(1.0, rel=1e-3)
     assert abs(clf.epsilon_spent_ / ref - 1) < 0.02
+    fitted = DPSparseLogisticRegression(epsilon=1.0, delta=1e-6, solver=solver,
+                                        classes=[0, 1], random_state=0, decision="fitted",
+                                        **options).fit(X, y)
+    (event,) = fitted.privacy_events_
+    assert fitted.epsilon_spent_ == pytest.approx(1.0, rel=1e-6)
+    assert abs(fitted.epsilon_spent_ / _dpa_of_events((event,), 1e-6) - 1) < 0.02
 
 
 def test_multiclass_composes_in_one_accountant():
     X, y = _data(classes=3)
     options = dict(solver="sgd", batch_size=100, max_iter=60, classes=[0, 1, 2],
-                   random_state=0, epsilon=1.0, delta=1e-6)
+                   random_state=0, epsilon=1.0, delta=1e-6, decision="fitted")
     clf = DPSparseLogisticRegression(**options).fit(X, y)
     assert len(clf.privacy_events_) == 3
     assert clf.epsilon_spent_ == pytest.approx(1.0, rel=1e-6) and clf.epsilon_spent_ <= 1.0

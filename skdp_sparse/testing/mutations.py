@@ -218,9 +218,14 @@ MUTATIONS = [
     _sampled_projection(False),
     Mutation(
         "sparse_sgd_frequent", "the DP-FEST noisy top-k feature counts (sparse_sgd)",
-        _SPARSE,
+        "solvers/_frequent_features.py",
         "math.sqrt(2.0) * float(contribution_bound), unit, floating_point_safe,",
         "math.sqrt(2.0) * float(contribution_bound), unit / 2, floating_point_safe,"),
+    Mutation(
+        "decision_histograms", "the class histograms of a calibrated decision",
+        "solvers/_calibration.py",
+        "noisy, cell_sd = release(hist.astype(np.float64), sensitivity, calibration_unit,",
+        "noisy, cell_sd = release(hist.astype(np.float64), sensitivity, calibration_unit / 2,"),
 ]
 
 #: Test files that check noise scales, laws and calibrations against their formulas.
@@ -239,6 +244,7 @@ CALIBRATION_TESTS = (
     "tests/test_mean_safe.py",
     "tests/test_private_search.py",
     "tests/test_screening.py",
+    "tests/test_decision.py",
 )
 #: What step 2 leaves out of tests/test_audits.py: step 1 runs the honest audits, and
 #: the audits of half the noise cannot fail on a copy with less noise.
