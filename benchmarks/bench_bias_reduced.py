@@ -16,8 +16,9 @@ accuracy, excess empirical logistic risk over the non-private optimum (scikit-le
 ``LogisticRegression`` with the weak ridge ``1e-4``, i.e. ``C = 1 / (1e-4 n)``, on the
 same rows; unpenalised risks) and fit time, the mean of the seeds.
 
-A fit slower than ``--max-fit-seconds`` runs once, not once per seed, and the solver is
-skipped at every larger n for the same (s, d); the skipped runs are printed.
+A fit slower than ``--max-fit-seconds`` ends that solver's seeds for the configuration,
+and the solver is skipped in the later configurations (larger n or epsilon) of the same
+(s, d); the skipped runs are printed.
 
     python benchmarks/bench_bias_reduced.py [--quick] [--s 5 20] [--d 1e4 1e6] \
         [--n 1e3 1e4] [--eps 1 10] [--seeds 3] [--max-fit-seconds 60]
@@ -104,7 +105,7 @@ def run_config(s, d, n, eps, seeds, max_fit, slow, skipped):
         label = solver + (" (sparsity=s)" if extra else "")
         if (s, d, label) in slow:
             skipped.append(f"s={s} d={d:.0e} n={n:.0e} eps={eps:g} {label}: slower than "
-                           f"{max_fit:g} s at a smaller n")
+                           f"{max_fit:g} s in an earlier configuration of this (s, d)")
             continue
         kw = {k: (s if v == "s" else v) for k, v in extra.items()}
         res = {"auc": [], "acc": [], "excess": [], "time": []}
@@ -127,7 +128,7 @@ def run_config(s, d, n, eps, seeds, max_fit, slow, skipped):
                 slow.add((s, d, label))
                 if seed + 1 < seeds:
                     skipped.append(f"s={s} d={d:.0e} n={n:.0e} eps={eps:g} {label}: "
-                                   f"{elapsed:.0f} s a fit, ran 1 seed of {seeds}")
+                                   f"{elapsed:.0f} s a fit, ran {seed + 1} of {seeds} seeds")
                 break
         rows.append({"s": s, "d": f"{d:.0e}", "n": f"{n:.0e}", "eps": f"{eps:g}",
                      "n eps / (d / sqrt(s ln d))": n * eps / (d / math.sqrt(s * math.log(d))),
