@@ -28,6 +28,7 @@ SCRIPTS = {
     "bench_output_perturbation": {"quick": ["--quick"], "full": []},
     "bench_mean": {"quick": ["--quick"], "full": []},
     "bench_sgd": {"quick": ["--quick"], "full": []},
+    "bench_bias_reduced": {"quick": ["--quick"], "full": []},
     "bench_model_selection": {"quick": ["--quick"], "full": []},
     "bench_preprocessing": {"quick": ["--quick"], "full": []},
     "bench_sufficient_statistics": {"quick": ["--quick"], "full": []},

@@ -27,7 +27,11 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
     together, meets ``(epsilon, delta)``: the coordinate-descent solvers, the screened
     Newton step, ``"sgd"``, ``"sparse_sgd"`` and ``"phased_sgd"`` calibrate the K
     binary fits jointly in one accountant, ``"bias_reduced_sgd"`` and output
-    perturbation give each ``(epsilon/K, delta/K)``.
+    perturbation give each ``(epsilon/K, delta/K)``. ``"bias_reduced_sgd"`` is for n
+    epsilon well beyond 10^5 with s-sparse rows: up to that its noisy steps barely move
+    it from the class balance it starts at (the best solver by test AUC in no
+    configuration of ``benchmarks/bench_bias_reduced.py``, its AUC at most 0.62;
+    :mod:`skdp_sparse.solvers.bias_reduced_sgd` says why).
 
     Privacy
     -------

@@ -116,7 +116,9 @@ class DPGreedyCDRegressor(TargetRangeMixin, LinearRegressorMixin, RegressorMixin
 "phased_sgd", "output_perturbation", "screened_newton"}, default="auto"
         ``"screened_newton"`` (logistic loss only) screens the features privately and
         takes one diagonal Newton step from the null model
-        (:mod:`skdp_sparse.solvers.screened_newton`).
+        (:mod:`skdp_sparse.solvers.screened_newton`). ``"bias_reduced_sgd"`` is for n
+        epsilon well beyond 10^5 with s-sparse rows: up to that its noisy steps barely
+        move it from its start (:mod:`skdp_sparse.solvers.bias_reduced_sgd` says why).
     selection : {"exponential", "laplace"}, default="exponential"
         Noisy selection of the greedy solver.
     curvature : {"auto", "private", "bound"}, default="auto"
