@@ -2,14 +2,15 @@
 
 IMDB and the SMS Spam Collection featurised by a public map (hashed unigrams and
 bigrams, unit l2 rows: ``norm_bound=1`` is public), the Reuters tf-idf rows (unit
-norm) and, as a check that the low-dimensional regime does not regress, a9a
-(``norm_bound=sqrt(14)``, one-hot encoding of 14 attributes). For each data set and
+norm) and, as checks that the low-dimensional regime does not regress, a9a
+(``norm_bound=sqrt(14)``, one-hot encoding of 14 attributes) and w8a (300 binary
+features, rows clipped to the default ``norm_bound=1``). For each data set and
 epsilon in {0.1, 1, 10}, ``delta = 1/n^2``: test ROC AUC and accuracy, mean of three
 seeds, of ``DPSparseLogisticRegression`` with its defaults (``solver="auto"``), with
 each solver named, next to scikit-learn's ``LogisticRegression`` (non-private) and
 the majority class of the training labels (the floor a default must not go under).
 
-    python benchmarks/bench_text.py [--quick] [--datasets imdb sms reuters a9a]
+    python benchmarks/bench_text.py [--quick] [--datasets imdb sms reuters a9a w8a]
         [--solvers auto sgd ...] [--epsilons 0.1 1 10] [--seeds 3]
 
 A solver ``sparse_sgd:k`` runs DP-FEST on the ``k`` features of largest noisy count
