@@ -18,6 +18,7 @@ from skdp_sparse.privacy.accounting import compose, gaussian_mu
 from skdp_sparse.solvers import _calibration
 from skdp_sparse.solvers import decision as D
 from skdp_sparse.solvers._calibration import CALIBRATION_BINS, calibrate
+from skdp_sparse.testing.bounds import assert_pair_audit
 
 SOLVERS = ["sgd", "sparse_sgd", "phased_sgd", "cd"]
 
@@ -174,7 +175,6 @@ def test_decision_audit(undernoised, monkeypatch):
     # passed; the honest release stays within the epsilon its recorded event claims,
     # the same release at half the noise is caught above it.
     from skdp_sparse.data import LocalData
-    from skdp_sparse.privacy.auditing import epsilon_lower_bound
     safe = True
     n, delta = 200, 1e-3
     units, events = D.decision_units(30.0, delta, safe, n, 1)
@@ -212,12 +212,7 @@ def test_decision_audit(undernoised, monkeypatch):
         noisy = np.stack([real(hist, sensitivity, unit, fp, rng)[0][0] for _ in range(runs)])
         return noisy[:, differ[1]] - noisy[:, differ[0]]
 
-    bound = epsilon_lower_bound(statistic(h), statistic(h_prime), delta=claim_delta,
-                                confidence=0.99, rng=0).epsilon_lb
-    if undernoised:
-        assert bound > claim
-    else:
-        assert bound <= claim
+    assert_pair_audit(statistic(h), statistic(h_prime), claim, claim_delta, undernoised)
 
 
 @pytest.mark.parametrize("decision, below_majority", [("auto", False), ("fitted", True)])

@@ -23,7 +23,7 @@ from scipy.special import betaincinv
 
 from ..privacy.auditing import AuditResult
 
-__all__ = ["epsilon_lower_bound_cp", "SELECTION_CONFIDENCE"]
+__all__ = ["assert_pair_audit", "epsilon_lower_bound_cp", "SELECTION_CONFIDENCE"]
 
 #: Confidence of the Clopper-Pearson bounds that rank the thresholds on the
 #: selection half. Stricter than the final confidence on purpose: it charges
@@ -106,3 +106,19 @@ def epsilon_lower_bound_cp(stat_s, stat_s_prime, delta=0.0, confidence=0.95, rng
     eps = float(eps)
     return AuditResult(max(eps, 0.0) if math.isfinite(eps) else 0.0, t, name, float(p_lo),
                        float(q_hi), a.size + b.size, confidence)
+
+
+def assert_pair_audit(stat_s, stat_s_prime, claim, delta, undernoised, confidence=0.99):
+    """The verdict of a pair audit: the lower bound on epsilon from the runs on the two
+    sides (:func:`~skdp_sparse.privacy.auditing.epsilon_lower_bound`) stays within the
+    claim for an honest release and exceeds it for one with less noise than claimed.
+    Returns the bound."""
+    from ..privacy.auditing import epsilon_lower_bound
+
+    bound = epsilon_lower_bound(stat_s, stat_s_prime, delta=delta, confidence=confidence,
+                                rng=0).epsilon_lb
+    if undernoised:
+        assert bound > claim, f"half the noise not caught: bound {bound} <= claim {claim}"
+    else:
+        assert bound <= claim, f"honest release above its claim: {bound} > {claim}"
+    return bound
