@@ -108,14 +108,6 @@ class LocalData:
             X = np.ascontiguousarray(self.X[:, columns])
         return LocalData(X, self.Y)
 
-    def decision_values(self, columns, coef):
-        """``X[:, columns] @ coef`` on the rows as given (not clipped): the scores of a
-        model whose coefficients outside ``columns`` are zero, shape (n_samples, K)."""
-        coef = np.asarray(coef, dtype=np.float64).reshape(len(columns), -1)
-        full = np.zeros((self.n_features, coef.shape[1]))
-        full[np.asarray(columns, dtype=np.int64)] = coef
-        return np.asarray(self.X @ full, dtype=np.float64).reshape(self.n_samples, -1)
-
     def column_second_moment_sums(self, feature_bound, norm_bound):
         """``(sums, n_clipped)`` of the rows of :meth:`entries_clipped` clipped to
         ``norm_bound`` in l2 (the statistic a curvature estimate perturbs)."""

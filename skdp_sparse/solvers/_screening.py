@@ -66,6 +66,7 @@ __all__ = [
     "CLASS_BALANCE_SHARE",
     "SCREENING_THRESHOLD",
     "class_balance_start",
+    "gaussian_release_event",
     "plan_class_balance",
     "ScreeningPlan",
     "Screened",
@@ -159,7 +160,7 @@ def noise_units(epsilon, delta, shares, floating_point_safe, names):
         if floating_point_safe else 1.0
     units = [slack / (mu * math.sqrt(share)) for share in shares]
     while True:
-        events = [_gaussian_release_event(unit, floating_point_safe, name)
+        events = [gaussian_release_event(unit, floating_point_safe, name)
                   for unit, name in zip(units, names, strict=True)]
         if compose(events, float(delta))[0] <= epsilon:
             return units, events
@@ -168,16 +169,11 @@ def noise_units(epsilon, delta, shares, floating_point_safe, names):
         units = [unit * (1.0 + 1e-12) for unit in units]
 
 
-def _gaussian_release_event(unit, floating_point_safe, name):
+def gaussian_release_event(unit, floating_point_safe, name):
     """The event of a Gaussian release with noise ``unit`` per unit of l2 sensitivity:
     the full-batch step of per-example bound 1/2 and multiplier ``2 unit``."""
     event = subsampled_gaussian_event(2.0 * unit, 1.0, floating_point_safe=floating_point_safe)
     return dataclasses.replace(event, name=name)
-
-
-def _named(event, name):
-    return PrivacyEvent(name, event.epsilon, event.delta, event.rho, event.mu, event.count,
-                        event.rdp)
 
 
 def release(value, sensitivity, unit, floating_point_safe, rng):

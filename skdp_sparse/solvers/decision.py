@@ -25,7 +25,6 @@ largest ``epsilon_in`` for which the whole composes to at most ``(epsilon, delta
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -33,9 +32,9 @@ import numpy as np
 
 from ..optim.losses import LogisticLoss
 from ..privacy.accounting import compose, gaussian_epsilon, gaussian_mu
-from ..privacy.subsampling import subsampled_gaussian_event
 from ._base import Plan, Solver, SolverResult
 from ._calibration import CALIBRATION_BINS, calibrate
+from ._screening import gaussian_release_event
 
 __all__ = ["MAX_DECISION_SHARE", "CELL_NOISE", "DECISION_SPLIT", "CalibratedDecision",
            "decision_share", "decision_units", "inner_epsilon"]
@@ -83,9 +82,8 @@ def decision_units(epsilon, delta, floating_point_safe, n_samples, n_targets):
         units[name] = unit
         # A histogram count moves by 1 in two cells: sensitivity sqrt(2) per problem,
         # the full-batch step of per-example bound C = sqrt(2) / 2 and ratio 2 C / sigma.
-        event = subsampled_gaussian_event(2.0 * unit, 1.0,
-                                          floating_point_safe=floating_point_safe)
-        events.append(dataclasses.replace(event, name=f"decision: {name} histogram"))
+        events.append(gaussian_release_event(unit, floating_point_safe,
+                                             f"decision: {name} histogram"))
     return units, events
 
 
