@@ -338,7 +338,8 @@ def test_auto_solver_rule_uses_public_shape_only():
     assert resolve_solver("auto", 100_000, 1_000_000, 1.0, loss=logistic) == "screened_newton"
     X, y = _classification_data()
     clf = DPSparseLogisticRegression(random_state=0).fit(X, y)
-    assert clf.solver_ == resolve_solver("auto", *X.shape, 1.0, loss=logistic)
+    assert clf.solver_ == resolve_solver("auto", *X.shape, 1.0, loss=logistic,
+                                         norm_bound=clf.norm_bound)
     # Same shape, different labels and values: same choice.
     rng = np.random.default_rng(5)
     clf2 = DPSparseLogisticRegression(random_state=0).fit(rng.random(X.shape), y[::-1])

@@ -21,7 +21,7 @@ from skdp_sparse import DPGreedyCDRegressor, DPSparseLogisticRegression
 from skdp_sparse.data import LocalData
 from skdp_sparse.optim.losses import LogisticLoss, SquaredLoss
 from skdp_sparse.privacy.accounting import compose, gaussian_epsilon, gaussian_mu, zcdp_epsilon
-from skdp_sparse.solvers import Problem, resolve_solver
+from skdp_sparse.solvers import Problem, coordinate_bound_ratio, resolve_solver
 from skdp_sparse.solvers._calibration import (
     CALIBRATION_BINS,
     MAJORITY_MARGIN,
@@ -110,6 +110,34 @@ def test_auto_solver_rule_is_a_function_of_public_values():
     assert resolve_solver("auto", 7_770, 8_315, 1.0, loss=SquaredLoss()) == "sgd"
     assert resolve_solver("auto", 10**5, 10**6, 1.0, loss=SquaredLoss()) == "sparse_sgd"
     assert resolve_solver("sgd", 10, 10**7, 1.0, loss=logistic) == "sgd"
+
+
+def test_auto_solver_takes_greedy_cd_only_where_coordinate_bounds_are_small():
+    logistic = LogisticLoss()
+    # One-hot rows of 14 attributes (a9a): a coordinate is 1/sqrt(14) of the row.
+    assert coordinate_bound_ratio(1.0, math.sqrt(14), 123) == pytest.approx(1 / math.sqrt(14))
+    # The entries' bounds bound the row too, and per-feature bounds take their largest.
+    assert coordinate_bound_ratio(1.0, math.inf, 4) == pytest.approx(0.5)
+    assert coordinate_bound_ratio([1.0, 3.0, 0.0, 0.0], math.inf, 4) == \
+        pytest.approx(3 / math.sqrt(10))
+    assert coordinate_bound_ratio(2.0, 1.0, 0) == 1.0
+    for eps in (1.0, 10.0):
+        assert resolve_solver("auto", 32_561, 123, eps, loss=logistic,
+                              norm_bound=math.sqrt(14)) == "greedy_cd"
+        # Unit rows of entries bounded by 1 (w8a with norm_bound=1): ratio 1.
+        assert resolve_solver("auto", 37_311, 300, eps, loss=logistic,
+                              norm_bound=1.0) == "screened_newton"
+    # The threshold sqrt(1/2) (b = 1, L = sqrt(2)), on either side of it.
+    kw = dict(loss=logistic, feature_bound=1.0)
+    assert resolve_solver("auto", 32_561, 123, 10.0, norm_bound=1.4, **kw) == \
+        "screened_newton"
+    assert resolve_solver("auto", 32_561, 123, 10.0, norm_bound=1.42, **kw) == "greedy_cd"
+    # Without noise greedy CD solves exactly, whatever the bounds.
+    assert resolve_solver("auto", 37_311, 300, math.inf, loss=logistic,
+                          norm_bound=1.0) == "greedy_cd"
+    # Only the logistic loss: the squared loss keeps its rule.
+    assert resolve_solver("auto", 32_561, 123, 1.0, loss=SquaredLoss(), l1_penalty=True,
+                          norm_bound=1.0) == "greedy_cd"
 
 
 @pytest.mark.parametrize("epsilon, delta", [(0.1, 1e-9), (1.0, 1 / 25_000**2), (10.0, 1e-5),

@@ -368,13 +368,17 @@ class DPMultiSolverModel(DPLinearModel):
 
     def _solver_name(self, public):
         from ..solvers import resolve_solver
+        from ..utils.validation import check_bound
 
         # An explicit l1 (or elastic-net) strength rules out the solvers that fit
         # least squares with an l2 penalty at most; alpha=None is theirs to choose.
         l1_penalty = self.alpha is not None and self.alpha > 0 \
             and self.penalty in ("l1", "elasticnet")
         return resolve_solver(self.solver, public["n_samples"], public["n_features"],
-                              float(self.epsilon), loss=self._loss(), l1_penalty=l1_penalty)
+                              float(self.epsilon), loss=self._loss(), l1_penalty=l1_penalty,
+                              feature_bound=check_bound("feature_bound", self.feature_bound,
+                                                        size=public["n_features"]),
+                              norm_bound=float(self.norm_bound))
 
     def _target_bound(self):
         return None

@@ -22,7 +22,7 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
     (``"sgd"``, ``"bias_reduced_sgd"``, ``"sparse_sgd"``, ``"phased_sgd"``), output
     perturbation, or private feature screening with one diagonal Newton step
     (``"screened_newton"``, for ``p >> n`` such as text); ``solver="auto"`` chooses
-    from public n, p and epsilon (:func:`~skdp_sparse.solvers.resolve_solver`).
+    from public n, p, epsilon and bounds (:func:`~skdp_sparse.solvers.resolve_solver`).
     Multiclass problems are solved one-vs-rest and the whole fit, all classes
     together, meets ``(epsilon, delta)``: the coordinate-descent solvers, the screened
     Newton step, ``"sgd"``, ``"sparse_sgd"`` and ``"phased_sgd"`` calibrate the K

@@ -35,7 +35,9 @@ __all__ = [
     "get_solver",
     "resolve_solver",
     "run_solver",
+    "GREEDY_MAX_COORDINATE_RATIO",
     "GREEDY_MIN_SAMPLES_PER_FEATURE",
+    "coordinate_bound_ratio",
     "SPARSE_SGD_MIN_FEATURES",
     "SUFFICIENT_STATISTICS_MAX_FEATURES",
     "SUFFICIENT_STATISTICS_MIN_RATIO",
@@ -58,6 +60,17 @@ SOLVERS = {solver.name: solver for solver in (
 #: per unit of epsilon on (a9a, n eps / p = 265, is above; w8a, 124, and reuters,
 #: 0.9, are below: there noisy gradient descent wins, see benchmarks/bench_cd.py).
 GREEDY_MIN_SAMPLES_PER_FEATURE = 200
+#: ... and, for the logistic loss, only where a coordinate's bound is below this
+#: fraction of the row's (:func:`coordinate_bound_ratio`). A greedy step's update on
+#: coordinate j has noise in proportion to ``b_j`` on the part ``1 - s`` of the step's
+#: budget left by the noisy selection (``s = 1/2``), so its sd is ``b_j / sqrt(1 - s)``
+#: in the units where a full-gradient release's noise on each coordinate is ``L``: the
+#: coordinate-wise solver gains over the full-gradient ones only where
+#: ``max_j b_j < sqrt(1 - s) L``. One-hot rows (a9a: ``1 / sqrt(14)``) are well below;
+#: unit rows of entries bounded by 1 (w8a with ``norm_bound=1``, text) are at 1, where
+#: the screened Newton step measured ahead at every epsilon (w8a at epsilon 10: AUC
+#: 0.955 against greedy CD's 0.896, ``benchmarks/bench_text.py``).
+GREEDY_MAX_COORDINATE_RATIO = math.sqrt(0.5)
 #: ``solver="auto"`` takes the sparsity-preserving SGD from this many features on
 #: (losses other than the logistic), where a dense noisy gradient of length p per
 #: step dominates the cost.
@@ -81,18 +94,33 @@ def get_solver(name):
         raise ValueError(f"unknown solver {name!r}; choose one of {sorted(SOLVERS)}") from None
 
 
-def resolve_solver(solver, n_samples, n_features, epsilon, *, loss=None, l1_penalty=False):
-    """The solver ``solver="auto"`` runs, from public n, p and epsilon (and the kind of
-    loss) only.
+def coordinate_bound_ratio(feature_bound, norm_bound, n_features):
+    """``max_j b_j / L``: the largest public bound on one feature over the bound on a
+    row's l2 norm, ``L = min(norm_bound, ||b||_2)`` (the entries' bounds bound the
+    norm too). From public values only; 1 when there are no features."""
+    if n_features < 1:
+        return 1.0
+    b = np.broadcast_to(np.asarray(feature_bound, dtype=float), (n_features,))
+    row = min(float(norm_bound), float(np.linalg.norm(b)))
+    return float(b.max()) / row if row > 0 else 1.0
+
+
+def resolve_solver(solver, n_samples, n_features, epsilon, *, loss=None, l1_penalty=False,
+                   feature_bound=1.0, norm_bound=math.inf):
+    """The solver ``solver="auto"`` runs, from public n, p, epsilon and bounds (and the
+    kind of loss) only.
 
     The rule never looks at feature values, labels or non-zero counts, so the
     choice itself reveals nothing about the training data. With ``r = n epsilon / p``
     (examples per feature per unit of epsilon):
 
-    * logistic loss: ``"greedy_cd"`` if ``r >= GREEDY_MIN_SAMPLES_PER_FEATURE`` (a9a
-      at epsilon >= 1), otherwise ``"screened_newton"``, which measured best in
-      every other regime of ``benchmarks/bench_text.py`` (IMDB, SMS spam and Reuters
-      at epsilon 1 and 10, a9a at 0.1) and costs a few passes over the data;
+    * logistic loss: ``"greedy_cd"`` if ``r >= GREEDY_MIN_SAMPLES_PER_FEATURE`` and
+      ``coordinate_bound_ratio(feature_bound, norm_bound, p) <
+      GREEDY_MAX_COORDINATE_RATIO`` (a9a at epsilon >= 1; without noise,
+      ``epsilon=inf``, the bounds are not consulted), otherwise
+      ``"screened_newton"``, which measured best in every other regime of
+      ``benchmarks/bench_text.py`` (IMDB, SMS spam and Reuters at epsilon 1 and 10,
+      a9a at 0.1, w8a at 0.1 to 10) and costs a few passes over the data;
     * the squared loss without an l1 penalty (``l1_penalty`` False: the estimator's
       ``alpha`` left to the solver, or an l2 penalty): ``"sufficient_statistics"``
       (AdaSSP) if ``epsilon`` is finite, ``n epsilon / (p + 1)^2 >=
@@ -105,7 +133,11 @@ def resolve_solver(solver, n_samples, n_features, epsilon, *, loss=None, l1_pena
         return solver
     many = n_samples * min(epsilon, 1e12) / max(n_features, 1) >= GREEDY_MIN_SAMPLES_PER_FEATURE
     if isinstance(loss, LogisticLoss):
-        return "greedy_cd" if many else "screened_newton"
+        # Without noise the bounds' argument is moot and greedy CD converges to the
+        # exact optimum.
+        coordinate_wise = not math.isfinite(epsilon) or coordinate_bound_ratio(
+            feature_bound, norm_bound, n_features) < GREEDY_MAX_COORDINATE_RATIO
+        return "greedy_cd" if many and coordinate_wise else "screened_newton"
     ssp_ratio = n_samples * min(epsilon, 1e12) / (n_features + 1) ** 2
     # Private fits only: without noise the choice keeps the exact solvers' optimum
     # on the rows as the bounds leave them (greedy CD does not clip rows to norm_bound).
