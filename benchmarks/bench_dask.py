@@ -13,11 +13,13 @@ as a user's data would be).
 for the ``greedy_cd`` rows); ``--gcd-steps`` sets greedy_cd's steps (0: its default).
 
 Part 2 (large): ``--big-rows`` x ``--big-features`` generated on workers with a
-memory limit of ``--memory-limit`` each, fitted with the mean and ``sgd``; time per
-pass over the rows (the mean is one pass, each sgd step one pass), and the peak
-resident memory of each worker, next to the same fit in one process where it fits.
+memory limit of ``--memory-limit`` each, fitted with the mean, ``sgd`` and
+``greedy_cd`` (``--big-gcd-steps`` steps); time per pass over the rows (the mean is
+one pass, each sgd step one pass; for greedy_cd, whose step reads the rows of one
+column, the time per step), and the peak resident memory of each worker, next to
+the same fit in one process where it fits. ``--skip-overhead`` runs part 2 alone.
 
-    python benchmarks/bench_dask.py [--quick]
+    python benchmarks/bench_dask.py [--quick] [--skip-overhead]
 """
 
 from __future__ import annotations
@@ -157,16 +159,30 @@ def _peak_mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def _large_fits(args, n):
+    """The fits of part 2: name -> (factory, needs y, passes or None for greedy_cd)."""
+    table = fits(n, args.nnz, args.big_sgd_steps, args.big_gcd_steps)
+    return {name: fit for name, fit in table.items() if "Poisson" not in name}
+
+
+def _time_per_unit(make, data, passes):
+    """``(time per pass or per step, unit)``: greedy_cd (``passes`` None) per step."""
+    make().fit(*data)  # warm-up: Numba compiles (in the workers too)
+    start = time.perf_counter()
+    model = make().fit(*data)
+    elapsed = time.perf_counter() - start
+    if passes is None:
+        return elapsed / max(int(model.n_iter_), 1), "step", elapsed
+    return elapsed / passes, "pass", elapsed
+
+
 def _in_memory_large(args, queue):
     n, p, k = args.big_rows, args.big_features, args.nnz
     X, y = local_rows(n, p, k, args.big_blocks)
     out = {}
-    for name, (make, supervised, passes) in fits(n, k, args.big_sgd_steps).items():
-        if "Poisson" in name or passes is None:
-            continue
+    for name, (make, supervised, passes) in _large_fits(args, n).items():
         data = (X, y) if supervised else (X,)
-        make().fit(*data)  # warm-up: Numba compiles
-        out[name] = timed(lambda m=make, d=data: m().fit(*d)) / passes
+        out[name] = _time_per_unit(make, data, passes)
     out["peak"] = _peak_mib()
     queue.put(out)
 
@@ -181,15 +197,13 @@ def large(args):
         Xd, yd, _ = dask_rows(n, p, k, args.big_blocks)
         Xd, yd = client.persist([Xd, yd])
         distributed.wait([Xd, yd])
-        for name, (make, supervised, passes) in fits(n, k, args.big_sgd_steps).items():
-            if "Poisson" in name or passes is None:
-                continue
+        for name, (make, supervised, passes) in _large_fits(args, n).items():
             data = (Xd, yd) if supervised else (Xd,)
-            make().fit(*data)  # warm-up: Numba compiles in the workers
-            per_pass = timed(lambda m=make, d=data: m().fit(*d)) / passes
+            per_unit, unit, elapsed = _time_per_unit(make, data, passes)
             peaks = client.run(_peak_mib)
             table.append([name, f"{n:.0e}", f"{p:.0e}", args.big_blocks, args.workers,
-                          "dask", f"{per_pass:.2f}", f"{max(peaks.values()):.0f}"])
+                          "dask", f"{elapsed:.1f}", f"{per_unit:.3f} a {unit}",
+                          f"{max(peaks.values()):.0f}"])
             print(table[-1], flush=True)
     if not args.skip_in_memory:
         queue = multiprocessing.get_context("spawn").Queue()
@@ -198,12 +212,15 @@ def large(args):
         proc.start()
         got = queue.get()
         proc.join()
-        for name, per_pass in got.items():
+        for name, timing in got.items():
             if name != "peak":
+                per_unit, unit, elapsed = timing
                 table.append([name, f"{n:.0e}", f"{p:.0e}", "-", 1, "in memory",
-                              f"{per_pass:.2f}", f"{got['peak']:.0f}"])
+                              f"{elapsed:.1f}", f"{per_unit:.3f} a {unit}",
+                              f"{got['peak']:.0f}"])
     return markdown(table, ["fit", "rows", "features", "blocks", "workers", "where",
-                            "time per pass (s)", "peak memory per process (MiB)"])
+                            "fit (s)", "time per pass or step (s)",
+                            "peak memory per process (MiB)"])
 
 
 def main():
@@ -224,14 +241,17 @@ def main():
     parser.add_argument("--big-features", type=int, default=1_000_000)
     parser.add_argument("--big-blocks", type=int, default=16)
     parser.add_argument("--big-sgd-steps", type=int, default=3)
+    parser.add_argument("--big-gcd-steps", type=int, default=20)
     parser.add_argument("--memory-limit", default="3GiB")
     parser.add_argument("--skip-large", action="store_true")
+    parser.add_argument("--skip-overhead", action="store_true")
     parser.add_argument("--skip-in-memory", action="store_true")
     args = parser.parse_args()
     if args.quick:
         args.rows, args.features, args.blocks, args.repeats = 20_000, 5_000, [2, 8], 1
         args.big_rows, args.big_features, args.big_blocks = 200_000, 100_000, 4
-    print(overhead(args), flush=True)
+    if not args.skip_overhead:
+        print(overhead(args), flush=True)
     if not args.skip_large:
         print(large(args), flush=True)
 
