@@ -14,10 +14,11 @@ for the ``greedy_cd`` rows); ``--gcd-steps`` sets greedy_cd's steps (0: its defa
 
 Part 2 (large): ``--big-rows`` x ``--big-features`` generated on workers with a
 memory limit of ``--memory-limit`` each, fitted with the mean, ``sgd`` and
-``greedy_cd`` (``--big-gcd-steps`` steps); time per pass over the rows (the mean is
-one pass, each sgd step one pass; for greedy_cd, whose step reads the rows of one
-column, the time per step), and the peak resident memory of each worker, next to
-the same fit in one process where it fits. ``--skip-overhead`` runs part 2 alone.
+``greedy_cd`` (``--big-gcd-steps`` steps); the fit's time and the time per pass
+over the rows (the mean is one pass, each sgd step one pass; for greedy_cd, whose
+step reads the rows of one column, the time per step, its setup included), and the
+peak resident memory of each worker, next to the same fit in one process where it
+fits. ``--skip-overhead`` runs part 2 alone.
 
     python benchmarks/bench_dask.py [--quick] [--skip-overhead]
 """
@@ -95,8 +96,9 @@ def fits(n, k, sgd_steps, gcd_steps=50):
             solver="sgd", epsilon=1.0, delta=delta, classes=[0, 1], max_iter=sgd_steps,
             batch_size=n // 10, random_state=0), True, sgd_steps),
         # A greedy step reads only the rows of one column, so its fit is not counted
-        # in passes (the large part skips it); norm_bound above the rows' norms makes
-        # curvature="auto" release the second moments, one more pass on the blocks.
+        # in passes (the large part times it per step); norm_bound above the rows'
+        # norms makes curvature="auto" release the second moments, one more pass on
+        # the blocks.
         # The l2 penalty: under the default l1 one at this epsilon the prox keeps
         # nearly every noisy step at 0, and a step that moves nothing costs no round
         # trip, which would time the setup alone.
@@ -166,7 +168,8 @@ def _large_fits(args, n):
 
 
 def _time_per_unit(make, data, passes):
-    """``(time per pass or per step, unit)``: greedy_cd (``passes`` None) per step."""
+    """``(time per pass or per step, unit, fit time)``: greedy_cd (``passes`` None)
+    per step of its fitted ``n_iter_``, after a warm-up fit."""
     make().fit(*data)  # warm-up: Numba compiles (in the workers too)
     start = time.perf_counter()
     model = make().fit(*data)
