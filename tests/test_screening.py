@@ -20,7 +20,7 @@ from sklearn.linear_model import LogisticRegression
 from skdp_sparse import DPGreedyCDRegressor, DPSparseLogisticRegression
 from skdp_sparse.data import LocalData
 from skdp_sparse.optim.losses import LogisticLoss, SquaredLoss
-from skdp_sparse.privacy.accounting import compose, gaussian_epsilon, gaussian_mu, zcdp_epsilon
+from skdp_sparse.privacy.accounting import compose, gaussian_epsilon, gaussian_mu
 from skdp_sparse.solvers import Problem, coordinate_bound_ratio, resolve_solver
 from skdp_sparse.solvers._calibration import (
     CALIBRATION_BINS,
@@ -36,7 +36,6 @@ from skdp_sparse.solvers._screening import (
     null_residuals,
     plan_screening,
     screen,
-    zcdp_budget,
 )
 from skdp_sparse.solvers.screened_newton import SHARES, newton_shares
 from skdp_sparse.solvers.sgd import SGD_COUNT_SHARE, SGD_SCREENING_SHARE
@@ -138,15 +137,6 @@ def test_auto_solver_takes_greedy_cd_only_where_coordinate_bounds_are_small():
     # Only the logistic loss: the squared loss keeps its rule.
     assert resolve_solver("auto", 32_561, 123, 1.0, loss=SquaredLoss(), l1_penalty=True,
                           norm_bound=1.0) == "greedy_cd"
-
-
-@pytest.mark.parametrize("epsilon, delta", [(0.1, 1e-9), (1.0, 1 / 25_000**2), (10.0, 1e-5),
-                                            (1.0, 0.2)])
-def test_zcdp_budget(epsilon, delta):
-    rho = zcdp_budget(epsilon, delta)
-    assert zcdp_epsilon(rho, delta) <= epsilon
-    assert zcdp_epsilon(rho, delta) == pytest.approx(epsilon, rel=1e-9)
-    assert zcdp_budget(math.inf, delta) == math.inf
 
 
 # --------------------------------------------------------------------------

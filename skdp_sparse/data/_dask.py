@@ -276,25 +276,24 @@ class DaskData:
         return cls(validated, starts, n, p, n_targets, sparse)
 
     # -- what solvers ask for ------------------------------------------------
-    def _clipped_blocks(self, norm_bound, l1_bound):
-        key = (float(norm_bound), float(l1_bound))
+    def _persisted(self, key, transform, *args):
+        """``(blocks, groups)``: ``transform(block, *args)`` of every block, persisted
+        where the blocks are, once per ``key``."""
         if key not in self._clipped:
             dask, _ = _import_dask()
-            blocks = [dask.delayed(_clipped_block)(b, *key) for b in self._blocks]
+            blocks = [dask.delayed(transform)(b, *args) for b in self._blocks]
             blocks = list(dask.persist(*blocks))
             self._clipped[key] = blocks, _worker_groups(blocks)
         return self._clipped[key]
 
+    def _clipped_blocks(self, norm_bound, l1_bound):
+        key = (float(norm_bound), float(l1_bound))
+        return self._persisted(key, _clipped_block, *key)
+
     def _entries_clipped_blocks(self, feature_bound, norm_bound):
         b = np.asarray(feature_bound, dtype=float)
-        key = ("entries", b.tobytes(), b.shape, float(norm_bound))
-        if key not in self._clipped:
-            dask, _ = _import_dask()
-            blocks = [dask.delayed(_entries_clipped_block)(x, b, float(norm_bound))
-                      for x in self._blocks]
-            blocks = list(dask.persist(*blocks))
-            self._clipped[key] = blocks, _worker_groups(blocks)
-        return self._clipped[key]
+        return self._persisted(("entries", b.tobytes(), b.shape, float(norm_bound)),
+                               _entries_clipped_block, b, float(norm_bound))
 
     def entries_clipped(self, feature_bound):
         """The blocks with every entry clipped to ``[-b_j, b_j]``, persisted where they

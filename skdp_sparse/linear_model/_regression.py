@@ -187,7 +187,7 @@ class DPGreedyCDRegressor(TargetRangeMixin, LinearRegressorMixin, RegressorMixin
         (``screened_newton``: those above one noise standard deviation; ``sgd``: no
         screening); ``"none"`` keeps every feature.
     feature_selection_share : float in (0, 1), default=None
-        Share of the budget (of ``rho`` in zCDP) spent on the association release;
+        Share of the budget (of the Gaussian ``mu^2``) spent on the association release;
         ``None``: the solver's rule (``sgd``: 1/4; ``screened_newton``: 3/4, the
         association being also its gradient). ``sparse_sgd`` with an integer
         ``frequent_features``: the share of the feature counts' release (``None``: 1/4).

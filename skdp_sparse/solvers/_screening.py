@@ -46,16 +46,14 @@ by their privacy loss distributions, with the other steps of the fit.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import brentq
 from scipy.special import expit
 
 from ..optim.losses import LogisticLoss
-from ..privacy.accounting import PrivacyEvent, compose, gaussian_mu, zcdp_epsilon
+from ..privacy.accounting import PrivacyEvent, compose, gaussian_mu
 from ..privacy.discrete import SENSITIVITY_SLACK
 from ..privacy.mechanisms import GaussianMechanism
 from ..privacy.pld import DISCRETE_GAUSSIAN_SLACK
@@ -74,7 +72,6 @@ __all__ = [
     "release",
     "plan_screening",
     "screen",
-    "zcdp_budget",
 ]
 
 #: Soft threshold of the screening, in noise standard deviations of the association:
@@ -121,22 +118,6 @@ def class_balance_start(mechanism, data, rng):
 def _rates_and_log_odds(noisy_counts, n_samples):
     rates = class_rates(noisy_counts, n_samples)
     return rates, np.log(rates) - np.log1p(-rates)
-
-
-@functools.lru_cache(maxsize=256)
-def zcdp_budget(epsilon, delta):
-    """The largest ``rho`` whose zCDP guarantee converts to at most ``(epsilon, delta)``
-    (Canonne, Kamath & Steinke 2020, Prop. 12); ``inf`` without noise."""
-    if math.isinf(epsilon):
-        return math.inf
-    hi = 1.0
-    while zcdp_epsilon(hi, delta) < epsilon:
-        hi *= 4.0
-    rho = brentq(lambda r: zcdp_epsilon(r, delta) - epsilon, 0.0, hi, xtol=1e-300,
-                 rtol=1e-13)
-    while zcdp_epsilon(rho, delta) > epsilon:
-        rho = math.nextafter(rho, 0.0)
-    return rho
 
 
 def noise_units(epsilon, delta, shares, floating_point_safe, names):

@@ -92,7 +92,6 @@ _OPTIONS = {
 }
 
 
-
 @dataclass(frozen=True, eq=False)
 class SafeSelection:
     """The lattices and the integer threshold of the floating-point-safe path.
@@ -203,8 +202,9 @@ def plan_safe_selection(n, d, z, c_count, count_sigma, grad_bound, grad_sigma, t
     grad_scale = Fraction(grad_sigma) / Fraction(2) ** grad_k
     # Where the exceedance process of the absent features starts: one candidate per
     # step on average, so a high threshold costs no more than that.
-    tail = float(norm.isf(1.0 / d))
-    default = max(0, round(float(count_scale) * tail)) if math.isfinite(tail) else 0
+    start_tail = float(norm.isf(1.0 / d))
+    default = max(0, round(float(count_scale) * start_tail)) if math.isfinite(start_tail) \
+        else 0
     if threshold is None:
         tail = default_threshold_tail(batch_size, d)
         threshold = (round(float(count_scale) * tail) * math.ldexp(1.0, count_k)
