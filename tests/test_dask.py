@@ -279,23 +279,39 @@ def test_greedy_cd_without_noise_on_dask_stops_like_in_memory(sparse_data):
     _same_fit(remote, local)
 
 
-def test_greedy_cd_blocks_add_up_to_the_in_memory_state(sparse_data):
+@pytest.mark.parametrize("wide", [False, True])
+def test_greedy_cd_blocks_add_up_to_the_in_memory_state(sparse_data, wide):
     # The engine's two sides: the blocks' gradients after the same moves add up to the
-    # in-memory block's, and so do their losses and the entries they read.
+    # in-memory block's, and so do their losses and the entries they read. On wide
+    # rows a move changes few coordinates, and only those come back from the blocks.
     from skdp_sparse.optim.coordinate_descent import BlockMargins
 
     X, y = sparse_data
+    if wide:
+        X = sp.random(600, 400, density=0.005, format="csr", random_state=4)
+        X.data = np.random.default_rng(4).normal(size=X.nnz) * 2.0
+        X[np.arange(600), np.arange(600) % 400] = 1.0  # no column without rows
+    p = X.shape[1]
     signs = _signs(y)[0][:, 0]
-    clip = np.full(41, 0.7)
-    whole = BlockMargins.of(X, signs, LogisticLoss(), clip, 41, 600)
+    clip = np.full(p + 1, 0.7)
+    whole = BlockMargins.of(X, signs, LogisticLoss(), clip, p + 1, 600)
     data = DaskData.from_arrays(as_dask(X, (1, 299, 37, 263)), y, targets=_signs,
                                 n_targets=1)
     remote = data.entries_clipped(np.inf).greedy_margins(data.target(0), LogisticLoss(),
-                                                         clip, 41)
+                                                         clip, p + 1)
     np.testing.assert_allclose(remote.gradient, whole.g, rtol=0, atol=1e-15)
-    for j, step in [(3, 0.5), (40, -0.2), (3, -1.0), (17, 2.0)]:
-        g = remote.move(j, step)
-        np.testing.assert_allclose(g, whole.move(j, step), rtol=0, atol=1e-15)
+    for j, step in [(3, 0.5), (p, -0.2), (3, -1.0), (17, 2.0)]:
+        before = remote.gradient.copy()
+        changed = remote.move(j, step)
+        np.testing.assert_allclose(remote.gradient, whole.move(j, step), rtol=0,
+                                   atol=1e-15)
+        if changed is None:  # most coordinates moved: the whole vector came back
+            assert not wide or j == p
+            continue
+        assert wide and 0 < changed.size < p
+        # Every other entry is as it was, bit for bit.
+        kept = np.setdiff1d(np.arange(p + 1), changed)
+        np.testing.assert_array_equal(remote.gradient[kept], before[kept])
     assert math.isclose(remote.loss_sum(), whole.loss_sum(), rel_tol=1e-13)
     assert remote.entries_read(True)[1] == whole.entries_read(True)[1]
 
@@ -395,6 +411,38 @@ def test_fits_on_a_local_cluster_equal_in_memory(cluster, sparse_data):
         local = DPSparseLogisticRegression(**kw).fit(X, y)
         _same(remote.coef_, local.coef_)
         _same(remote.intercept_, local.intercept_)
+
+
+@pytest.mark.dask
+def test_greedy_cd_states_live_on_the_workers_of_a_local_cluster(cluster, sparse_data):
+    # One actor per worker holds its blocks' states; its answers are those of the
+    # same blocks held here.
+    distributed = pytest.importorskip("distributed")
+    X, y = sparse_data
+    clip = np.full(41, 0.7)
+    data = DaskData.from_arrays(as_dask(X, (100, 250, 250)), y, targets=_signs,
+                                n_targets=1)
+    rows = data.entries_clipped(np.inf)
+    remote = rows.greedy_margins(data.target(0), LogisticLoss(), clip, 41)
+    assert remote._remote
+    assert all(isinstance(h, distributed.Actor) for h in remote._holders)
+    from skdp_sparse.data._dask import _DaskMargins, _GroupMargins
+
+    here = object.__new__(_DaskMargins)
+    here._holders = [_GroupMargins(list(cluster.gather(
+        [distributed.futures_of(rows._blocks[i])[0] for i in group])), 0, LogisticLoss(),
+        clip, 41, 600) for group in rows._groups]
+    here._remote = False
+    here._parts = np.array([h.gradient() for h in here._holders])
+    from skdp_sparse.data._dask import _tree_sum
+
+    here.gradient = _tree_sum(here._parts)
+    np.testing.assert_array_equal(remote.gradient, here.gradient)
+    for j, step in [(3, 0.5), (40, -0.2), (17, 2.0)]:
+        remote.move(j, step)
+        here.move(j, step)
+        np.testing.assert_array_equal(remote.gradient, here.gradient)
+    assert remote.loss_sum() == here.loss_sum()
 
 
 @pytest.mark.dask

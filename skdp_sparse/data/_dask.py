@@ -96,38 +96,49 @@ def _block_second_moments(X, Y, start, feature_bound, norm_bound):
     return np.append(sums, float(n_clipped))
 
 
-def _group_margins(blocks, k, loss, clip, n_coords, n_total):
-    """The :class:`~skdp_sparse.optim.coordinate_descent.BlockMargins` of the blocks a
-    worker holds, at ``w = 0``, for the targets of problem ``k``."""
-    from ..optim.coordinate_descent import BlockMargins
+class _GroupMargins:
+    """The :class:`~skdp_sparse.optim.coordinate_descent.BlockMargins` of the blocks one
+    worker holds, for the targets of problem ``k``, at ``w = 0``: kept there from step
+    to step (a dask actor on a ``distributed`` cluster), so that a step sends the
+    coordinate and its step and gets back the group's gradient where it changed."""
 
-    return [BlockMargins.of(X, Y[:, k], loss, clip, n_coords, n_total) for X, Y in blocks]
+    def __init__(self, blocks, k, loss, clip, n_coords, n_total):
+        from ..optim._cd_margins import BlockMargins, new_changes
 
+        self._margins = [BlockMargins.of(X, Y[:, k], loss, clip, n_coords, n_total)
+                         for X, Y in blocks]
+        self._changed = new_changes(n_coords)
+        self._n_coords = n_coords
 
-def _group_move(margins, j, delta):
-    """The blocks' state after ``w_j += delta``, as new objects: a retried or moved task
-    starts again from the state it was given."""
-    moved = [m.copy() for m in margins]
-    for m in moved:
-        m.move(j, delta)
-    return moved
+    def gradient(self, coords=None):
+        """The blocks' gradients added, in block order (at ``coords`` only)."""
+        parts = [m.g if coords is None else m.g[coords] for m in self._margins]
+        total = np.array(parts[0], dtype=np.float64)
+        for part in parts[1:]:
+            total += part
+        return total
 
+    def move(self, j, delta):
+        """Apply ``w_j += delta`` to the blocks; returns ``(coords, values)``: the
+        group's gradient at the coordinates the move changed, or ``(None, gradient)``
+        where that is most of them."""
+        from ..optim._cd_margins import take_changes
 
-def _group_gradient(margins):
-    """The gradients of a worker's blocks added, in block order."""
-    total = margins[0].g.copy()
-    for m in margins[1:]:
-        total += m.g
-    return total
+        for m in self._margins:
+            m.move(j, delta, self._changed)
+        coords = take_changes(self._changed)
+        # An index array costs as much to send as the values it indexes.
+        if coords is None or 2 * coords.size >= self._n_coords:
+            return None, self.gradient()
+        return coords, self.gradient(coords)
 
+    def loss_sum(self):
+        return np.float64(math.fsum(m.loss_sum() for m in self._margins))
 
-def _group_loss_sum(margins):
-    return np.float64(math.fsum(m.loss_sum() for m in margins))
-
-
-def _group_entries_read(fit_intercept, full_passes, margins):
-    reads = [m.entries_read(fit_intercept, full_passes) for m in margins]
-    return np.array([sum(r[0] for r in reads), sum(r[1] for r in reads)], dtype=np.float64)
+    def entries_read(self, fit_intercept, full_passes):
+        reads = [m.entries_read(fit_intercept, full_passes) for m in self._margins]
+        return np.array([sum(r[0] for r in reads), sum(r[1] for r in reads)],
+                        dtype=np.float64)
 
 
 def _block_rows(block):
@@ -351,16 +362,45 @@ class DaskData:
         return max(norms) if norms else 0.0
 
 
-def _tree(dask, leaf, parts, *args):
-    """``leaf(*args, part)`` for each part, then :func:`_sum` in a tree of fan-in
-    ``_FAN_IN``: one delayed result."""
-    # The leaves run where their parts (the blocks' states) are, so only their small
-    # results travel.
-    parts = [dask.delayed(leaf)(*args, part) for part in parts]
+def _tree_sum(parts):
+    """:func:`_sum` of ``parts`` in a tree of fan-in ``_FAN_IN``, on the client: the
+    additions :meth:`DaskData.row_sum`'s reduction makes, in the same order."""
+    parts = list(parts)
     while len(parts) > 1:
-        parts = [dask.delayed(_sum)(*parts[i:i + _FAN_IN])
-                 for i in range(0, len(parts), _FAN_IN)]
-    return parts[0]
+        parts = [_sum(*parts[i:i + _FAN_IN]) for i in range(0, len(parts), _FAN_IN)]
+    return np.array(parts[0], dtype=np.float64)
+
+
+def _group_holders(rows, k, loss, clip, n_coords):
+    """One :class:`_GroupMargins` per group of blocks: an actor on the worker holding
+    them when the blocks are futures of a ``distributed`` client, else an object here
+    (the blocks computed by dask's local scheduler). Returns ``(holders, remote)``."""
+    import sys
+
+    dask, _ = _import_dask()
+    groups = [[rows._blocks[i] for i in group] for group in rows._groups]
+    args = (k, loss, clip, n_coords, rows.n_samples)
+    client = None
+    if "distributed" in sys.modules:
+        import distributed
+
+        try:
+            client = distributed.get_client()
+        except ValueError:
+            client = None
+        futures = [[distributed.futures_of(b) for b in group] for group in groups]
+        if client is None or not all(len(f) == 1 for g in futures for f in g):
+            client = None
+    if client is None:
+        return [_GroupMargins(list(dask.compute(*group)), *args) for group in groups], False
+    holders = []
+    for group in futures:
+        blocks = [f[0] for f in group]
+        where = sorted(client.who_has(blocks[:1]).get(blocks[0].key, ()))
+        # pure=False: two fits on the same blocks must not share one actor.
+        holders.append(client.submit(_GroupMargins, blocks, *args, actor=True,
+                                     pure=False, workers=where[:1] or None))
+    return [h.result() for h in holders], True
 
 
 class DaskRows:
@@ -383,43 +423,44 @@ class DaskRows:
 
 
 class _DaskMargins:
-    """The blocks' :class:`~skdp_sparse.optim.coordinate_descent.BlockMargins`, one list
-    per worker, persisted where the blocks are. Each update is one round trip: the
-    coordinate and its step go out, every worker moves its blocks' margins and adds
-    their gradients, and the sums come back through a tree."""
+    """The blocks' :class:`~skdp_sparse.optim.coordinate_descent.BlockMargins`, one
+    :class:`_GroupMargins` per worker, kept where the blocks are. Each update is one
+    call to every worker, sent directly (no task graph): the coordinate and its step
+    go out, and each worker's gradient comes back where the step changed it. The
+    client keeps each worker's last gradient and adds them in the order of
+    :func:`_tree_sum`: the sum is the one a reduction of the whole vectors gives."""
 
     def __init__(self, rows, k, loss, clip, n_coords):
-        dask, _ = _import_dask()
-        self._dask = dask
-        states = [dask.delayed(_group_margins)([rows._blocks[i] for i in group], k, loss,
-                                               clip, n_coords, rows.n_samples)
-                  for group in rows._groups]
-        self._states = list(dask.persist(*states))
-        self.gradient = self._gradient()
+        self._holders, self._remote = _group_holders(rows, k, loss, clip, n_coords)
+        self._parts = np.array(self._all("gradient"), dtype=np.float64).reshape(
+            len(self._holders), n_coords)
+        self.gradient = _tree_sum(self._parts)
 
-    def _gradient(self):
-        dask = self._dask
-        total = _tree(dask, _group_gradient, self._states)
-        return np.asarray(dask.compute(total)[0], dtype=np.float64)
+    def _all(self, method, *args):
+        calls = [getattr(h, method)(*args) for h in self._holders]
+        return [c.result() for c in calls] if self._remote else calls
 
     def move(self, j, delta):
-        dask = self._dask
         # The step is sent as values: a few bytes per worker.
-        j, delta = int(j), float(delta)
-        moved = [dask.delayed(_group_move)(s, j, delta) for s in self._states]
-        # One graph per step: the moved states stay on their workers for the next step,
-        # and the sum of their gradients comes back.
-        *moved, total = dask.persist(*moved, _tree(dask, _group_gradient, moved))
-        self._states = moved
-        return np.asarray(dask.compute(total)[0], dtype=np.float64)
+        answers = self._all("move", int(j), float(delta))
+        if any(coords is None for coords, _ in answers):
+            for part, (coords, values) in zip(self._parts, answers, strict=True):
+                if coords is None:
+                    part[:] = values
+                else:
+                    part[coords] = values
+            self.gradient[:] = _tree_sum(self._parts)
+            return None
+        for part, (coords, values) in zip(self._parts, answers, strict=True):
+            part[coords] = values
+        coords = np.unique(np.concatenate([c for c, _ in answers]))
+        self.gradient[coords] = _tree_sum(self._parts[:, coords])
+        return coords
 
     def loss_sum(self):
-        dask = self._dask
-        return float(dask.compute(_tree(dask, _group_loss_sum, self._states))[0])
+        return float(_tree_sum(self._all("loss_sum")))
 
     def entries_read(self, fit_intercept, full_passes=True):
-        dask = self._dask
-        reads = _tree(dask, _group_entries_read, self._states, bool(fit_intercept),
-                      bool(full_passes))
-        entries, pass_size = dask.compute(reads)[0]
+        entries, pass_size = _tree_sum(self._all("entries_read", bool(fit_intercept),
+                                                 bool(full_passes)))
         return int(entries), int(pass_size)

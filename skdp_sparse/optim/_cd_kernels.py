@@ -59,6 +59,7 @@ from ._cd_rows import (  # noqa: F401
     full_gradient,
     init_derivatives,
     loss_sum,
+    mark_changed,
     move_coordinate,
     row_clip_ratios,
 )

@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from ..privacy.clipping import with_summed_duplicates
 from . import _cd_kernels as K
 
-__all__ = ["BlockMargins", "Margins"]
+__all__ = ["BlockMargins", "Margins", "new_changes", "take_changes"]
 
 _EMPTY_F = np.empty((0, 0), order="F")
 _EMPTY_DATA = np.empty(0)
@@ -92,22 +92,18 @@ class BlockMargins:
         return cls(dense, data, nnz, np.ascontiguousarray(y, dtype=np.float64), loss, clip,
                    n_coords, n_total)
 
-    def copy(self):
-        """A block whose state moves apart from this one's (the data are shared)."""
-        new = object.__new__(type(self))
-        new.__dict__.update(self.__dict__)
-        new.z, new.d, new.g, new.work = (self.z.copy(), self.d.copy(), self.g.copy(),
-                                         self.work.copy())
-        return new
+    def move(self, j, delta, changed=None):
+        """Apply ``w_j += delta`` to the block's margins and gradient; returns ``g``.
 
-    def move(self, j, delta):
-        """Apply ``w_j += delta`` to the block's margins and gradient; returns ``g``."""
+        ``changed``: a pair ``(dirty, marked)`` (see :func:`new_changes`) that records
+        the coordinates whose ``g`` entry the move changed (a negative count: all)."""
         dense_rows = self.z.size if self.dense else 0
         K.move_coordinate(
             self.dense, self.data, int(j), float(delta), self.n_features, self.y,
             self.loss_code, self.loss_param, self.z, self.d, self.g, self.clip,
             self.row_ratio, True, self.work, self.refresh_work, np.empty(dense_rows),
-            np.empty(dense_rows, dtype=np.int64), (_EMPTY_IDX, _EMPTY_MARKS), self.n_total,
+            np.empty(dense_rows, dtype=np.int64),
+            (_EMPTY_IDX, _EMPTY_MARKS) if changed is None else changed, self.n_total,
         )
         return self.g
 
@@ -132,14 +128,37 @@ class BlockMargins:
         return object.__sizeof__(self) + sum(a.nbytes for a in arrays)
 
 
+def new_changes(n_coords):
+    """The zeroed pair ``(dirty, marked)`` in which moves record the coordinates whose
+    gradient they changed: ``dirty[0]`` counts those listed in ``dirty[1:]`` (negative:
+    all of them), ``marked`` keeps a coordinate from being listed twice."""
+    return np.zeros(1 + n_coords, dtype=np.int64), np.zeros(n_coords, dtype=np.uint8)
+
+
+def take_changes(changed):
+    """The coordinates ``changed`` records (``None`` for all of them); resets it."""
+    dirty, marked = changed
+    count = int(dirty[0])
+    if count < 0:
+        marked[:] = 0
+        dirty[0] = 0
+        return None
+    listed = dirty[1:1 + count].copy()
+    marked[listed] = 0
+    dirty[0] = 0
+    return listed
+
+
 class Margins:
     """What :func:`coordinate_descent` asks of rows held elsewhere, as row blocks each
     kept as a :class:`BlockMargins` where it lives: an ``X`` with ``n_samples``,
     ``n_features`` and ``greedy_margins(y, loss, clip, n_coords)``, which returns an
     object with:
 
-    * ``gradient``: the blocks' ``g`` summed, at ``w = 0``;
-    * ``move(j, delta)``: have every block apply ``w_j += delta``; returns the new sum;
+    * ``gradient``: the blocks' ``g`` summed, a float64 array kept current in place;
+    * ``move(j, delta)``: have every block apply ``w_j += delta`` and update
+      ``gradient``; returns the coordinates whose entry may have changed (an int64
+      array), or ``None`` when any may have;
     * ``loss_sum()`` and ``entries_read(fit_intercept, full_passes)``: the blocks'
       :meth:`BlockMargins.loss_sum` and :meth:`BlockMargins.entries_read`, added.
 

@@ -93,6 +93,13 @@ def _mark(changed, k):
 
 
 @numba.njit(cache=True)
+def mark_changed(changed, coords):
+    """Record ``coords`` in ``changed`` (see :func:`_mark`)."""
+    for r in range(coords.size):
+        _mark(changed, coords[r])
+
+
+@numba.njit(cache=True)
 def _apply_delta_sparse(data, j, delta, n_features, y, loss_code, loss_param, z, d, g,
                         clip, row_ratio, maintain, work, changed, n_total):
     """:func:`apply_delta` on sparse X: rows of column j from the CSC part, their

@@ -355,7 +355,7 @@ def coordinate_descent(
     w = np.zeros(n_coords)
     if remote:
         rows = X.greedy_margins(y, loss, clip, n_coords)
-        g = np.array(rows.gradient, dtype=np.float64)
+        g = rows.gradient  # kept current by rows.move
         dense, data, y, z, d, row_ratio = False, _NO_ROWS, _EMPTY_DATA, _EMPTY_DATA, \
             _EMPTY_DATA, _EMPTY_DATA
         work, refresh_work = np.zeros(3, dtype=np.int64), np.int64(0)
@@ -434,9 +434,12 @@ def coordinate_descent(
         t += done
         forced_j, forced_g = -1, math.nan
         if status == K.MOVED:
-            g[:] = rows.move(pending, w[pending] - w_before[pending])
+            moved = rows.move(pending, w[pending] - w_before[pending])
             if changed[0].size:
-                changed[0][0] = -1
+                if moved is None:
+                    changed[0][0] = -1
+                else:
+                    K.mark_changed(changed, moved)
             K.refresh_selection(pending, w, g, p, penalty.code, float(penalty.a),
                                 float(penalty.b), score_w, tree, changed, inv_b,
                                 _SELECTION_NOISES[selection_noise], exact.sel, exact.lattice)
