@@ -112,11 +112,7 @@ class _GroupMargins:
 
     def gradient(self, coords=None):
         """The blocks' gradients added, in block order (at ``coords`` only)."""
-        parts = [m.g if coords is None else m.g[coords] for m in self._margins]
-        total = np.array(parts[0], dtype=np.float64)
-        for part in parts[1:]:
-            total += part
-        return total
+        return _sum(*[m.g if coords is None else m.g[coords] for m in self._margins])
 
     def move(self, j, delta):
         """Apply ``w_j += delta`` to the blocks; returns ``(coords, values)``: the
@@ -158,25 +154,34 @@ def _group_sum(blocks, starts, func, args):
     return total
 
 
-def _worker_groups(blocks):
-    """Indices of the persisted ``blocks`` grouped by the worker holding them (one
-    group per worker, in block order), or one group per block without a
-    ``distributed`` client."""
+def _client_futures(blocks):
+    """``(client, futures)``: the ``distributed`` client and the one future of each
+    persisted block, or ``(None, None)`` when the blocks are not all futures of one."""
     import sys
 
-    single = [[i] for i in range(len(blocks))]
     if "distributed" not in sys.modules:
-        return single
+        return None, None
     import distributed
 
     try:
         client = distributed.get_client()
     except ValueError:
-        return single
+        return None, None
     futures = [distributed.futures_of(b) for b in blocks]
     if not all(len(f) == 1 for f in futures):
-        return single
-    futures = [f[0] for f in futures]
+        return None, None
+    return client, [f[0] for f in futures]
+
+
+def _worker_groups(blocks):
+    """Indices of the persisted ``blocks`` grouped by the worker holding them (one
+    group per worker, in block order), or one group per block without a
+    ``distributed`` client."""
+    client, futures = _client_futures(blocks)
+    if client is None:
+        return [[i] for i in range(len(blocks))]
+    import distributed
+
     distributed.wait(futures)
     holders = client.who_has(futures)
     groups = {}
@@ -375,27 +380,15 @@ def _group_holders(rows, k, loss, clip, n_coords):
     """One :class:`_GroupMargins` per group of blocks: an actor on the worker holding
     them when the blocks are futures of a ``distributed`` client, else an object here
     (the blocks computed by dask's local scheduler). Returns ``(holders, remote)``."""
-    import sys
-
-    dask, _ = _import_dask()
-    groups = [[rows._blocks[i] for i in group] for group in rows._groups]
     args = (k, loss, clip, n_coords, rows.n_samples)
-    client = None
-    if "distributed" in sys.modules:
-        import distributed
-
-        try:
-            client = distributed.get_client()
-        except ValueError:
-            client = None
-        futures = [[distributed.futures_of(b) for b in group] for group in groups]
-        if client is None or not all(len(f) == 1 for g in futures for f in g):
-            client = None
+    client, futures = _client_futures(rows._blocks)
     if client is None:
-        return [_GroupMargins(list(dask.compute(*group)), *args) for group in groups], False
+        dask, _ = _import_dask()
+        return [_GroupMargins(list(dask.compute(*[rows._blocks[i] for i in group])),
+                              *args) for group in rows._groups], False
     holders = []
-    for group in futures:
-        blocks = [f[0] for f in group]
+    for group in rows._groups:
+        blocks = [futures[i] for i in group]
         where = sorted(client.who_has(blocks[:1]).get(blocks[0].key, ()))
         # pure=False: two fits on the same blocks must not share one actor.
         holders.append(client.submit(_GroupMargins, blocks, *args, actor=True,
@@ -432,8 +425,7 @@ class _DaskMargins:
 
     def __init__(self, rows, k, loss, clip, n_coords):
         self._holders, self._remote = _group_holders(rows, k, loss, clip, n_coords)
-        self._parts = np.array(self._all("gradient"), dtype=np.float64).reshape(
-            len(self._holders), n_coords)
+        self._parts = np.array(self._all("gradient"), dtype=np.float64)
         self.gradient = _tree_sum(self._parts)
 
     def _all(self, method, *args):
@@ -443,16 +435,11 @@ class _DaskMargins:
     def move(self, j, delta):
         # The step is sent as values: a few bytes per worker.
         answers = self._all("move", int(j), float(delta))
+        for part, (coords, values) in zip(self._parts, answers, strict=True):
+            part[slice(None) if coords is None else coords] = values
         if any(coords is None for coords, _ in answers):
-            for part, (coords, values) in zip(self._parts, answers, strict=True):
-                if coords is None:
-                    part[:] = values
-                else:
-                    part[coords] = values
             self.gradient[:] = _tree_sum(self._parts)
             return None
-        for part, (coords, values) in zip(self._parts, answers, strict=True):
-            part[coords] = values
         coords = np.unique(np.concatenate([c for c, _ in answers]))
         self.gradient[coords] = _tree_sum(self._parts[:, coords])
         return coords

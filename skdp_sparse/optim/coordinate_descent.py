@@ -43,6 +43,7 @@ from ._cd_margins import (
     BlockMargins,
     Margins,
     _prepare_data,
+    new_changes,
 )
 
 __all__ = ["BlockMargins", "CDResult", "Margins", "coordinate_descent"]
@@ -375,8 +376,7 @@ def coordinate_descent(
         # overflows leave the heap's law undefined; the pass has no such limit.
         use_tree = bool(np.isfinite(tree[1]))
     if use_tree:
-        changed = (np.zeros(1 + n_coords, dtype=np.int64),
-                   np.zeros(n_coords, dtype=np.uint8))
+        changed = new_changes(n_coords)
     else:
         tree = _EMPTY_DATA
         changed = (_EMPTY_IDX, _EMPTY_MARKS)
@@ -394,8 +394,7 @@ def coordinate_descent(
         # Only the tree needs to know which scores changed; the scan and
         # report-noisy-max read every key anyway, and recomputing them all costs less
         # than recording the coordinates each changed row touches.
-        changed = (np.zeros(1 + n_coords, dtype=np.int64),
-                   np.zeros(n_coords, dtype=np.uint8))
+        changed = new_changes(n_coords)
     src = kernel_source(rng)
     inv_b = 1.0 / selection_scale if use_tree else 0.0
 
