@@ -446,6 +446,49 @@ def test_greedy_cd_states_live_on_the_workers_of_a_local_cluster(cluster, sparse
 
 
 @pytest.mark.dask
+def test_greedy_cd_fails_when_a_worker_holding_its_states_is_lost(sparse_data, monkeypatch):
+    # A worker killed mid-fit takes its blocks' states with it: the fit raises (it does
+    # not go on from another state, nor hang), stays unfitted, and the ledger records
+    # the plan of the fit, whose selections had drawn noise.
+    import os
+    import signal
+
+    distributed = pytest.importorskip("distributed")
+    from skdp_sparse.data import _dask
+    from skdp_sparse.privacy.ledger import PrivacyLedger
+
+    X, y = sparse_data
+    real_move = _dask._DaskMargins.move
+    moves = []
+
+    def move_then_lose_a_worker(self, j, delta):
+        moves.append(j)
+        if len(moves) == 3:
+            client = distributed.get_client()
+            holder = self._holders[0]._address
+            pid = client.run(os.getpid, workers=[holder])[holder]
+            os.kill(pid, signal.SIGKILL)
+        return real_move(self, j, delta)
+
+    monkeypatch.setattr(_dask._DaskMargins, "move", move_then_lose_a_worker)
+    model = DPSparseLogisticRegression(epsilon=5.0, delta=1e-6, solver="greedy_cd",
+                                       max_iter=50, norm_bound=8.0, classes=[0, 1],
+                                       random_state=3)
+    ledger = PrivacyLedger()
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cl, \
+            distributed.Client(cl), ledger.activate():
+        Xd, yd = as_dask(X, (100, 250, 250)), da.from_array(y, chunks=((100, 250, 250),))
+        with pytest.raises(RuntimeError, match="worker holding the coordinate-descent"):
+            model.fit(Xd, yd)
+    assert len(moves) == 3
+    assert not hasattr(model, "coef_")
+    (record,) = ledger.records()
+    assert record.epsilon_spent == pytest.approx(5.0, rel=1e-9)
+    assert record.delta_spent == pytest.approx(1e-6, rel=1e-9)
+
+
+@pytest.mark.dask
 @pytest.mark.parametrize("safe,selection", GREEDY_PATHS)
 def test_greedy_cd_on_a_local_cluster_equals_in_memory(cluster, sparse_data, safe,
                                                        selection):

@@ -430,7 +430,15 @@ class _DaskMargins:
 
     def _all(self, method, *args):
         calls = [getattr(h, method)(*args) for h in self._holders]
-        return [c.result() for c in calls] if self._remote else calls
+        if not self._remote:
+            return calls
+        try:
+            return [c.result() for c in calls]
+        except OSError as exc:
+            raise RuntimeError(
+                "a worker holding the coordinate-descent state of its blocks was lost "
+                "during the fit; the fit cannot go on from another state: fit again"
+            ) from exc
 
     def move(self, j, delta):
         # The step is sent as values: a few bytes per worker.
