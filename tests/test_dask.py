@@ -414,6 +414,36 @@ def test_fits_on_a_local_cluster_equal_in_memory(cluster, sparse_data):
 
 
 @pytest.mark.dask
+def test_row_sums_on_a_local_cluster_are_one_call_to_each_worker(cluster, sparse_data):
+    # The actors holding each worker's blocks give, bit for bit, the total of the task
+    # graph's reduction (for the blocks as given and for a clipped view).
+    distributed = pytest.importorskip("distributed")
+    X, y = sparse_data
+    data = DaskData.from_arrays(as_dask(X, (100, 50, 200, 250)), y, targets=_signs,
+                                n_targets=1)
+    b = np.full(40, 0.9)
+    for kwargs in ({}, {"norm_bound": 1.5}):
+        by_actors = data.column_second_moment_sums(b, 2.0) if not kwargs else \
+            data.row_sum(_second_moments_of_rows, b, **kwargs)
+        key = None if not kwargs else (1.5, math.inf)
+        holders = data._row_holders[key]
+        assert len(holders) == 2
+        assert all(isinstance(h, distributed.Actor) for h in holders)
+        data._row_holders[key] = None  # the task graph instead
+        by_graph = data.column_second_moment_sums(b, 2.0) if not kwargs else \
+            data.row_sum(_second_moments_of_rows, b, **kwargs)
+        if not kwargs:
+            assert by_actors[1] == by_graph[1]
+            by_actors, by_graph = by_actors[0], by_graph[0]
+        np.testing.assert_array_equal(by_actors, by_graph)
+
+
+def _second_moments_of_rows(X, Y, start, b):
+    return np.concatenate([np.asarray(X.multiply(X).sum(axis=0)).ravel() * b,
+                           [start, X.shape[0]]])
+
+
+@pytest.mark.dask
 def test_greedy_cd_states_live_on_the_workers_of_a_local_cluster(cluster, sparse_data):
     # One actor per worker holds its blocks' states; its answers are those of the
     # same blocks held here.
@@ -479,7 +509,7 @@ def test_greedy_cd_fails_when_a_worker_holding_its_states_is_lost(sparse_data, m
                                   dashboard_address=None) as cl, \
             distributed.Client(cl), ledger.activate():
         Xd, yd = as_dask(X, (100, 250, 250)), da.from_array(y, chunks=((100, 250, 250),))
-        with pytest.raises(RuntimeError, match="worker holding the coordinate-descent"):
+        with pytest.raises(RuntimeError, match="worker holding blocks of the fit"):
             model.fit(Xd, yd)
     assert len(moves) == 3
     assert not hasattr(model, "coef_")

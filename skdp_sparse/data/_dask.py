@@ -137,6 +137,19 @@ class _GroupMargins:
                         dtype=np.float64)
 
 
+class _GroupRows:
+    """The row blocks one worker holds, with their first rows' indices: kept there for
+    the fit (a dask actor), so that a pass is one direct call to each worker instead of
+    a task graph."""
+
+    def __init__(self, blocks, starts):
+        self._blocks = blocks
+        self._starts = starts
+
+    def row_sum(self, func, args):
+        return _group_sum(self._blocks, self._starts, func, args)
+
+
 def _block_rows(block):
     return block[0].shape[0]
 
@@ -224,6 +237,7 @@ class DaskData:
         self._sparse = bool(sparse)
         self._clipped = {}
         self._groups = _worker_groups(self._blocks)
+        self._row_holders = {}
 
     @property
     def is_sparse(self):
@@ -342,9 +356,19 @@ class DaskData:
         """The sum over blocks of ``func(rows, Y, start, *args)`` (see
         :meth:`LocalData.row_sum <skdp_sparse.data.LocalData.row_sum>`), each term
         computed on the worker holding the block, the terms tree-reduced."""
+        key = None if norm_bound is None else (float(norm_bound), float(l1_bound))
+        blocks, groups = (self._blocks, self._groups) if key is None \
+            else self._clipped_blocks(*key)
+        if key not in self._row_holders:
+            # On a cluster, one actor per worker holds its blocks for the fit.
+            self._row_holders[key] = None if _client_futures(blocks)[0] is None else \
+                _place_holders(blocks, groups, _GroupRows,
+                               lambda group: ([self._starts[i] for i in group],))[0]
+        holders = self._row_holders[key]
+        if holders is not None:
+            # The workers' sums added in the order of the reduction below: the same total.
+            return _tree_sum(_results([h.row_sum(func, args) for h in holders]))
         dask, _ = _import_dask()
-        blocks, groups = (self._blocks, self._groups) if norm_bound is None \
-            else self._clipped_blocks(norm_bound, l1_bound)
         # One key holds the arguments (theta, the sampler, ...): sent once per
         # worker, not once per block.
         shared = dask.delayed(args, traverse=False)
@@ -376,24 +400,41 @@ def _tree_sum(parts):
     return np.array(parts[0], dtype=np.float64)
 
 
-def _group_holders(rows, k, loss, clip, n_coords):
-    """One :class:`_GroupMargins` per group of blocks: an actor on the worker holding
-    them when the blocks are futures of a ``distributed`` client, else an object here
-    (the blocks computed by dask's local scheduler). Returns ``(holders, remote)``."""
-    args = (k, loss, clip, n_coords, rows.n_samples)
-    client, futures = _client_futures(rows._blocks)
+def _place_holders(blocks, groups, cls, extra):
+    """``(holders, remote)``: ``cls(blocks of the group, *extra(group))`` for each group
+    of blocks, as an actor on the worker holding them when the blocks are futures of a
+    ``distributed`` client (``remote``), else as an object here, on the blocks computed
+    by dask's local scheduler."""
+    client, futures = _client_futures(blocks)
     if client is None:
         dask, _ = _import_dask()
-        return [_GroupMargins(list(dask.compute(*[rows._blocks[i] for i in group])),
-                              *args) for group in rows._groups], False
+        return [cls(list(dask.compute(*[blocks[i] for i in group])), *extra(group))
+                for group in groups], False
     holders = []
-    for group in rows._groups:
-        blocks = [futures[i] for i in group]
-        where = sorted(client.who_has(blocks[:1]).get(blocks[0].key, ()))
+    for group in groups:
+        held = [futures[i] for i in group]
+        where = sorted(client.who_has(held[:1]).get(held[0].key, ()))
         # pure=False: two fits on the same blocks must not share one actor.
-        holders.append(client.submit(_GroupMargins, blocks, *args, actor=True,
-                                     pure=False, workers=where[:1] or None))
+        holders.append(client.submit(cls, held, *extra(group), actor=True, pure=False,
+                                     workers=where[:1] or None))
     return [h.result() for h in holders], True
+
+
+def _results(calls):
+    """The answers of calls made to the workers' actors, or a ``RuntimeError`` that
+    says a worker (and the part of the fit's state it held) was lost."""
+    try:
+        return [c.result() for c in calls]
+    except OSError as exc:
+        raise RuntimeError(
+            "a worker holding blocks of the fit (and their state) was lost during the "
+            "fit; the fit cannot go on from another state: fit again") from exc
+
+
+def _group_holders(rows, k, loss, clip, n_coords):
+    """One :class:`_GroupMargins` per group of blocks (see :func:`_place_holders`)."""
+    args = (k, loss, clip, n_coords, rows.n_samples)
+    return _place_holders(rows._blocks, rows._groups, _GroupMargins, lambda group: args)
 
 
 class DaskRows:
@@ -430,15 +471,7 @@ class _DaskMargins:
 
     def _all(self, method, *args):
         calls = [getattr(h, method)(*args) for h in self._holders]
-        if not self._remote:
-            return calls
-        try:
-            return [c.result() for c in calls]
-        except OSError as exc:
-            raise RuntimeError(
-                "a worker holding the coordinate-descent state of its blocks was lost "
-                "during the fit; the fit cannot go on from another state: fit again"
-            ) from exc
+        return _results(calls) if self._remote else calls
 
     def move(self, j, delta):
         # The step is sent as values: a few bytes per worker.
