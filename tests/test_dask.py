@@ -423,19 +423,22 @@ def test_row_sums_on_a_local_cluster_are_one_call_to_each_worker(cluster, sparse
                                 n_targets=1)
     b = np.full(40, 0.9)
     for kwargs in ({}, {"norm_bound": 1.5}):
-        by_actors = data.column_second_moment_sums(b, 2.0) if not kwargs else \
-            data.row_sum(_second_moments_of_rows, b, **kwargs)
+        by_actors = _pass_over_rows(data, b, kwargs)
         key = None if not kwargs else (1.5, math.inf)
         holders = data._row_holders[key]
         assert len(holders) == 2
         assert all(isinstance(h, distributed.Actor) for h in holders)
         data._row_holders[key] = None  # the task graph instead
-        by_graph = data.column_second_moment_sums(b, 2.0) if not kwargs else \
-            data.row_sum(_second_moments_of_rows, b, **kwargs)
+        by_graph = _pass_over_rows(data, b, kwargs)
         if not kwargs:
             assert by_actors[1] == by_graph[1]
             by_actors, by_graph = by_actors[0], by_graph[0]
         np.testing.assert_array_equal(by_actors, by_graph)
+
+
+def _pass_over_rows(data, b, kwargs):
+    return data.column_second_moment_sums(b, 2.0) if not kwargs else \
+        data.row_sum(_second_moments_of_rows, b, **kwargs)
 
 
 def _second_moments_of_rows(X, Y, start, b):

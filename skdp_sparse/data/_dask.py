@@ -361,9 +361,9 @@ class DaskData:
             else self._clipped_blocks(*key)
         if key not in self._row_holders:
             # On a cluster, one actor per worker holds its blocks for the fit.
-            self._row_holders[key] = None if _client_futures(blocks)[0] is None else \
-                _place_holders(blocks, groups, _GroupRows,
-                               lambda group: ([self._starts[i] for i in group],))[0]
+            self._row_holders[key] = _place_holders(
+                blocks, groups, _GroupRows, lambda group: ([self._starts[i] for i in group],),
+                local=False)[0]
         holders = self._row_holders[key]
         if holders is not None:
             # The workers' sums added in the order of the reduction below: the same total.
@@ -400,23 +400,24 @@ def _tree_sum(parts):
     return np.array(parts[0], dtype=np.float64)
 
 
-def _place_holders(blocks, groups, cls, extra):
+def _place_holders(blocks, groups, cls, extra, local=True):
     """``(holders, remote)``: ``cls(blocks of the group, *extra(group))`` for each group
     of blocks, as an actor on the worker holding them when the blocks are futures of a
     ``distributed`` client (``remote``), else as an object here, on the blocks computed
-    by dask's local scheduler."""
+    by dask's local scheduler (``local=False``: ``(None, False)`` instead)."""
     client, futures = _client_futures(blocks)
     if client is None:
+        if not local:
+            return None, False
         dask, _ = _import_dask()
         return [cls(list(dask.compute(*[blocks[i] for i in group])), *extra(group))
                 for group in groups], False
-    holders = []
-    for group in groups:
-        held = [futures[i] for i in group]
-        where = sorted(client.who_has(held[:1]).get(held[0].key, ()))
-        # pure=False: two fits on the same blocks must not share one actor.
-        holders.append(client.submit(cls, held, *extra(group), actor=True, pure=False,
-                                     workers=where[:1] or None))
+    firsts = [futures[group[0]] for group in groups]
+    where = client.who_has(firsts)
+    # pure=False: two fits on the same blocks must not share one actor.
+    holders = [client.submit(cls, [futures[i] for i in group], *extra(group), actor=True,
+                             pure=False, workers=sorted(where.get(first.key, ()))[:1] or None)
+               for group, first in zip(groups, firsts, strict=True)]
     return [h.result() for h in holders], True
 
 
