@@ -11,6 +11,7 @@ import pytest
 import scipy.sparse as sp
 
 from skdp_sparse.data import LocalData
+from skdp_sparse.optim._lazy_iterate import LazyIterate
 from skdp_sparse.optim.losses import LogisticLoss
 from skdp_sparse.privacy.mechanisms import GaussianMechanism
 from skdp_sparse.solvers._gradient import gradient_bounds, gradient_sum
@@ -186,11 +187,12 @@ def test_noisy_regret_within_the_papers_bound():
     excess = []
     for seed in range(3):
         gen = np.random.default_rng(seed)
-        theta, avg = x0.copy(), x0.copy()
-        for t in range(T):
+        iterate = LazyIterate(x0, bounds.n_features, eta, bounds.l2, bounds.l1)
+        for _ in range(T):
             N = int(gen.choice(M + 1, p=probs))
-            bias_reduced_step(problem, rows, y, bounds, theta, avg, t, N, probs, sigma_unit,
-                              gen, "projection", eta, R)
+            bias_reduced_step(problem, rows, y, bounds, iterate, N, probs, sigma_unit, gen,
+                              "projection", eta, R)
+        avg = iterate.average()
         assert np.linalg.norm(avg) <= R * (1 + 1e-12)
         excess.append(value(avg) - f_star)
     assert np.mean(excess) <= bound

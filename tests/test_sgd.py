@@ -11,8 +11,13 @@ from scipy.stats import ks_2samp
 from sklearn.linear_model import LogisticRegression
 
 from skdp_sparse.data import LocalData
-from skdp_sparse.mean._sampled_projection import sampling_threshold
+from skdp_sparse.mean._sampled_projection import (
+    sampled_discrete_projection,
+    sampled_gaussian_projection,
+    sampling_threshold,
+)
 from skdp_sparse.optim import _sgd_kernels as K
+from skdp_sparse.optim._lazy_iterate import LazyIterate
 from skdp_sparse.optim.losses import LogisticLoss, SquaredLoss
 from skdp_sparse.optim.projections import project_l1_ball
 from skdp_sparse.privacy.accounting import (
@@ -49,6 +54,7 @@ from skdp_sparse.testing.solver_api import (
     sgd,
     sparse_sgd,
 )
+from skdp_sparse.utils.sparse_vector import SparseVector
 
 
 def _logistic_data(n=400, d=30, density=0.2, seed=0, dense=False):
@@ -424,23 +430,42 @@ def test_bias_reduced_estimator_matches_full_batch_projection_mechanism():
 
 
 @pytest.mark.parametrize("l1, l2", [(0.0, 0.0), (0.3, 0.0), (0.0, 0.2), (0.05, 0.1)])
-def test_bias_reduced_fused_step_equals_the_vector_step(l1, l2):
-    # The kernel must give the values of the estimate, penalised_step and the average
-    # computed as vectors, bit for bit (the pinned fits rely on it).
+def test_lazy_iterate_equals_the_dense_steps_and_their_average(l1, l2):
+    # Steps whose estimate touches a few coordinates, the others decaying lazily: every
+    # iterate read midway (through a gradient's catch-up) and the final average must be
+    # those of penalised_step on dense vectors, to rounding.
     rng = np.random.default_rng(3)
-    d = 50
+    d, steps, eta = 60, 40, 0.7
     problem = make_problem(LogisticLoss(), l1=l1, l2=l2)
     bounds = gradient_bounds(problem, d, private=True)
-    theta, avg = rng.normal(size=d + 1), rng.normal(size=d + 1)
-    releases = [rng.normal(size=d + 1) for _ in range(4)]
-    p, eta, t = 0.125, 0.7, 5
-    whole, odd, even, one = releases
-    G = (whole - 0.5 * (odd + even)) / p + one
-    want_theta = penalised_step(bounds, theta, G, eta, None)
-    want_avg = avg + (want_theta - avg) / (t + 1)
-    K.telescoped_prox_step(theta, avg, d, *releases, p, eta, l2, l1, t)
-    np.testing.assert_array_equal(theta, want_theta)
-    np.testing.assert_array_equal(avg, want_avg)
+    theta0 = rng.normal(size=d + 1)
+    iterate = LazyIterate(theta0, d, eta, l2, l1)
+    theta, thetas, touched = theta0.copy(), [theta0.copy()], []
+    X = sp.random(5, d, density=0.2, format="csr", random_state=1)
+    y = np.where(rng.random(5) < 0.5, 1.0, -1.0)
+    for t in range(steps):
+        if t % 7 == 3:  # a gradient reads some coordinates mid-run, bringing them up to date
+            columns, values, total = iterate.csr_gradient(X, y, problem.loss, 1.0,
+                                                          np.array([0, 2]))
+            want = gradient_sum(X, y, bounds, problem.loss, theta, np.array([0, 2]))
+            np.testing.assert_allclose(values, want[columns], rtol=1e-12, atol=1e-14)
+            assert total == pytest.approx(want[d], rel=1e-12)
+            assert np.all(want[np.setdiff1d(np.arange(d), columns)] == 0)
+        positions = np.sort(rng.choice(d + 1, size=4, replace=False))
+        touched.append(positions)
+        G = rng.normal(size=4)
+        dense = np.zeros(d + 1)
+        dense[positions] = G
+        theta = penalised_step(bounds, theta, dense, eta, None)
+        thetas.append(theta.copy())
+        iterate.step(positions, G)
+    np.testing.assert_allclose(iterate.current(), theta, rtol=1e-11, atol=1e-13)
+    np.testing.assert_allclose(iterate.average(), np.mean(thetas, axis=0), rtol=1e-11,
+                               atol=1e-13)
+    # Not vacuous: some coefficients no step touched, and the penalty moved them.
+    untouched = np.setdiff1d(np.arange(d), np.concatenate(touched))
+    assert untouched.size > 0
+    assert l2 == l1 == 0 or np.all(theta[untouched] != theta0[untouched])
     assert l1 == 0 or np.any(theta[:d] == 0)
 
 
@@ -473,6 +498,58 @@ def test_bias_reduced_release_drawing_only_surviving_noise_has_the_reference_law
         assert ks_2samp(a, b).pvalue > 1e-4
     # Not vacuous: the projection moved the signal coordinates.
     assert np.abs(ref[:, top].mean(axis=0) - grad_sum[top] / m).max() > 0.1 * sigma
+
+
+@pytest.mark.parametrize("safe", [False, True], ids=["float", "fp_safe"])
+def test_bias_reduced_sparse_release_draws_what_the_dense_release_draws(safe):
+    # The release of a sparse gradient sum reads its support only, yet it must draw,
+    # from the same generator, exactly what the dense release draws: the same vector,
+    # bit for bit, so the reference-law test above covers both forms.
+    rng = np.random.default_rng(5)
+    problem = make_problem(LogisticLoss(), max_row_norm=1.0, sparsity=4)
+    bounds = gradient_bounds(problem, 3000, private=True)
+    X = sp.random(64, 3000, density=0.002, format="csr", random_state=5)
+    rows = LocalData(X).rows_clipped(bounds.norm_bound, bounds.l1_bound)
+    y = np.where(rng.random(64) < 0.5, 1.0, -1.0)
+    theta = rng.normal(size=bounds.n_params)
+    batch = np.array([3, 17, 40], dtype=np.int64)
+    dense_sum = gradient_sum(rows, y, bounds, problem.loss, theta, batch)
+    sparse_sum = SparseVector.from_dense(dense_sum)
+    assert 0 < sparse_sum.positions.size < bounds.n_params // 10
+    scratch = np.zeros(bounds.n_params)
+    for m, sigma_unit in [(3, 3.0), (3, 0.05), (1, 30.0), (3, 0.0)]:
+        for seed in range(5):
+            want = projection_mechanism(bounds, dense_sum.copy(), m, sigma_unit,
+                                        np.random.default_rng(seed), "projection", safe)
+            got = projection_mechanism(bounds, sparse_sum, m, sigma_unit,
+                                       np.random.default_rng(seed), "projection", safe,
+                                       scratch=scratch)
+            assert isinstance(got, SparseVector)
+            np.testing.assert_array_equal(got.toarray(), want)
+            assert not scratch.any()
+
+
+@pytest.mark.parametrize("safe", [False, True], ids=["float", "fp_safe"])
+def test_sampled_projection_with_a_support_equals_the_dense_one_on_both_stages(safe):
+    # Stage 1 stopping (a small radius) and stage 2 completing the draw (a radius the
+    # revealed values cannot reach): with the same generator, the same release.
+    d, sigma, t = 4000, 1.0, 2.5
+    rng = np.random.default_rng(0)
+    support = np.sort(rng.choice(d, size=40, replace=False))
+    mean = np.zeros(d)
+    mean[support] = rng.normal(scale=[0.01, 0.2, 5.0] * 13 + [40.0])
+    release = (lambda x, r, g, **kw: sampled_discrete_projection(x, 0.5, sigma, r, t, g, **kw)) \
+        if safe else (lambda x, r, g, **kw: sampled_gaussian_projection(x, sigma, r, t, g, **kw))
+    stages = set()
+    for radius in (5.0, 1e4):
+        for seed in range(3):
+            want, _, full, _, _ = release(mean, radius, np.random.default_rng(seed))
+            got, _, full_sparse, _, _ = release(mean, radius, np.random.default_rng(seed),
+                                                support=support)
+            assert full == full_sparse
+            stages.add(full)
+            np.testing.assert_array_equal(got.toarray(), want)
+    assert stages == {False, True}
 
 
 # --------------------------------------------------------------------------

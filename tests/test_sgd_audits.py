@@ -33,6 +33,7 @@ from skdp_sparse.privacy.subsampling import subsampled_gaussian_event
 from skdp_sparse.solvers._gradient import gradient_bounds, gradient_sum
 from skdp_sparse.solvers.bias_reduced_sgd import step_privacy
 from skdp_sparse.testing.solver_api import bias_reduced_sgd, make_problem, phased_sgd, sparse_sgd
+from skdp_sparse.utils.sparse_vector import SparseVector
 
 CLAIM, DELTA, CONFIDENCE = 2.0, 1e-2, 0.99
 # A row at the l2 bound L = 1; with the intercept, its gradient (x, 1) has norm C2 = sqrt(2).
@@ -318,8 +319,10 @@ def _mechanism_outputs(y, m, sigma_unit, runs, seed, safe):
     grad_sum = gradient_sum(rows, y, bounds, problem.loss, np.zeros(bounds.n_params), None)
     rng = np.random.default_rng(seed)
     mechanism = bias_reduced_module.projection_mechanism
+    # the form a fit passes: a sparse vector (here with every entry)
     return np.array([_projection(g[:2], g[2]) for g in (
-        mechanism(bounds, grad_sum, m, sigma_unit, rng, "gaussian", safe)
+        mechanism(bounds, SparseVector.full(grad_sum), m, sigma_unit, rng, "gaussian",
+                  safe).toarray()
         for _ in range(runs))])
 
 

@@ -19,6 +19,7 @@ from ..optim.projections import project_l1_ball, screening_threshold, simplex_th
 from ..privacy import discrete
 from ..privacy.gaussian_ladder import fill_truncated, sample_exceedances
 from ..privacy.mechanisms import GaussianMechanism
+from ..utils.sparse_vector import SparseVector
 from ._kernels import shrink_into, threshold_above
 
 # --------------------------------------------------------------------------
@@ -133,7 +134,7 @@ def l1_threshold(a, radius):
 
 
 def sampled_gaussian_projection(mean, sigma, radius, t, rng, overwrite=False,
-                                 n_levels=_N_LEVELS):
+                                 n_levels=_N_LEVELS, support=None):
     """``P_K(mean + xi)`` drawing xi only where it can survive, with the exact law.
 
     **What is released, and why it is private.** The reference release (Algorithm 1
@@ -210,7 +211,11 @@ def sampled_gaussian_projection(mean, sigma, radius, t, rng, overwrite=False,
 
     ``t=None`` takes the public ``sampling_threshold``; ``n_levels`` (default
     ``_N_LEVELS``) the number of levels of ``sampling_levels``. With ``overwrite``
-    the release is written into ``mean`` (its values are read before).
+    the release is written into ``mean`` (its values are read before). ``support``: the
+    increasing positions outside which ``mean`` is 0, if known; stage 1 then reads
+    ``mean`` there only and the release is returned as a
+    :class:`~skdp_sparse.utils.sparse_vector.SparseVector`, so that a release of a
+    sparse mean costs what it touches, not d (the law is the same).
 
     Returns ``(released, tau, full, (idx, z), stop)``: ``full`` tells whether stage 2
     ran; ``z`` holds the values of ``mean + xi`` drawn, at the positions ``idx``: a
@@ -231,16 +236,16 @@ def sampled_gaussian_projection(mean, sigma, radius, t, rng, overwrite=False,
     # where they fit, to keep the working set small
     index = np.int32 if d < 2**31 else np.int64
     idx, z, cand = np.empty(d, index), np.empty(d), np.empty(d)
+    if support is not None:
+        support = np.ascontiguousarray(support, dtype=np.int64)
     count, level, found = sample_exceedances(
         mean, sigma, levels, b, radius, rng, idx, z, np.empty(-(-d // 64), np.uint64),
-        np.empty(d, index), cand)
+        np.empty(d, index), cand, support)
     idx, z = idx[:count], z[:count]
     reached = float(levels[level])
     tau = threshold_above(z, reached, radius, cand) if found else -1.0
     if tau >= 0.0:  # g_U(t*) >= R: tau = tau_U >= t*
-        out = mean if overwrite else np.empty(d)
-        shrink_into(out, idx, z, tau, True)
-        return out, tau, False, (idx, z), reached
+        return _shrunk(mean, idx, z, tau, overwrite, support), tau, False, (idx, z), reached
     # stage 2: complete the same draw (off U, |z_j| <= t*, whichever level stage 1
     # stopped at: the sums that stopped it and the root finder may disagree by rounding)
     full = np.empty(d)
@@ -250,7 +255,26 @@ def sampled_gaussian_projection(mean, sigma, radius, t, rng, overwrite=False,
     fill_truncated(full, mean, drawn, sigma, reached, rng)
     a = np.abs(full)
     tau = l1_threshold(a, radius) if float(a.sum()) > radius else 0.0
-    return project_l1_ball(full, radius), tau, True, (np.arange(d), full), reached
+    return (_in_form(project_l1_ball(full, radius), support), tau, True, (np.arange(d), full),
+            reached)
+
+
+def _shrunk(mean, idx, z, tau, overwrite, support):
+    """``sign(z) (|z| - tau)_+`` on ``idx``, 0 elsewhere: a dense vector (in ``mean``'s
+    memory with ``overwrite``), or its non-zero entries when a ``support`` was given."""
+    if support is None:
+        out = mean if overwrite else np.empty(mean.size)
+        shrink_into(out, idx, z, tau, True)
+        return out
+    excess = np.abs(z) - tau
+    keep = excess > 0.0
+    return SparseVector(idx[keep].astype(np.int64), np.copysign(excess[keep], z[keep]),
+                        mean.size)
+
+
+def _in_form(released, support):
+    """A dense release as the caller asked for it: as it is, or its non-zero entries."""
+    return released if support is None else SparseVector.from_dense(released)
 
 
 @functools.lru_cache(maxsize=64)
@@ -268,7 +292,7 @@ def _discrete_ladder(sensitivity, sigma, d, t, n_levels):
 
 
 def sampled_discrete_projection(mean, sensitivity, sigma, radius, t, rng, overwrite=False,
-                                n_levels=_N_LEVELS):
+                                n_levels=_N_LEVELS, support=None):
     """``P_K`` of the floating-point-safe Gaussian release of ``mean``, with its exact law,
     drawing the noise only where it can survive.
 
@@ -298,7 +322,7 @@ def sampled_discrete_projection(mean, sensitivity, sigma, radius, t, rng, overwr
     (``doc/proofs/mean.rst``).
 
     Keys from ``2^52`` on (a mean of ``2^22`` noise scales or more), or no public t, take
-    the unsampled release.
+    the unsampled release. ``support`` as in :func:`sampled_gaussian_projection`.
     Returns what :func:`sampled_gaussian_projection` returns, with ``z`` the values
     ``gamma (a + Z)`` drawn and ``stop = gamma u*``.
     """
@@ -312,11 +336,11 @@ def sampled_discrete_projection(mean, sensitivity, sigma, radius, t, rng, overwr
             float(sensitivity), sigma, d, float(t), int(n_levels))
         k = lattice.k
         draw = discrete.ladder_exceedances(mean, lattice, scale, levels, bound,
-                                           math.ldexp(radius, -k), rng, middle)
+                                           math.ldexp(radius, -k), rng, middle, support)
     if draw is None:
         mech = GaussianMechanism(sensitivity, sigma=sigma, floating_point_safe=True)
         x = mech.randomise(mean, rng)
-        return project_l1_ball(x, radius), None, True, (np.arange(d), x), 0.0
+        return _in_form(project_l1_ball(x, radius), support), None, True, (np.arange(d), x), 0.0
     idx = draw.idx
     z = np.ldexp(draw.y, k)  # a + Z is an integer below 2^53: exact
     reached = math.ldexp(levels[draw.level], k)
@@ -324,13 +348,12 @@ def sampled_discrete_projection(mean, sensitivity, sigma, radius, t, rng, overwr
     if draw.found:
         tau = threshold_above(z, reached, radius, np.empty(z.size))
     if tau >= 0.0:
-        out = mean if overwrite else np.empty(d)
-        shrink_into(out, idx, z, tau, True)
-        return out, tau, False, (idx, z), reached
+        return _shrunk(mean, idx, z, tau, overwrite, support), tau, False, (idx, z), reached
     rest, noise = draw.complete()
     full = np.empty(d)
     full[idx] = z
     full[rest] = np.ldexp(discrete._to_lattice(mean[rest], k) + noise, k)
     a = np.abs(full)
     tau = l1_threshold(a, radius) if float(a.sum()) > radius else 0.0
-    return project_l1_ball(full, radius), tau, True, (np.arange(d), full), reached
+    return (_in_form(project_l1_ball(full, radius), support), tau, True, (np.arange(d), full),
+            reached)

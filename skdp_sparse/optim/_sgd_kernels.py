@@ -527,30 +527,3 @@ def lazy_finish(t, feat, hist, eta, l2, l1):
     a = eta * l1
     for j in range(feat.shape[0]):
         _catch_up(j, t, feat, hist, c, a)
-
-
-
-# ---------------------------------------------------------------------------
-# Bias-reduced DP-SGD: the telescoped estimate, the proximal step and the average in one pass
-# ---------------------------------------------------------------------------
-@numba.njit(cache=True)
-def telescoped_prox_step(theta, avg, n_coef, whole, odd, even, one, p, eta, l2, l1, t):
-    """``G = (whole - (odd + even) / 2) / p + one``, then ``theta <- prox_{eta l1}(theta
-    - eta (G + l2 w))`` (the intercept, after the ``n_coef`` coefficients, unpenalised)
-    and ``avg += (theta - avg) / (t + 1)``, in place: one pass instead of a dozen
-    vector operations, with the same operations in the same order, so the same values."""
-    a = eta * l1
-    for j in range(theta.size):
-        g = (whole[j] - 0.5 * (odd[j] + even[j])) / p + one[j]
-        x = theta[j]
-        if j < n_coef:
-            if l2 != 0.0:
-                g = g + l2 * x
-            v = x - eta * g
-            if l1 != 0.0:
-                r = abs(v) - a
-                v = math.copysign(r, v) if r > 0.0 else 0.0
-        else:
-            v = x - eta * g
-        theta[j] = v
-        avg[j] = avg[j] + (v - avg[j]) / (t + 1)

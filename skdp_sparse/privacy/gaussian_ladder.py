@@ -95,12 +95,27 @@ def mark_seen(seen, j):
     seen[j >> 6] |= np.uint64(1) << np.uint64(j & 63)
 
 
+@numba.njit(cache=True, inline="always")
+def scan_size(values, support):
+    """How many positions a scan visits: every one of ``values``, or those of ``support``
+    (increasing positions outside which ``values`` is 0) when it is given."""
+    return values.size if support is None else support.size
+
+
+@numba.njit(cache=True, inline="always")
+def scan_position(support, r):
+    """The ``r``-th position a scan visits (see :func:`scan_size`)."""
+    return r if support is None else support[r]
+
+
 @numba.njit(cache=True)
-def _sample_big(mean, sigma, b, rng, idx, val):
+def _sample_big(mean, sigma, b, rng, idx, val, support):
     """Every j with ``|mean_j| > b``, increasing, into ``idx``, and ``mean_j + sigma N`` into
-    ``val``; returns their number."""
+    ``val``; returns their number. Only the positions of ``support`` are read if given
+    (``mean`` is 0 elsewhere)."""
     k = 0
-    for j in range(mean.size):
+    for r in range(scan_size(mean, support)):
+        j = scan_position(support, r)
         # branch-free: the test is unpredictable on a sparse mean
         idx[k] = j
         k += abs(mean[j]) > b
@@ -207,7 +222,8 @@ def sample_band(mean, sigma, lower, upper, b, rng, idx, val, k, seen, pos, cand)
 
 
 @numba.njit(cache=True)
-def sample_exceedances(mean, sigma, levels, b, radius, rng, idx, val, seen, pos, cand):
+def sample_exceedances(mean, sigma, levels, b, radius, rng, idx, val, seen, pos, cand,
+                       support=None):
     """Stage 1 of the sampled projection, level by level: ``(count, level, found)``.
 
     ``levels`` decreases, ``levels[-1] = t >= b``. First every j with ``|mean_j| > b``
@@ -220,9 +236,12 @@ def sample_exceedances(mean, sigma, levels, b, radius, rng, idx, val, seen, pos,
     increasing. Off U every ``|z_j| <= levels[level]``. Scratch, any values:
     ``seen`` (uint64, ``ceil(d / 64)`` long: a bitmap, which stays in L2 where a
     byte per position did not), ``pos`` (as ``idx``) and ``cand`` (float64), ``d`` long.
+    ``support``: the increasing positions outside which ``mean`` is 0, if known; the scan
+    for the big positions then reads those only (the bands never scan: their candidates
+    come by geometric gaps), so the cost follows the support and the noise drawn, not d.
     """
     n_levels = levels.size
-    k = _sample_big(mean, sigma, b, rng, idx, val)
+    k = _sample_big(mean, sigma, b, rng, idx, val, support)
     # sums and counts of |z| by band, so each level's g costs O(levels)
     band_sum = np.zeros(n_levels)
     band_count = np.zeros(n_levels)

@@ -56,11 +56,12 @@ from ..mean._sampled_projection import (
     sampled_gaussian_projection,
     sampling_threshold,
 )
-from ..optim import _sgd_kernels as K
+from ..optim._lazy_iterate import LazyIterate
 from ..optim.projections import project_l1_ball
 from ..privacy.accounting import PrivacyEvent, compose
 from ..privacy.mechanisms import GaussianMechanism, LaplaceMechanism
 from ..privacy.subsampling import wor_amplified_epsilon_delta
+from ..utils.sparse_vector import SparseVector, aligned
 from ..utils.validation import Interval, Options, validate_params
 from ._base import Plan, SolverResult, non_private_events
 from ._gradient import GradientBounds, GradientSolver, gradient_sum, penalised_step, split
@@ -88,7 +89,7 @@ def truncated_geometric_probs(M):
 
 
 def projection_mechanism(bounds, grad_sum, m, sigma_unit, rng, estimator, safe=False,
-                         overwrite=False):
+                         overwrite=False, scratch=None):
     """Alg. 1 of Ghazi et al. on the mean of ``m`` clipped gradients.
 
     Gaussian noise calibrated to the mean's replace-one l2 sensitivity
@@ -98,72 +99,124 @@ def projection_mechanism(bounds, grad_sum, m, sigma_unit, rng, estimator, safe=F
     draws only the noise that can survive the projection
     (:func:`~skdp_sparse.mean._sampled_projection.sampled_gaussian_projection`, and its
     floating-point-safe counterpart): the same law as noise on every coordinate then the
-    projection, at a cost that does not grow with the p noise values. ``overwrite`` lets
-    the release reuse ``grad_sum``'s memory (a fresh p-long array a call costs as much as
-    the sampled release).
+    projection, at a cost that does not grow with the p noise values.
+
+    ``grad_sum`` is a dense array (``overwrite`` lets the release reuse its memory) or
+    a :class:`~skdp_sparse.utils.sparse_vector.SparseVector`; the release comes in the
+    same form. A sparse sum is released at a cost that follows its support and the noise
+    drawn, not p; ``scratch`` (p zeros, left zero) saves allocating the dense view the
+    samplers read.
     """
-    g = np.divide(grad_sum, m, out=grad_sum if overwrite else None)
+    sparse = isinstance(grad_sum, SparseVector)
+    if sparse:
+        support, g = grad_sum.positions, grad_sum.values / m
+    else:
+        g = np.divide(grad_sum, m, out=grad_sum if overwrite else None)
     if sigma_unit > 0:
         sensitivity = 2.0 * bounds.grad_l2 / m
         sigma = sensitivity * sigma_unit
         radius = bounds.grad_l1
-        t = sampling_threshold(sigma, g.size, radius) if estimator == "projection" else None
+        t = sampling_threshold(sigma, bounds.n_params, radius) \
+            if estimator == "projection" else None
         if t is not None:
             if safe:
-                return sampled_discrete_projection(g, sensitivity, sigma, radius, t, rng,
-                                                   overwrite=True)[0]
-            return sampled_gaussian_projection(g, sigma, radius, t, rng, overwrite=True)[0]
+                def release(mean, **kw):
+                    return sampled_discrete_projection(mean, sensitivity, sigma, radius, t,
+                                                       rng, **kw)[0]
+            else:
+                def release(mean, **kw):
+                    return sampled_gaussian_projection(mean, sigma, radius, t, rng, **kw)[0]
+            if not sparse:
+                return release(g, overwrite=True)
+            mean = np.zeros(bounds.n_params) if scratch is None else scratch
+            mean[support] = g
+            try:
+                return release(mean, support=support)
+            finally:
+                mean[support] = 0.0
+        if sparse:
+            g = SparseVector(support, g, bounds.n_params).toarray()
         g = GaussianMechanism(sensitivity, sigma=sigma, floating_point_safe=safe).randomise(
             g, rng)
+    elif sparse:
+        # Without noise the vector is its entries: the projection leaves 0 at 0.
+        if estimator == "projection":
+            g = project_l1_ball(g, bounds.grad_l1)
+        return SparseVector(support, g, bounds.n_params)
     if estimator == "projection":
         g = project_l1_ball(g, bounds.grad_l1)
-    return g
+    return SparseVector.from_dense(g) if sparse else g
 
 
 def bias_reduced_gradient(problem, rows, y, bounds, theta, N, probs, sigma_unit, rng,
                           estimator, safe=False):
-    """Alg. 5: ``G = (G_B - (G_O + G_E)/2) / p_N + G_I``; returns (G, gradients used)."""
-    (G_B, G_O, G_E, G_I), used = _releases(problem, rows, y, bounds, theta, N, sigma_unit,
-                                           rng, estimator, safe)
-    return (G_B - 0.5 * (G_O + G_E)) / probs[N] + G_I, used
+    """Alg. 5: ``G = (G_B - (G_O + G_E)/2) / p_N + G_I`` at ``theta``, as a dense vector;
+    returns (G, gradients used)."""
+    iterate = LazyIterate(theta, bounds.n_features, 0.0, bounds.l2, bounds.l1)
+    releases, used = _releases(problem, rows, y, bounds, iterate, N, sigma_unit, rng,
+                               estimator, safe)
+    positions, G = _telescoped(releases, probs[N])
+    return SparseVector(positions, G, bounds.n_params).toarray(), used
 
 
-def _releases(problem, rows, y, bounds, theta, N, sigma_unit, rng, estimator, safe):
-    """The four released means of Alg. 5 (``G_B, G_O, G_E, G_I``), and the gradients
-    used."""
+def _telescoped(releases, p_n):
+    """``G = (G_B - (G_O + G_E)/2) / p_N + G_I`` on the union of the releases' supports."""
+    positions, (G_B, G_O, G_E, G_I) = aligned(releases)
+    return positions, (G_B - 0.5 * (G_O + G_E)) / p_n + G_I
+
+
+def _gradient(problem, rows, y, bounds, iterate, batch):
+    """:func:`gradient_sum` over ``batch`` at the iterate's current point, sparse for CSR
+    rows (the coefficients it reads brought up to date, and no more)."""
+    if not hasattr(rows, "indptr"):
+        dense = gradient_sum(rows, y, bounds, problem.loss, iterate.current(), batch)
+        return SparseVector.full(dense)
+    columns, values, total = iterate.csr_gradient(rows, y, problem.loss,
+                                                  bounds.derivative_clip, batch)
+    if not (np.all(np.isfinite(values)) and math.isfinite(total)):
+        raise FloatingPointError("non-finite gradient")
+    if bounds.intercept:
+        columns = np.append(columns, bounds.n_features)
+        values = np.append(values, total)
+    return SparseVector(columns, values, bounds.n_params)
+
+
+def _releases(problem, rows, y, bounds, iterate, N, sigma_unit, rng, estimator, safe,
+              scratch=None):
+    """The four released means of Alg. 5 (``G_B, G_O, G_E, G_I``, sparse vectors), and the
+    gradients used."""
     n = rows.shape[0]
     half = 2**N
     batch = rng.choice(n, size=2 * half, replace=False).astype(np.int64)
     odd, even = np.sort(batch[:half]), np.sort(batch[half:])
-    g_odd = gradient_sum(rows, y, bounds, problem.loss, theta, odd)
-    g_even = gradient_sum(rows, y, bounds, problem.loss, theta, even)
+    g_odd = _gradient(problem, rows, y, bounds, iterate, odd)
+    g_even = _gradient(problem, rows, y, bounds, iterate, even)
     i = np.array([rng.integers(n)], dtype=np.int64)
-    g_one = gradient_sum(rows, y, bounds, problem.loss, theta, i)
-    # Each sum is released last where it is read, so its memory can hold the release.
-    G_B = projection_mechanism(bounds, g_odd + g_even, 2 * half, sigma_unit, rng, estimator,
-                               safe, overwrite=True)
-    G_O = projection_mechanism(bounds, g_odd, half, sigma_unit, rng, estimator, safe, True)
-    G_E = projection_mechanism(bounds, g_even, half, sigma_unit, rng, estimator, safe, True)
-    G_I = projection_mechanism(bounds, g_one, 1, sigma_unit, rng, estimator, safe, True)
-    return (G_B, G_O, G_E, G_I), 2 * half + 1
+    g_one = _gradient(problem, rows, y, bounds, iterate, i)
+    positions, (v_odd, v_even) = aligned([g_odd, g_even])
+    g_whole = SparseVector(positions, v_odd + v_even, bounds.n_params)
+    releases = tuple(projection_mechanism(bounds, g, m, sigma_unit, rng, estimator, safe,
+                                          scratch=scratch)
+                     for g, m in ((g_whole, 2 * half), (g_odd, half), (g_even, half),
+                                  (g_one, 1)))
+    return releases, 2 * half + 1
 
 
-def bias_reduced_step(problem, rows, y, bounds, theta, avg, t, N, probs, sigma_unit, rng,
-                      estimator, eta, radius, safe=False):
-    """One step of Alg. 6 in place: the estimate of Alg. 5, ``theta <- Pi(prox(theta -
-    eta (G + l2 w)))`` (``Pi`` the l2 ball of ``radius``, None: none) and the average of
-    ``x^0 .. x^(t + 1)`` updated from that of ``x^0 .. x^t``. Returns the gradients
-    used."""
-    releases, used = _releases(problem, rows, y, bounds, theta, N, sigma_unit, rng,
-                               estimator, safe)
+def bias_reduced_step(problem, rows, y, bounds, iterate, N, probs, sigma_unit, rng,
+                      estimator, eta, radius, safe=False, scratch=None):
+    """One step of Alg. 6 on a :class:`~skdp_sparse.optim._lazy_iterate.LazyIterate` of
+    step size ``eta``: the estimate of Alg. 5, then ``theta <- Pi(prox(theta - eta (G +
+    l2 w)))`` (``Pi`` the l2 ball of ``radius``, None: none), the iterate's sum (hence
+    the average) kept up to date. Without a ball the step touches the estimate's support
+    only. Returns the gradients used."""
+    releases, used = _releases(problem, rows, y, bounds, iterate, N, sigma_unit, rng,
+                               estimator, safe, scratch)
+    positions, G = _telescoped(releases, probs[N])
     if radius is None:
-        K.telescoped_prox_step(theta, avg, bounds.n_features, *releases, probs[N], eta,
-                               bounds.l2, bounds.l1, t + 1)
+        iterate.step(positions, G)
     else:
-        G_B, G_O, G_E, G_I = releases
-        G = (G_B - 0.5 * (G_O + G_E)) / probs[N] + G_I
-        theta[:] = penalised_step(bounds, theta, G, eta, radius)
-        avg += (theta - avg) / (t + 2)
+        dense = SparseVector(positions, G, bounds.n_params).toarray()
+        iterate.replace(penalised_step(bounds, iterate.current(), dense, eta, radius))
     return used
 
 
@@ -372,7 +425,8 @@ class BiasReducedSGD(GradientSolver):
         theta = np.zeros(bounds.n_params)
         if bounds.intercept:
             theta[bounds.n_features] = start
-        avg = theta.copy()  # average of x^0 .. x^t
+        iterate = LazyIterate(theta, bounds.n_features, eta, bounds.l2, bounds.l1)
+        scratch = np.zeros(bounds.n_params)
         n_grad = t = 0
         stopped_by_filter = False
         while True:
@@ -382,9 +436,9 @@ class BiasReducedSGD(GradientSolver):
             if plan.max_steps is not None and t >= plan.max_steps:
                 break
             N = int(rng.choice(M + 1, p=probs))
-            n_grad += bias_reduced_step(problem, rows, y, bounds, theta, avg, t, N, probs,
+            n_grad += bias_reduced_step(problem, rows, y, bounds, iterate, N, probs,
                                         sigma_unit, rng, plan.estimator, eta, plan.radius,
-                                        safe)
+                                        safe, scratch)
             filt.add(*step_privacy(N, n, epsilon, delta, plan.filter_bound))
             t += 1
             if plan.verbose and (t & (t - 1)) == 0:
@@ -401,20 +455,20 @@ class BiasReducedSGD(GradientSolver):
         if plan.verbose:
             print(f"[{tag}] stopped after {t} steps; privacy spent: epsilon="
                   f"{compose(events, delta)[0]:.4g} (delta={delta:.3g})")
-        return avg, t, events, n_grad
+        return iterate.average(), t, events, n_grad
 
     def _noiseless_run(self, problem, rows, y, plan, rng, probs):
         bounds = plan.bounds
-        theta = np.zeros(bounds.n_params)
-        avg = theta.copy()
         eta = plan.learning_rate or _learning_rate(bounds, probs, 0.0, plan.estimator,
                                                    plan.radius, float(plan.max_steps))
+        iterate = LazyIterate(np.zeros(bounds.n_params), bounds.n_features, eta, bounds.l2,
+                              bounds.l1)
         n_grad = 0
-        for t in range(plan.max_steps):
+        for _ in range(plan.max_steps):
             N = int(rng.choice(probs.size, p=probs))
-            n_grad += bias_reduced_step(problem, rows, y, bounds, theta, avg, t, N, probs,
-                                        0.0, rng, plan.estimator, eta, plan.radius)
-        return avg, plan.max_steps, list(non_private_events()), n_grad
+            n_grad += bias_reduced_step(problem, rows, y, bounds, iterate, N, probs, 0.0, rng,
+                                        plan.estimator, eta, plan.radius)
+        return iterate.average(), plan.max_steps, list(non_private_events()), n_grad
 
 
 def _clipped_loss(problem, rows, y, bounds, theta, loss_bound):

@@ -37,7 +37,7 @@ import numba
 import numpy as np
 
 from ...utils.random import check_generator
-from ..gaussian_ladder import is_seen, mark_seen
+from ..gaussian_ladder import is_seen, mark_seen, scan_position, scan_size
 from ._blocks import GUIDE_BITS, block_attempt, block_fill, block_scalars, plan_blocks
 from ._exact import _inversion_guide, _package
 from ._kernels import HANDOFF_SLOTS, _geometric, _uniform_below
@@ -66,17 +66,19 @@ def _key(value, inv_gamma):
 
 
 @numba.njit(cache=True)
-def _big_positions(value, inv_gamma, bound, middle, idx, y, mid_pos, mid_key, seen):
+def _big_positions(value, inv_gamma, bound, middle, idx, y, mid_pos, mid_key, seen, support):
     """Split the positions by their keys ``a_j``: ``(count, m, top)``.
 
     The j with ``|a_j| > middle`` go to ``idx[:count]`` with ``a_j`` in ``y[:count]``, the
     j with ``bound < |a_j| <= middle`` to ``mid_pos[:m]`` with ``a_j`` in ``mid_key[:m]``,
     both increasing; all of them are marked in ``seen``. ``top`` is the largest ``|a_j|``
-    (infinite or NaN if some key is not finite).
+    (infinite or NaN if some key is not finite). Only the positions of ``support`` are
+    read if given (``value`` is 0 elsewhere).
     """
     k = 0
     top = 0.0
-    for j in range(value.size):
+    for r in range(scan_size(value, support)):
+        j = scan_position(support, r)
         a = _key(value[j], inv_gamma)
         top = max(top, abs(a)) if a == a else a
         # branch-free: the test is unpredictable on a sparse mean
@@ -412,7 +414,8 @@ class LadderDraw:
         return np.concatenate([rest, mrest]), np.concatenate([noise, mnoise])
 
 
-def ladder_exceedances(value, lattice, scale, levels, bound, radius, rng, middle=None):
+def ladder_exceedances(value, lattice, scale, levels, bound, radius, rng, middle=None,
+                       support=None):
     """Reveal the noise of a discrete Gaussian release of ``value`` down public levels.
 
     Parameters
@@ -433,6 +436,10 @@ def ladder_exceedances(value, lattice, scale, levels, bound, radius, rng, middle
     middle : int or None
         ``M >= B``: the envelope bound of the middle keys, ``B < |a_j| <= M``; positions
         with ``|a_j| > M`` are drawn directly. None: ``M = B`` (no middle class).
+    support : ndarray of int or None
+        The increasing positions outside which ``value`` is 0, if known: the keys are then
+        read there only (the bands never scan), so the cost follows the support and the
+        noise drawn, not d.
 
     Returns
     -------
@@ -448,9 +455,12 @@ def ladder_exceedances(value, lattice, scale, levels, bound, radius, rng, middle
     rev = _Revealed(value, inv_gamma, d, plan.thresholds)
     seen = np.empty(-(-d // 64), np.uint64)
     index = rev.idx.dtype
-    mid_pos, mid_key = np.empty(d if plan.mid else 0, index), np.empty(d if plan.mid else 0)
+    if support is not None:
+        support = np.ascontiguousarray(support, dtype=np.int64)
+    n_mid = (d if support is None else support.size) if plan.mid else 0
+    mid_pos, mid_key = np.empty(n_mid, index), np.empty(n_mid)
     count, m, top = _big_positions(value, inv_gamma, float(plan.bound), float(plan.middle),
-                                   rev.idx, rev.y, mid_pos, mid_key, seen)
+                                   rev.idx, rev.y, mid_pos, mid_key, seen, support)
     if not top < MAX_KEY:
         return None
     mid = _Middle(mid_pos, mid_key, m)
