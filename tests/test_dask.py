@@ -359,7 +359,17 @@ def test_bad_blocks_fail_before_the_budget_is_reserved(sparse_data):
     with pytest.raises(ValueError, match="NaN"):
         _fit_with(ledger, DPSparseLogisticRegression(solver="sgd", classes=[0, 1],
                                                      delta=1e-6), as_dask(bad, (300, 300)), y)
+    with pytest.raises(ValueError, match="do not have the sizes of its chunks"):
+        _fit_with(ledger, DPSparseMeanEstimator(sparsity=5), _mislabelled(X))
     assert ledger.pending() == [] and len(ledger) == 0
+
+
+def _mislabelled(X):
+    """``X`` in blocks of 250 and 350 rows whose chunks say 300 and 300."""
+    meta = sp.csr_matrix((0, X.shape[1]))
+    return da.concatenate([da.from_delayed(dask.delayed(part), shape=(300, X.shape[1]),
+                                           dtype=np.float64, meta=meta)
+                           for part in (X[:250], X[250:])])
 
 
 def _fit_with(ledger, est, *args):
@@ -395,6 +405,25 @@ def cluster():
                                   dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
         yield client
+
+
+@pytest.mark.dask
+def test_bad_blocks_on_a_local_cluster_fail_before_the_budget_is_reserved(cluster,
+                                                                         sparse_data):
+    # The workers validate their blocks; the first error comes back before the fit
+    # checks its budget, which this cap would refuse (a later check would raise
+    # BudgetExceededError instead).
+    X, y = sparse_data
+    bad = X.copy()
+    bad.data[-1] = np.inf
+    ledger = PrivacyLedger(max_epsilon=0.5, max_delta=1e-3)
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        _fit_with(ledger, DPSparseLogisticRegression(solver="sgd", classes=[0, 1],
+                                                     epsilon=1.0, delta=1e-6),
+                  as_dask(bad, (300, 300)), y)
+    with pytest.raises(ValueError, match="do not have the sizes of its chunks"):
+        _fit_with(ledger, DPSparseMeanEstimator(sparsity=5, epsilon=1.0), _mislabelled(X))
+    assert ledger.pending() == [] and len(ledger) == 0
 
 
 @pytest.mark.dask

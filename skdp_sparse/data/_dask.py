@@ -43,9 +43,10 @@ def _import_dask():
 # --------------------------------------------------------------------------
 # Functions that run on the workers, one block at a time
 # --------------------------------------------------------------------------
-def _validated_block(X, y, n_features, targets):
+def _validated_block(X, y, n_features, targets, n_rows):
     """A block as a fit reads it: canonical float64 CSR (or a C-ordered array), finite,
-    with its targets (``targets(y)``, the estimator's own encoding) beside it."""
+    with ``n_rows`` rows (its chunk's size) and its targets (``targets(y)``, the
+    estimator's own encoding) beside it."""
     if sp.issparse(X):
         X = canonical_sparse(sp.csr_matrix(X))
         values = X.data
@@ -54,6 +55,9 @@ def _validated_block(X, y, n_features, targets):
         values = X
     if X.ndim != 2 or X.shape[1] != n_features:
         raise ValueError(f"a block of X has shape {X.shape}, expected (m, {n_features})")
+    if X.shape[0] != n_rows:
+        raise ValueError(f"a block of X has {X.shape[0]} rows where its chunk says "
+                         f"{n_rows}: the blocks of X do not have the sizes of its chunks")
     if not np.isfinite(values).all():
         raise ValueError("Input X contains NaN or infinity.")
     Y = None
@@ -150,10 +154,6 @@ class _GroupRows:
         return _group_sum(self._blocks, self._starts, func, args)
 
 
-def _block_rows(block):
-    return block[0].shape[0]
-
-
 def _block_sum(block, start, func, args):
     X, Y = block
     return np.asarray(func(X, Y, start, *args), dtype=np.float64)
@@ -184,6 +184,20 @@ def _client_futures(blocks):
     if not all(len(f) == 1 for f in futures):
         return None, None
     return client, [f[0] for f in futures]
+
+
+def _raise_failed(blocks):
+    """Wait for persisted ``blocks`` and raise the error of the first that failed (dask's
+    local scheduler computes them in ``persist``, which raises there)."""
+    client, futures = _client_futures(blocks)
+    if client is None:
+        return
+    import distributed
+
+    distributed.wait(futures)
+    for future in futures:
+        if future.status == "error":
+            future.result()
 
 
 def _worker_groups(blocks):
@@ -294,13 +308,11 @@ class DaskData:
             if tuple(y.chunks[0]) != row_chunks:
                 y = y.rechunk((row_chunks,))
             y_blocks = y.to_delayed().ravel()
-        validated = [dask.delayed(_validated_block)(xb, yb, p, targets)
-                     for xb, yb in zip(x_blocks, y_blocks, strict=True)]
+        validated = [dask.delayed(_validated_block)(xb, yb, p, targets, m)
+                     for xb, yb, m in zip(x_blocks, y_blocks, row_chunks, strict=True)]
         validated = list(dask.persist(*validated))
         # Errors of the validation surface here, before the fit reserves its budget.
-        rows = dask.compute(*[dask.delayed(_block_rows)(b) for b in validated])
-        if tuple(rows) != row_chunks:
-            raise ValueError("the blocks of X do not have the sizes of its chunks")
+        _raise_failed(validated)
         starts = np.concatenate([[0], np.cumsum(row_chunks)[:-1]]).astype(int).tolist()
         sparse = sp.issparse(getattr(X, "_meta", None))
         return cls(validated, starts, n, p, n_targets, sparse)
