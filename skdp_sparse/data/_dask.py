@@ -186,30 +186,20 @@ def _client_futures(blocks):
     return client, [f[0] for f in futures]
 
 
-def _raise_failed(blocks):
-    """Wait for persisted ``blocks`` and raise the error of the first that failed (dask's
-    local scheduler computes them in ``persist``, which raises there)."""
-    client, futures = _client_futures(blocks)
-    if client is None:
-        return
-    import distributed
-
-    distributed.wait(futures)
-    for future in futures:
-        if future.status == "error":
-            future.result()
-
-
 def _worker_groups(blocks):
     """Indices of the persisted ``blocks`` grouped by the worker holding them (one
     group per worker, in block order), or one group per block without a
-    ``distributed`` client."""
+    ``distributed`` client. Raises the error of the first block that failed (dask's
+    local scheduler computes them in ``persist``, which raises there)."""
     client, futures = _client_futures(blocks)
     if client is None:
         return [[i] for i in range(len(blocks))]
     import distributed
 
     distributed.wait(futures)
+    for future in futures:
+        if future.status == "error":
+            future.result()
     holders = client.who_has(futures)
     groups = {}
     for i, future in enumerate(futures):
@@ -250,6 +240,7 @@ class DaskData:
         self.n_targets = int(n_targets)
         self._sparse = bool(sparse)
         self._clipped = {}
+        # Errors of the validation surface here, before the fit reserves its budget.
         self._groups = _worker_groups(self._blocks)
         self._row_holders = {}
 
@@ -311,8 +302,6 @@ class DaskData:
         validated = [dask.delayed(_validated_block)(xb, yb, p, targets, m)
                      for xb, yb, m in zip(x_blocks, y_blocks, row_chunks, strict=True)]
         validated = list(dask.persist(*validated))
-        # Errors of the validation surface here, before the fit reserves its budget.
-        _raise_failed(validated)
         starts = np.concatenate([[0], np.cumsum(row_chunks)[:-1]]).astype(int).tolist()
         sparse = sp.issparse(getattr(X, "_meta", None))
         return cls(validated, starts, n, p, n_targets, sparse)
@@ -444,12 +433,6 @@ def _results(calls):
             "fit; the fit cannot go on from another state: fit again") from exc
 
 
-def _group_holders(rows, k, loss, clip, n_coords):
-    """One :class:`_GroupMargins` per group of blocks (see :func:`_place_holders`)."""
-    args = (k, loss, clip, n_coords, rows.n_samples)
-    return _place_holders(rows._blocks, rows._groups, _GroupMargins, lambda group: args)
-
-
 class DaskRows:
     """Clipped row blocks of a fit, persisted on the workers that hold them: what
     :func:`~skdp_sparse.optim.coordinate_descent.coordinate_descent` runs on in place of
@@ -478,7 +461,9 @@ class _DaskMargins:
     :func:`_tree_sum`: the sum is the one a reduction of the whole vectors gives."""
 
     def __init__(self, rows, k, loss, clip, n_coords):
-        self._holders, self._remote = _group_holders(rows, k, loss, clip, n_coords)
+        args = (k, loss, clip, n_coords, rows.n_samples)
+        self._holders, self._remote = _place_holders(rows._blocks, rows._groups, _GroupMargins,
+                                                     lambda group: args)
         self._parts = np.array(self._all("gradient"), dtype=np.float64)
         self.gradient = _tree_sum(self._parts)
 

@@ -119,13 +119,9 @@ class LazyIterate:
         self._mark = np.zeros(self.theta.size, dtype=np.uint8)
         self._touched = np.empty(self.theta.size, dtype=np.int64)
 
-    @property
-    def size(self):
-        return self.theta.size
-
     def current(self):
         """``x^t`` (every coordinate brought to the current step)."""
-        catch_up(self.theta, self.last, self.total, np.arange(self.size), self.t,
+        catch_up(self.theta, self.last, self.total, np.arange(self.theta.size), self.t,
                  self.n_coef, self.decay, self.shrink)
         return self.theta
 

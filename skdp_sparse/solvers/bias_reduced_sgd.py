@@ -111,7 +111,7 @@ def projection_mechanism(bounds, grad_sum, m, sigma_unit, rng, estimator, safe=F
     if sparse:
         support, g = grad_sum.positions, grad_sum.values / m
     else:
-        g = np.divide(grad_sum, m, out=grad_sum if overwrite else None)
+        support, g = None, np.divide(grad_sum, m, out=grad_sum if overwrite else None)
     if sigma_unit > 0:
         sensitivity = 2.0 * bounds.grad_l2 / m
         sigma = sensitivity * sigma_unit
@@ -119,33 +119,33 @@ def projection_mechanism(bounds, grad_sum, m, sigma_unit, rng, estimator, safe=F
         t = sampling_threshold(sigma, bounds.n_params, radius) \
             if estimator == "projection" else None
         if t is not None:
-            if safe:
-                def release(mean, **kw):
-                    return sampled_discrete_projection(mean, sensitivity, sigma, radius, t,
-                                                       rng, **kw)[0]
-            else:
-                def release(mean, **kw):
-                    return sampled_gaussian_projection(mean, sigma, radius, t, rng, **kw)[0]
-            if not sparse:
-                return release(g, overwrite=True)
-            mean = np.zeros(bounds.n_params) if scratch is None else scratch
-            mean[support] = g
+            # The samplers read a dense mean: a sparse sum's entries go into scratch zeros.
+            mean = g
+            if sparse:
+                mean = np.zeros(bounds.n_params) if scratch is None else scratch
+                mean[support] = g
             try:
-                return release(mean, support=support)
+                if safe:
+                    return sampled_discrete_projection(mean, sensitivity, sigma, radius, t, rng,
+                                                       overwrite=not sparse,
+                                                       support=support)[0]
+                return sampled_gaussian_projection(mean, sigma, radius, t, rng,
+                                                   overwrite=not sparse, support=support)[0]
             finally:
-                mean[support] = 0.0
-        if sparse:
+                if sparse:
+                    mean[support] = 0.0
+        if sparse:  # noise on every coordinate: the release is dense
             g = SparseVector(support, g, bounds.n_params).toarray()
         g = GaussianMechanism(sensitivity, sigma=sigma, floating_point_safe=safe).randomise(
             g, rng)
-    elif sparse:
-        # Without noise the vector is its entries: the projection leaves 0 at 0.
-        if estimator == "projection":
-            g = project_l1_ball(g, bounds.grad_l1)
-        return SparseVector(support, g, bounds.n_params)
     if estimator == "projection":
+        # Without noise a sparse sum is projected on its entries: the projection leaves
+        # 0 at 0.
         g = project_l1_ball(g, bounds.grad_l1)
-    return SparseVector.from_dense(g) if sparse else g
+    if not sparse:
+        return g
+    return SparseVector.from_dense(g) if sigma_unit > 0 else SparseVector(support, g,
+                                                                           bounds.n_params)
 
 
 def bias_reduced_gradient(problem, rows, y, bounds, theta, N, probs, sigma_unit, rng,

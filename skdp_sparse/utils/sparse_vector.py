@@ -34,11 +34,6 @@ class SparseVector:
         """Every entry of ``x`` (zeros included), as a sparse vector."""
         return cls(np.arange(x.size), np.asarray(x, dtype=np.float64), x.size)
 
-    def sorted(self):
-        """The same vector with its positions in increasing order."""
-        order = np.argsort(self.positions, kind="stable")
-        return SparseVector(self.positions[order], self.values[order], self.size)
-
     def toarray(self):
         out = np.zeros(self.size)
         out[self.positions] = self.values
