@@ -10,7 +10,13 @@ norm="l2", ngram_range=(1, 2))`` gives unit rows, ``norm_bound=1``.
 * ``sms``: the SMS Spam Collection (13.4% spam), a stratified 30% held out
   (``random_state=0``);
 * ``reuters``: the LaSVM tf-idf version of Reuters (unit rows, 8,315 features)
-  from :func:`_common.load_dataset`.
+  from :func:`_common.load_dataset`;
+* ``imdb_tfidf``: the shape of a tf-idf matrix a user brings (scikit-learn's
+  ``TfidfVectorizer()`` with its defaults, unigrams, unit rows), fitted on the
+  first 11,314 IMDB training reviews and applied to the 25,000 test reviews. Its
+  vocabulary and idf are learnt from the training documents without privacy: it
+  measures the classifier on such rows, not a private pipeline (that is
+  ``bench_text_pipeline.py``).
 
 Featurised matrices are cached with joblib under ``~/.cache/skdp_sparse/text``
 (override with ``SKDP_CACHE_DIR``).
@@ -29,7 +35,10 @@ from _common import Dataset, data_dir, load_dataset
 
 __all__ = ["TEXT_DATASETS", "load_text", "load_raw_text", "featuriser"]
 
-TEXT_DATASETS = ("imdb", "sms", "reuters")
+TEXT_DATASETS = ("imdb", "sms", "reuters", "imdb_tfidf")
+
+#: Training reviews of ``imdb_tfidf``.
+IMDB_TFIDF_ROWS = 11_314
 
 
 def featuriser():
@@ -96,8 +105,18 @@ def _sms(root):
     return sp.csr_matrix(Xtr), ytr, sp.csr_matrix(Xte), yte
 
 
+def _imdb_tfidf(root):
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    text, y = _imdb_raw(root)
+    vec = TfidfVectorizer()
+    Xtr = vec.fit_transform(text[:IMDB_TFIDF_ROWS])
+    Xte = vec.transform(text[25_000:])
+    return sp.csr_matrix(Xtr), y[:IMDB_TFIDF_ROWS], sp.csr_matrix(Xte), y[25_000:]
+
+
 def _featurised(name, root):
-    return {"imdb": _imdb, "sms": _sms}[name](root)
+    return {"imdb": _imdb, "sms": _sms, "imdb_tfidf": _imdb_tfidf}[name](root)
 
 
 def load_text(name: str) -> Dataset:

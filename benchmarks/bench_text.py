@@ -4,7 +4,9 @@ IMDB and the SMS Spam Collection featurised by a public map (hashed unigrams and
 bigrams, unit l2 rows: ``norm_bound=1`` is public), the Reuters tf-idf rows (unit
 norm) and, as checks that the low-dimensional regime does not regress, a9a
 (``norm_bound=sqrt(14)``, one-hot encoding of 14 attributes) and w8a (300 binary
-features, rows clipped to the default ``norm_bound=1``). For each data set and
+features, rows clipped to the default ``norm_bound=1``); ``imdb_tfidf`` has the shape
+of a tf-idf matrix a user brings (11,314 reviews, scikit-learn's ``TfidfVectorizer``
+fitted on them, not privately: see ``_text.py``). For each data set and
 epsilon in {0.1, 1, 10}, ``delta = 1/n^2``: test ROC AUC and accuracy, mean of three
 seeds, of ``DPSparseLogisticRegression`` with its defaults (``solver="auto"``), with
 each solver named, next to scikit-learn's ``LogisticRegression`` (non-private) and
@@ -36,12 +38,13 @@ from sklearn.metrics import accuracy_score, roc_auc_score
 
 from skdp_sparse import DPSparseLogisticRegression
 
-DATASETS = ("imdb", "sms", "reuters", "a9a", "w8a")
+DATASETS = ("imdb", "sms", "reuters", "a9a", "w8a", "imdb_tfidf")
 SOLVERS = ("auto", "screened_newton", "sgd", "sparse_sgd", "greedy_cd", "phased_sgd", "cd",
            "bias_reduced_sgd")
 #: w8a has no public row bound tighter than sqrt(300) (300 binary features); it keeps
 #: the estimator's default ``norm_bound=1``, which clips its rows.
-NORM_BOUNDS = {"imdb": 1.0, "sms": 1.0, "reuters": PUBLIC_NORM_BOUNDS["reuters"],
+NORM_BOUNDS = {"imdb": 1.0, "sms": 1.0, "imdb_tfidf": 1.0,
+               "reuters": PUBLIC_NORM_BOUNDS["reuters"],
                "a9a": PUBLIC_NORM_BOUNDS["a9a"], "w8a": 1.0}
 
 
