@@ -23,11 +23,12 @@ Subclasses implement ``_validate_fit_data``, ``_plan``, ``_solve`` and
 from __future__ import annotations
 
 import math
+import numbers
 
 from .privacy.accounting import compose
 from .privacy.ledger import fit_budget
 from .utils.random import check_generator
-from .utils.validation import validate_params
+from .utils.validation import check_budget_pair, validate_params
 
 __all__ = ["DPEstimatorMixin"]
 
@@ -59,6 +60,9 @@ class DPEstimatorMixin:
         try:
             validate_params(self._parameter_constraints, self.get_params(deep=False),
                             type(self).__name__)
+            budget = getattr(self, "epsilon", None), getattr(self, "delta", None)
+            if all(isinstance(v, numbers.Real) for v in budget):
+                check_budget_pair(*budget)
             self._check_dp_rules()
             data, public = self._validate_fit_data(X, y)
             plan = self._plan(public)

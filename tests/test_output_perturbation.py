@@ -271,7 +271,8 @@ def test_gaussian_calibration_formula(safe):
     else:
         assert event.name == "gaussian" and info["granularity"] is None
     assert info["lipschitz"] == pytest.approx(L)
-    assert np.asarray(info["n_iter"]).shape == (1,) and X.shape[1] == d
+    # Only public values: the optimiser's iteration count depends on the rows.
+    assert "n_iter" not in info and X.shape[1] == d
 
 
 def test_laplace_calibration_formula_and_paper_bound():

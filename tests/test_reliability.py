@@ -16,6 +16,7 @@ from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
 import skdp_sparse.optim.erm as erm_module
+import skdp_sparse.solvers._screening as screening_module
 import skdp_sparse.solvers.coordinate_descent as cd_module
 from skdp_sparse import (
     DPGreedyCDRegressor,
@@ -27,8 +28,13 @@ from skdp_sparse import (
 from skdp_sparse.optim.erm import guaranteed_iterations, solve_l2_erm
 from skdp_sparse.optim.losses import LogisticLoss
 from skdp_sparse.privacy.accounting import compose
+from skdp_sparse.solvers._screening import noise_units
 from skdp_sparse.solvers.output_perturbation import output_perturbation_bounds
-from skdp_sparse.utils.validation import MAX_EPSILON
+from skdp_sparse.utils.validation import (
+    MAX_EPSILON,
+    MIN_RATIO_OVER_DELTA_ALONE,
+    check_privacy_params,
+)
 
 SOLVERS = ["greedy_cd", "cd", "sgd", "sparse_sgd", "phased_sgd", "bias_reduced_sgd"]
 
@@ -218,6 +224,59 @@ def test_epsilon_above_the_maximum_is_refused(epsilon):
     X, y = _data()
     with pytest.raises(ValueError, match="epsilon"):
         _logistic("sgd").set_params(epsilon=epsilon).fit(X, y)
+
+
+def _budget_floor(delta):
+    """The smallest epsilon :func:`check_budget_pair` accepts at ``delta``."""
+    from scipy.optimize import brentq
+    from scipy.stats import norm
+
+    from skdp_sparse.privacy.accounting import gaussian_mu
+
+    alone = 2 * norm.ppf((1 + delta) / 2)
+    return brentq(lambda e: math.log(gaussian_mu(e, delta))
+                  - math.log(MIN_RATIO_OVER_DELTA_ALONE * alone), 1e-12, 100)
+
+
+@pytest.mark.parametrize("delta", [1e-6, 1e-3, 0.1])
+@pytest.mark.parametrize("solver", SOLVERS + ["screened_newton", "sufficient_statistics"])
+def test_epsilon_that_delta_alone_nearly_buys_is_refused_and_just_above_it_fits(solver, delta):
+    # Below the floor a share of the fit's ratio would be (0, delta)-DP on its own and
+    # the solvers' budget splits hit a zero epsilon (before the check: "epsilon must be
+    # > 0, got 0.0" or a division by zero from inside a plan).
+    X, y = _data()
+    floor = _budget_floor(delta)
+    with privacy_ledger(max_epsilon=10.0, max_delta=0.5) as ledger:
+        with pytest.raises(ValueError, match="too small for delta"):
+            _model(solver).set_params(epsilon=floor / 2, delta=delta).fit(X, y)
+        assert ledger.records() == [] and ledger.pending() == []
+    model = _model(solver).set_params(epsilon=floor * 1.02, delta=delta).fit(X, y)
+    assert model.epsilon_spent_ <= floor * 1.02 * (1 + 1e-9)
+    with pytest.raises(ValueError, match="too small for delta"):
+        check_privacy_params(floor / 2, delta)
+
+
+def test_noise_units_search_ends_on_any_epsilon(monkeypatch):
+    # The search adds noise in doubling relative steps: an epsilon near the lattice's
+    # own cost (2^-40) takes a few dozen rounds (it took about 10^6 rounds of a scalar
+    # minimisation each at epsilon 1e-6, and did not end at 1e-13), and a search that
+    # never lands fails with a message instead of looping.
+    rounds = []
+    real = screening_module.compose
+
+    def counted(events, delta):
+        rounds.append(1)
+        return real(events, delta)
+
+    monkeypatch.setattr(screening_module, "compose", counted)
+    for epsilon in (1e-6, 1e-9, 1e-13):
+        rounds.clear()
+        units, events = noise_units(epsilon, 1e-30, [0.5, 0.5], True, ["a", "b"])
+        assert all(math.isfinite(u) and u > 0 for u in units)
+        assert real(events, 1e-30)[0] <= epsilon and len(rounds) <= 60
+    monkeypatch.setattr(screening_module, "compose", lambda events, delta: (math.inf, delta))
+    with pytest.raises(ValueError, match="too small to calibrate"):
+        noise_units(1.0, 1e-6, [0.5, 0.5], True, ["a", "b"])
 
 
 def test_infinite_epsilon_fits_without_noise():

@@ -223,17 +223,31 @@ def test_float_noise_warns():
 # -- bad input: clear errors before any budget is reserved ---------------------------
 @pytest.mark.parametrize("docs, message", [
     ("just one string", "single string"),
-    (["fine", float("nan")], "document 1 is a float"),
-    (["fine", None], "document 1 is a NoneType"),
-    ([1, 2, 3], "document 0 is a int"),
+    (["fine", float("nan")], "must be a string"),
+    (["fine", None], "must be a string"),
+    ([1, 2, 3], "must be a string"),
+    (["fine", {"name": "Jane Roe"}], "must be a string"),
+    (["fine", "caf\xe9".encode("latin-1")], "not valid utf-8"),
     ([], "no documents"),
     (42, "iterable of documents"),
 ])
 def test_bad_documents_raise_before_any_budget(docs, message):
     with privacy_ledger(max_epsilon=10.0, max_delta=1e-3) as ledger:
-        with pytest.raises(ValueError, match=message):
+        with pytest.raises(ValueError, match=message) as info:
             DPTfidfVectorizer(random_state=0).fit(docs)
         assert ledger.records() == [] and ledger.pending() == []
+    # The documents are the private data: the error neither quotes nor points at one.
+    for text in (str(info.value), repr(info.value.__cause__), repr(info.value.__context__)):
+        assert "Jane" not in text and "caf" not in text and "xe9" not in text
+        assert "document 1" not in text and "position" not in text
+
+
+def test_bytes_documents_are_decoded_with_the_given_encoding():
+    docs = [d.encode("latin-1") for d in DOCS]
+    vec = DPTfidfVectorizer(epsilon=np.inf, encoding="latin-1").fit(docs)
+    again = DPTfidfVectorizer(epsilon=np.inf).fit(DOCS)
+    assert vec.vocabulary_ == again.vocabulary_
+    assert (vec.transform(docs) != again.transform(DOCS)).nnz == 0
 
 
 @pytest.mark.parametrize("params, message", [
@@ -255,5 +269,5 @@ def test_bad_parameters_raise_before_any_budget(params, message):
 
 def test_transform_checks_documents_too():
     vec = DPTfidfVectorizer(epsilon=np.inf).fit(DOCS)
-    with pytest.raises(ValueError, match="not a string"):
+    with pytest.raises(ValueError, match="must be a string"):
         vec.transform(["ok", 3.0])

@@ -201,12 +201,28 @@ stop_words, token_pattern, ngram_range
         except TypeError as exc:
             raise ValueError(f"{owner}: an iterable of documents (strings) is expected, "
                              f"got {type(raw_documents).__name__}") from exc
-        for i, doc in enumerate(docs):
-            if not isinstance(doc, str | bytes | np.str_):
-                raise ValueError(f"{owner}: document {i} is a {type(doc).__name__} "
-                                 f"({doc!r:.40}), not a string; missing texts (NaN, None) "
-                                 "must be replaced, e.g. by ''")
-        return docs
+        # The messages below name no document and quote none of their content: the
+        # documents are the private data, and an error leaves the fit.
+        if not all(isinstance(doc, str | bytes | np.str_) for doc in docs):
+            raise ValueError(f"{owner}: every document must be a string (str or bytes); "
+                             "missing texts (NaN, None) must be replaced, e.g. by ''. "
+                             "[i for i, d in enumerate(docs) if not isinstance(d, str)] "
+                             "lists the others")
+        return [self._decoded(doc) if isinstance(doc, bytes) else doc for doc in docs]
+
+    def _decoded(self, doc):
+        # Decoded here, before any budget is reserved, so that a document that is not
+        # valid in the encoding fails with a message that quotes none of its
+        # bytes, and the error is raised outside the handler so that it does not carry
+        # the decoder's error as its context.
+        try:
+            return doc.decode(self.encoding, self.decode_error)
+        except UnicodeDecodeError:
+            pass
+        raise ValueError(
+            f"{type(self).__name__}: a document is not valid {self.encoding}; pass the "
+            "right encoding=..., decode_error='replace' (or 'ignore'), or decode the "
+            "documents first")
 
     # -- the fit sequence ---------------------------------------------------------
     def _check_dp_rules(self):

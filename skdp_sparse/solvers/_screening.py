@@ -120,6 +120,11 @@ def _rates_and_log_odds(noisy_counts, n_samples):
     return rates, np.log(rates) - np.log1p(-rates)
 
 
+#: Rounds of :func:`noise_units`' search: its relative increments double from 1e-12,
+#: so 60 rounds reach noise 2^48 times larger than the first guess.
+_MAX_NOISE_ROUNDS = 60
+
+
 def noise_units(epsilon, delta, shares, floating_point_safe, names):
     """``(units, events)``: the noise standard deviation per unit of l2 sensitivity of
     each release, and its privacy event, for a budget split by ``shares`` (summing to
@@ -140,14 +145,23 @@ def noise_units(epsilon, delta, shares, floating_point_safe, names):
     slack = (1.0 + SENSITIVITY_SLACK) * (1.0 + DISCRETE_GAUSSIAN_SLACK) \
         if floating_point_safe else 1.0
     units = [slack / (mu * math.sqrt(share)) for share in shares]
-    while True:
+    # The exact conversion is solved to the last bits (and lattice releases pay 2^-40
+    # in epsilon): a relative 1e-12 more noise usually brings it inside. The increment
+    # doubles while it does not, so that an epsilon near the lattice's own cost
+    # takes a few dozen rounds, and one below it fails instead of looping.
+    growth = 1e-12
+    for _ in range(_MAX_NOISE_ROUNDS):
         events = [gaussian_release_event(unit, floating_point_safe, name)
                   for unit, name in zip(units, names, strict=True)]
         if compose(events, float(delta))[0] <= epsilon:
             return units, events
-        # The exact conversion is solved to the last bits (and lattice releases pay
-        # 2^-40 in epsilon): a relative 1e-12 more noise brings it inside.
-        units = [unit * (1.0 + 1e-12) for unit in units]
+        units = [unit * (1.0 + growth) for unit in units]
+        growth *= 2.0
+    raise ValueError(
+        f"epsilon={epsilon!r} is too small to calibrate: the floating-point-safe "
+        "releases cost about 2^-40 of epsilon by themselves; choose a larger epsilon"
+        if floating_point_safe else
+        f"epsilon={epsilon!r} is too small to calibrate; choose a larger epsilon")
 
 
 def gaussian_release_event(unit, floating_point_safe, name):

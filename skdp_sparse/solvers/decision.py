@@ -98,7 +98,12 @@ def inner_epsilon(plan_at, epsilon, delta, extra_events):
         mu_event = event.mu if event.mu is not None else 2.0 / event.pld.noise_multiplier
         extra_mu2 += mu_event**2 * event.count
     mu = gaussian_mu(float(epsilon), float(delta))
-    guess = gaussian_epsilon(math.sqrt(max(mu * mu - extra_mu2, 1e-300)), delta)
+    remaining = max(mu * mu - extra_mu2, 1e-300)
+    guess = gaussian_epsilon(math.sqrt(remaining), delta)
+    if guess <= 0.0:
+        # With epsilon small against delta the remaining ratio is (0, delta)-DP on its
+        # own; the solver's plan still needs a positive epsilon: start from its share.
+        guess = epsilon * remaining / (mu * mu)
 
     def total(eps_in):
         plan = plan_at(eps_in)

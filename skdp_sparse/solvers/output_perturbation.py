@@ -393,8 +393,9 @@ def fit_output_perturbation(
     floating_point_safe : {"auto", True, False}
     return_info : bool
         Also return a dict with ``alpha``, the sensitivities, the noise scale, the
-        noise path (``floating_point_safe``, ``granularity``), ``n_iter`` and the
-        accountant.
+        noise path (``floating_point_safe``, ``granularity``) and the accountant: the
+        public values of the release. (The optimiser's iteration count is not in it: it
+        depends on the rows, and the release does not cover it.)
 
     Returns
     -------
@@ -444,7 +445,6 @@ def fit_output_perturbation(
     info.update(
         alpha=plan.alpha, noise="laplace" if delta == 0 else "gaussian",
         noise_scale=plan.noise_scale, floating_point_safe=plan.floating_point_safe,
-        granularity=plan.granularity, n_iter=result.info["solver_iterations"],
-        accountant=accountant, n_releases=Y.shape[1],
+        granularity=plan.granularity, accountant=accountant, n_releases=Y.shape[1],
     )
     return coef, intercept, info

@@ -64,8 +64,9 @@ def encode_labels(y, classes, estimator_name):
     except TypeError as exc:
         raise ValueError("the labels of y and classes are of incomparable types") from exc
     if not np.all(known):
+        # How many rows are outside is a statistic of the data: the message says only
+        # that some are.
         raise ValueError(
-            f"y holds {int(np.size(known) - np.count_nonzero(known))} label(s) outside the "
-            f"public label set classes={public.tolist()!r}"
+            f"y holds labels outside the public label set classes={public.tolist()!r}"
         )
     return public, np.searchsorted(public, y)

@@ -18,15 +18,18 @@ import numbers
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.stats import norm
 from sklearn.utils.validation import validate_data
 
 __all__ = [
     "MAX_EPSILON",
+    "MIN_RATIO_OVER_DELTA_ALONE",
     "Interval",
     "Options",
     "Bound",
     "validate_params",
     "check_privacy_params",
+    "check_budget_pair",
     "check_bound",
     "canonical_sparse",
     "validate_fit_data",
@@ -37,6 +40,17 @@ __all__ = [
 #: library is exact (noise scales fall below the resolution of doubles relative
 #: to the statistics), so larger budgets are refused; ``np.inf`` fits without noise.
 MAX_EPSILON = 1000.0
+
+
+#: A finite epsilon is refused where delta alone already buys almost the noise it asks
+#: for: when the ratio ``mu(epsilon, delta)`` of the Gaussian mechanism that is
+#: ``(epsilon, delta)``-DP is below this multiple of ``mu(0, delta)``, the ratio at
+#: which a Gaussian mechanism is ``(0, delta)``-DP. A fit splits its ratio among its
+#: releases (shares down to about 1/400 of ``mu^2``); below the multiple a share would
+#: be ``(0, delta)``-DP on its own and no epsilon is left to calibrate it by. The pairs
+#: refused have delta far above the ``1 / n`` that privacy needs, or epsilon below
+#: about ``8 delta``.
+MIN_RATIO_OVER_DELTA_ALONE = 2.0
 
 
 def _is_real(value):
@@ -177,7 +191,25 @@ def check_privacy_params(epsilon, delta, *, require_delta=False):
             "this method gives approximate DP only: set delta > 0 "
             "(for example 1 / n_samples**2)"
         )
+    check_budget_pair(epsilon, delta)
     return float(epsilon), float(delta)
+
+
+def check_budget_pair(epsilon, delta):
+    """Refuse a finite ``epsilon`` that ``delta`` alone nearly buys (see
+    :data:`MIN_RATIO_OVER_DELTA_ALONE`); ``epsilon`` and ``delta`` are otherwise valid."""
+    if not (math.isfinite(epsilon) and delta > 0):
+        return
+    from ..privacy.accounting import gaussian_mu
+
+    alone = 2.0 * float(norm.ppf((1.0 + delta) / 2.0))
+    if gaussian_mu(float(epsilon), float(delta)) < MIN_RATIO_OVER_DELTA_ALONE * alone:
+        raise ValueError(
+            f"epsilon={epsilon!r} is too small for delta={delta!r}: at this delta a "
+            f"Gaussian release with noise {1 / alone:.3g} times its sensitivity is "
+            "already (0, delta)-DP, which leaves no epsilon to calibrate the fit's "
+            "releases by. Choose delta well below 1 / n_samples (for example "
+            "1 / n_samples**2) or a larger epsilon")
 
 
 def check_bound(name, value, *, allow_none=False, allow_inf=False, size=None):
