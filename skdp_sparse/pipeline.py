@@ -11,7 +11,9 @@ events is at most that.
 A private step is an estimator with both ``epsilon`` and ``delta`` parameters (every
 private estimator and transformer of the library), found anywhere inside
 pipelines, column transformers and feature unions; the private steps inside a private
-step (the estimator of a private search) are that step's business and are left alone.
+step (the estimator of a private search) are that step's business and are left alone,
+and so are the steps inside a :class:`~sklearn.frozen.FrozenEstimator`, which fits
+nothing again and spends nothing more.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import math
 import numbers
 
 from sklearn.base import BaseEstimator
+from sklearn.frozen import FrozenEstimator
 
 from .utils.validation import check_privacy_params
 
@@ -48,10 +51,12 @@ def private_steps(estimator):
         parts = path.split("__")
         return tuple(position.get("__".join(parts[: i + 1]), -1) for i in range(len(parts)))
 
+    # A frozen step does not fit again, so it spends nothing and takes no share.
+    frozen = [path for path, value in params.items() if isinstance(value, FrozenEstimator)]
     found = {}
     for path in sorted((p for p, v in params.items() if _is_private(v)), key=order):
-        if any(path.startswith(outer + "__") for outer in found):
-            continue  # inside a private step
+        if any(path.startswith(outer + "__") for outer in [*found, *frozen]):
+            continue  # inside a private step, or frozen
         found[path] = params[path]
     return found
 

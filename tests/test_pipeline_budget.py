@@ -124,3 +124,17 @@ def test_a_frozen_private_step_is_not_fitted_again():
     names = [r.estimator for r in ledger.records()]
     assert sum(n.startswith("DPTfidfVectorizer") for n in names) == 1
     assert sum(n.startswith("DPSparseLogisticRegression") for n in names) == 2 * 3 + 1
+
+
+def test_split_budget_leaves_a_frozen_private_step_out():
+    # A frozen step fits nothing again, so the budget is the other steps' to share
+    # (setting a frozen step's parameters is an error in scikit-learn).
+    docs, _ = _corpus(n=300)
+    vectorizer = DPTfidfVectorizer(epsilon=0.5, delta=5e-7, max_terms_per_document=4,
+                                   random_state=0).fit(docs)
+    model = make_pipeline(FrozenEstimator(vectorizer), DPSelectKBest(k=3, sparsity=4),
+                          DPSparseLogisticRegression(classes=[0, 1]))
+    assert list(private_steps(model)) == ["dpselectkbest", "dpsparselogisticregression"]
+    split_budget(model, 1.0, 1e-6)
+    assert model[1].epsilon == model[2].epsilon == 0.5
+    assert vectorizer.epsilon == 0.5 and vectorizer.delta == 5e-7

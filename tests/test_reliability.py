@@ -146,6 +146,32 @@ def test_read_only_memmap_input(tmp_path):
     np.testing.assert_allclose(clf.coef_, ref.coef_)
 
 
+@pytest.mark.parametrize("solver", SOLVERS + ["screened_newton", "output_perturbation"])
+def test_duplicates_whose_sum_overflows_fail_before_any_budget(solver):
+    # Every stored value is finite; their sum over a duplicated (row, column) is not.
+    X, y = _data()
+    X = X.tocoo()
+    rows, cols, vals = np.r_[X.row, 0, 0], np.r_[X.col, 0, 0], np.r_[X.data, 1e308, 1e308]
+    order = np.lexsort((cols, rows))
+    indptr = np.searchsorted(rows[order], np.arange(X.shape[0] + 1))
+    duplicated = sp.csr_matrix((vals[order], cols[order], indptr), shape=X.shape)
+    assert not duplicated.has_canonical_format
+    kw = {"penalty": "l2"} if solver == "output_perturbation" else {}
+    with privacy_ledger(max_epsilon=10.0, max_delta=1e-3) as ledger:
+        with pytest.raises(ValueError, match="duplicate entries"):
+            _logistic(solver, **kw).fit(duplicated, y)
+        assert ledger.records() == [] and ledger.pending() == []
+
+
+def test_bias_reduced_sgd_refuses_one_row_before_any_budget():
+    X, y = _data()
+    with privacy_ledger(max_epsilon=10.0, max_delta=1e-3) as ledger:
+        with pytest.raises(ValueError, match="n_samples >= 2"):
+            _logistic("bias_reduced_sgd").fit(X[:1], y[:1])
+        assert ledger.records() == [] and ledger.pending() == []
+    _logistic("bias_reduced_sgd").fit(X[:2], np.array([0, 1]))
+
+
 def test_stored_zeros_are_not_features():
     # sparse_sgd selects features by how many rows hold them: an explicit zero
     # must not count, or the same data gives other coefficients.

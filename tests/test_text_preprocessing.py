@@ -259,6 +259,8 @@ def test_bytes_documents_are_decoded_with_the_given_encoding():
     ({"ngram_range": (2, 1)}, "ngram_range"),
     ({"ngram_range": (1, 2, 3)}, "ngram_range"),
     ({"analyzer": "words"}, "analyzer"),
+    ({"dtype": np.int32}, "floating-point"),
+    ({"dtype": "banana"}, "floating-point"),
 ])
 def test_bad_parameters_raise_before_any_budget(params, message):
     with privacy_ledger(max_epsilon=10.0, max_delta=1e-3) as ledger:

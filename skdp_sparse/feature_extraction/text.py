@@ -237,6 +237,14 @@ stop_words, token_pattern, ngram_range
         if not (len(ngram) == 2 and integers and 1 <= ngram[0] <= ngram[1]):
             raise ValueError(f"{owner}: ngram_range must be a pair (min_n, max_n) of "
                              f"integers with 1 <= min_n <= max_n, got {self.ngram_range!r}")
+        try:
+            floating = np.issubdtype(np.dtype(self.dtype), np.floating)
+        except TypeError:
+            floating = False
+        if not floating:
+            # Unit-norm tf-idf rows in an integer type would all round to 0.
+            raise ValueError(f"{owner}: dtype must be a floating-point type (np.float64 or "
+                             f"np.float32), got {self.dtype!r}")
         if self.floating_point_safe is False:
             warn_float_noise(owner)
 

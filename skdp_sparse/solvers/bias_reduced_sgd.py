@@ -321,6 +321,10 @@ class BiasReducedSGD(GradientSolver):
         validate_params(_OPTIONS, options, f"solver {self.name!r}")
         n, _, n_targets = shape
         private = math.isfinite(epsilon)
+        if private and n < 2:
+            # A step samples 2^(N+1) >= 2 rows without replacement.
+            raise ValueError(f"solver {self.name!r} samples batches of at least 2 rows: "
+                             "it needs n_samples >= 2")
         if not private and options["max_iter"] is None:
             raise ValueError("with epsilon=np.inf there is no privacy filter: give max_iter")
         runs = options["boosting_runs"]

@@ -23,6 +23,8 @@ from sklearn.utils.validation import validate_data
 
 __all__ = [
     "MAX_EPSILON",
+    "MIN_BOUND",
+    "MAX_BOUND",
     "MIN_RATIO_OVER_DELTA_ALONE",
     "Interval",
     "Options",
@@ -51,6 +53,12 @@ MAX_EPSILON = 1000.0
 #: refused have delta far above the ``1 / n`` that privacy needs, or epsilon below
 #: about ``8 delta``.
 MIN_RATIO_OVER_DELTA_ALONE = 2.0
+
+
+#: Range of a finite public bound. Sensitivities multiply up to three bounds (a row
+#: norm squared times a target bound), which must stay finite and non-zero in doubles;
+#: bounds outside are refused with the parameter's name instead of overflowing later.
+MIN_BOUND, MAX_BOUND = 1e-100, 1e100
 
 
 def _is_real(value):
@@ -118,18 +126,23 @@ class Bound:
 
     def accepts(self, value):
         if _is_real(value):
-            return value > 0 and (self.inf or math.isfinite(value))
+            return self._in_range(np.asarray([value], dtype=float))
         if not self.per_feature or isinstance(value, str | bytes):
             return False
         try:
             arr = np.asarray(value, dtype=float)
         except (TypeError, ValueError):
             return False
-        return (arr.ndim == 1 and arr.size > 0 and not np.isnan(arr).any()
-                and (arr > 0).all() and (self.inf or np.isfinite(arr).all()))
+        return arr.ndim == 1 and arr.size > 0 and self._in_range(arr)
+
+    def _in_range(self, arr):
+        finite = np.isfinite(arr)
+        return bool(np.all(np.where(finite, (arr >= MIN_BOUND) & (arr <= MAX_BOUND),
+                                    self.inf & (arr == np.inf))))
 
     def __str__(self):
-        text = "a positive number" + ("" if self.inf else " (finite)")
+        text = f"a positive number in [{MIN_BOUND:g}, {MAX_BOUND:g}]" + (
+            " or inf" if self.inf else "")
         return text + (" or a 1-d array of them, one per feature" if self.per_feature else "")
 
 
@@ -244,6 +257,11 @@ def canonical_sparse(X):
         return cls((X.data, X.indices, X.indptr), shape=X.shape, copy=False)
     X = X.astype(np.float64, copy=True)
     X.sum_duplicates()
+    # The values were checked finite as stored; the sums of duplicates can overflow.
+    if not np.all(np.isfinite(X.data)):
+        raise ValueError("X holds duplicate entries (the same row and column stored more "
+                         "than once) whose sum is not finite; a sparse matrix means their "
+                         "sum, so sum_duplicates() and check the values first")
     X.eliminate_zeros()
     return X
 
