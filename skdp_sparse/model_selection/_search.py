@@ -411,9 +411,19 @@ default=None
                             facts["classes"], facts["n"], facts["n_train"],
                             refit=bool(self.refit))
         with WarningsAtCallersLine():
-            fit_epsilon, _, run_curve, total_curve = self._calibrate(
-                public, epsilon, delta, eta, gamma
-            )
+            try:
+                fit_epsilon, _, run_curve, total_curve = self._calibrate(
+                    public, epsilon, delta, eta, gamma
+                )
+            except ValueError as exc:
+                if "too small for delta" not in str(exc):
+                    raise
+                # The estimator refused a per-fit budget of the calibration's search
+                # (check_budget_pair): say so in the search's terms.
+                raise ValueError(
+                    f"no per-fit budget meets the total (epsilon={epsilon}, delta={delta}): "
+                    f"the per-fit budgets it leaves are refused by the estimator ({exc}); "
+                    "raise epsilon, lower delta or expected_repetitions") from None
             self._check_scorer(public, scorer, fit_epsilon, facts["n_val"])
         sensitivity = (high - low) / facts["n_val"]
         rho_score = float(np.min(run_curve / RDP_ORDERS))
