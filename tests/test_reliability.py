@@ -32,8 +32,8 @@ from skdp_sparse.solvers._screening import noise_units
 from skdp_sparse.solvers.output_perturbation import output_perturbation_bounds
 from skdp_sparse.utils.validation import (
     MAX_EPSILON,
-    MIN_RATIO_OVER_DELTA_ALONE,
     check_privacy_params,
+    smallest_epsilon,
 )
 
 SOLVERS = ["greedy_cd", "cd", "sgd", "sparse_sgd", "phased_sgd", "bias_reduced_sgd"]
@@ -252,18 +252,6 @@ def test_epsilon_above_the_maximum_is_refused(epsilon):
         _logistic("sgd").set_params(epsilon=epsilon).fit(X, y)
 
 
-def _budget_floor(delta):
-    """The smallest epsilon :func:`check_budget_pair` accepts at ``delta``."""
-    from scipy.optimize import brentq
-    from scipy.stats import norm
-
-    from skdp_sparse.privacy.accounting import gaussian_mu
-
-    alone = 2 * norm.ppf((1 + delta) / 2)
-    return brentq(lambda e: math.log(gaussian_mu(e, delta))
-                  - math.log(MIN_RATIO_OVER_DELTA_ALONE * alone), 1e-12, 100)
-
-
 @pytest.mark.parametrize("delta", [1e-6, 1e-3, 0.1])
 @pytest.mark.parametrize("solver", SOLVERS + ["screened_newton", "sufficient_statistics"])
 def test_epsilon_that_delta_alone_nearly_buys_is_refused_and_just_above_it_fits(solver, delta):
@@ -271,7 +259,7 @@ def test_epsilon_that_delta_alone_nearly_buys_is_refused_and_just_above_it_fits(
     # the solvers' budget splits hit a zero epsilon (before the check: "epsilon must be
     # > 0, got 0.0" or a division by zero from inside a plan).
     X, y = _data()
-    floor = _budget_floor(delta)
+    floor = smallest_epsilon(delta)
     with privacy_ledger(max_epsilon=10.0, max_delta=0.5) as ledger:
         with pytest.raises(ValueError, match="too small for delta"):
             _model(solver).set_params(epsilon=floor / 2, delta=delta).fit(X, y)

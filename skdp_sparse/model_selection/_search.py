@@ -37,7 +37,7 @@ from ..privacy.selection import (
 )
 from ..utils._labels import check_classes, encode_labels
 from ..utils._warnings import warn
-from ..utils.validation import check_privacy_params
+from ..utils.validation import check_privacy_params, smallest_epsilon
 from ._public import (
     PublicData,
     WarningsAtCallersLine,
@@ -374,8 +374,13 @@ default=None
     def _calibrate(self, public, epsilon, delta, eta, gamma):
         """Largest per-fit epsilon whose search total is at most ``epsilon``, checked
         with the events of the candidates' dummy fits."""
-        return calibrate_run_epsilon(lambda x: public.curves(x), epsilon, delta,
-                                     eta, gamma)
+        # A fit refuses a per-fit epsilon below the floor of its delta: the search
+        # prices such budgets at the floor, and one whose floor already exceeds the
+        # total finds no per-fit budget (calibrate_run_epsilon's error).
+        floor = smallest_epsilon(public.fit_delta)
+        fit_epsilon, *curves = calibrate_run_epsilon(
+            lambda x: public.curves(max(x, floor)), epsilon, delta, eta, gamma)
+        return (max(fit_epsilon, floor), *curves)
 
     def fit(self, X, y=None):
         """Select hyperparameters privately and fit the selected model.
@@ -411,19 +416,9 @@ default=None
                             facts["classes"], facts["n"], facts["n_train"],
                             refit=bool(self.refit))
         with WarningsAtCallersLine():
-            try:
-                fit_epsilon, _, run_curve, total_curve = self._calibrate(
-                    public, epsilon, delta, eta, gamma
-                )
-            except ValueError as exc:
-                if "too small for delta" not in str(exc):
-                    raise
-                # The estimator refused a per-fit budget of the calibration's search
-                # (check_budget_pair): say so in the search's terms.
-                raise ValueError(
-                    f"no per-fit budget meets the total (epsilon={epsilon}, delta={delta}): "
-                    f"the per-fit budgets it leaves are refused by the estimator ({exc}); "
-                    "raise epsilon, lower delta or expected_repetitions") from None
+            fit_epsilon, _, run_curve, total_curve = self._calibrate(
+                public, epsilon, delta, eta, gamma
+            )
             self._check_scorer(public, scorer, fit_epsilon, facts["n_val"])
         sensitivity = (high - low) / facts["n_val"]
         rho_score = float(np.min(run_curve / RDP_ORDERS))

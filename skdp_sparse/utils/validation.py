@@ -13,6 +13,7 @@ Booleans are never accepted as numbers (``True`` is not ``1``).
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 
@@ -32,6 +33,7 @@ __all__ = [
     "validate_params",
     "check_privacy_params",
     "check_budget_pair",
+    "smallest_epsilon",
     "check_bound",
     "canonical_sparse",
     "validate_fit_data",
@@ -48,10 +50,12 @@ MAX_EPSILON = 1000.0
 #: for: when the ratio ``mu(epsilon, delta)`` of the Gaussian mechanism that is
 #: ``(epsilon, delta)``-DP is below this multiple of ``mu(0, delta)``, the ratio at
 #: which a Gaussian mechanism is ``(0, delta)``-DP. A fit splits its ratio among its
-#: releases (shares down to about 1/400 of ``mu^2``); below the multiple a share would
-#: be ``(0, delta)``-DP on its own and no epsilon is left to calibrate it by. The pairs
-#: refused have delta far above the ``1 / n`` that privacy needs, or epsilon below
-#: about ``8 delta``.
+#: releases, and near ``mu(0, delta)`` the splits reach shares that are ``(0, delta)``-DP
+#: on their own, with no epsilon left to calibrate them by (the plans then failed with
+#: a zero epsilon); from this multiple on every solver plans (checked at 1.02 times the
+#: floor for deltas from 1e-8 to 0.3). The pairs refused have delta far above the
+#: ``1 / n`` that privacy needs, or epsilon below about ``2.5 delta``
+#: (:func:`smallest_epsilon`).
 MIN_RATIO_OVER_DELTA_ALONE = 2.0
 
 
@@ -209,20 +213,32 @@ def check_privacy_params(epsilon, delta, *, require_delta=False):
 
 
 def check_budget_pair(epsilon, delta):
-    """Refuse a finite ``epsilon`` that ``delta`` alone nearly buys (see
-    :data:`MIN_RATIO_OVER_DELTA_ALONE`); ``epsilon`` and ``delta`` are otherwise valid."""
+    """Refuse a finite ``epsilon`` below :func:`smallest_epsilon` of ``delta``, which
+    ``delta`` alone nearly buys; ``epsilon`` and ``delta`` are otherwise valid."""
     if not (math.isfinite(epsilon) and delta > 0):
         return
-    from ..privacy.accounting import gaussian_mu
-
-    alone = 2.0 * float(norm.ppf((1.0 + delta) / 2.0))
-    if gaussian_mu(float(epsilon), float(delta)) < MIN_RATIO_OVER_DELTA_ALONE * alone:
+    if epsilon < smallest_epsilon(delta):
+        alone = 2.0 * float(norm.ppf((1.0 + delta) / 2.0))
         raise ValueError(
             f"epsilon={epsilon!r} is too small for delta={delta!r}: at this delta a "
             f"Gaussian release with noise {1 / alone:.3g} times its sensitivity is "
             "already (0, delta)-DP, which leaves no epsilon to calibrate the fit's "
             "releases by. Choose delta well below 1 / n_samples (for example "
             "1 / n_samples**2) or a larger epsilon")
+
+
+@functools.lru_cache(maxsize=256)
+def smallest_epsilon(delta):
+    """The smallest epsilon a fit accepts at ``delta`` (0 for pure DP): that of the
+    Gaussian mechanism whose ratio is :data:`MIN_RATIO_OVER_DELTA_ALONE` times
+    ``mu(0, delta) = 2 Phi^-1((1 + delta) / 2)``, the ratio at which a Gaussian
+    mechanism is ``(0, delta)``-DP. A function of a public number (cached)."""
+    if delta <= 0:
+        return 0.0
+    from ..privacy.accounting import gaussian_epsilon
+
+    alone = 2.0 * float(norm.ppf((1.0 + delta) / 2.0))
+    return gaussian_epsilon(MIN_RATIO_OVER_DELTA_ALONE * alone, float(delta))
 
 
 def check_bound(name, value, *, allow_none=False, allow_inf=False, size=None):
