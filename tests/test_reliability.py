@@ -172,6 +172,41 @@ def test_bias_reduced_sgd_refuses_one_row_before_any_budget():
     _logistic("bias_reduced_sgd").fit(X[:2], np.array([0, 1]))
 
 
+ALL_SOLVERS = ["greedy_cd", "cd", "sgd", "sparse_sgd", "phased_sgd", "bias_reduced_sgd",
+               "output_perturbation", "screened_newton", "sufficient_statistics"]
+
+
+@pytest.mark.parametrize("solver", ALL_SOLVERS)
+@pytest.mark.parametrize("task", ["classifier", "regressor"])
+def test_every_input_layout_gives_the_csr_fit(solver, task):
+    # Values exact in float32, a quarter of them zero: every layout holds the same rows.
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (120, 5)).astype(np.float32).astype(np.float64)
+    X[X < -0.5] = 0.0
+    penalty = "l2" if solver in ("output_perturbation", "sufficient_statistics") else "l1"
+    if task == "classifier":
+        if solver == "sufficient_statistics":
+            pytest.skip("least squares only")
+        est, y = _logistic(solver, penalty=penalty, max_iter=None), (X[:, 0] > 0).astype(int)
+    else:
+        if solver == "screened_newton":
+            pytest.skip("logistic loss only")
+        est = DPGreedyCDRegressor(epsilon=2.0, delta=1e-5, solver=solver, penalty=penalty,
+                                  target_bounds=(-1, 1), random_state=0)
+        y = X[:, 0]
+    reference = clone(est).fit(sp.csr_matrix(X), y)
+    layouts = {"dense": X, "fortran": np.asfortranarray(X), "float32": X.astype(np.float32),
+               "list": X.tolist(), "csc": sp.csc_matrix(X), "coo": sp.coo_matrix(X),
+               "lil": sp.lil_matrix(X)}
+    for name, layout in layouts.items():
+        fitted = clone(est).fit(layout, y)
+        # Up to the order of a sum (bias-reduced SGD's dense gradients): 1e-12.
+        np.testing.assert_allclose(fitted.coef_, reference.coef_, rtol=1e-12, atol=1e-14,
+                                   err_msg=name)
+        np.testing.assert_allclose(fitted.intercept_, reference.intercept_, rtol=1e-12,
+                                   atol=1e-14, err_msg=name)
+
+
 def test_stored_zeros_are_not_features():
     # sparse_sgd selects features by how many rows hold them: an explicit zero
     # must not count, or the same data gives other coefficients.

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.stats import norm
 
 from ..optim import _sgd_kernels as K
@@ -410,6 +411,11 @@ class SparseSGD(GradientSolver):
             # The steps clip the rows restricted to the fixed features, not whole rows.
             return None, math.inf, math.inf
         return super().input_clipping(problem, plan)
+
+    def rows(self, data, plan):
+        rows = super().rows(data, plan)
+        # The steps walk each row's non-zeros: dense rows are read as CSR.
+        return rows if sp.issparse(rows) else sp.csr_matrix(rows)
 
     def solve(self, problem, data, plan, rng):
         if isinstance(plan, FixedFeaturesPlan):
