@@ -25,6 +25,14 @@ so that every such row is predicted as the (privately estimated) majority; where
 the counts give ``a <= 0`` (their noise hides the slope) the same holds with the
 slope ``1 / c``. Either way a default does not do worse on the training
 distribution than predicting the majority, and keeps the ranking of its scores.
+
+With K > 1 one-vs-rest problems (K classes) the prediction is the argmax of the K
+scores, so each score is its class's fitted log-odds ``a u + b`` and no problem falls
+back on its own binary majority (which is "not this class" for every class of a
+balanced K-class problem, and whose intercepts beyond every score leave the argmax to
+the offsets). Where the counts see no slope, the class's score is its prior log-odds
+``log(c1 / c0)`` (no direction): if no class shows a slope, every row gets the
+privately estimated most frequent class.
 """
 
 from __future__ import annotations
@@ -178,6 +186,18 @@ def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
         if not bounds[k] > 0 or not (c1.sum() > 0 and c0.sum() > 0):
             continue
         a, b = fit_binned(centres, c1, c0, fit_intercept)
+        if K > 1:
+            # One-vs-rest: the decision is the argmax of the K scores, so each is the
+            # class's calibrated log-odds, never a binary majority's verdict. Where
+            # the counts see no slope, the class's score is its prior log-odds.
+            if a > 0:
+                coef[:, k] = directions[:, k] * (a / scales[k])
+                used[k] = True
+            else:
+                b = math.log(c1.sum() / c0.sum())
+            if fit_intercept:
+                intercept[k] = b
+            continue
         if not a > 0:
             if not fit_intercept:
                 continue
