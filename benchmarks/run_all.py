@@ -38,6 +38,7 @@ SCRIPTS = {
     "bench_fp_safe_defaults": {"quick": ["--quick"], "full": []},
     "bench_text": {"quick": ["--quick"], "full": []},
     "bench_text_pipeline": {"quick": ["--quick"], "full": []},
+    "bench_multiclass": {"quick": ["--quick"], "full": []},
     "bench_speed": {"quick": ["--quick", "--repeats", "3"], "full": []},
     "bench_speed_sparse": {"quick": ["--quick"], "full": []},
 }
