@@ -28,6 +28,7 @@ from skdp_sparse import (
 from skdp_sparse.optim.erm import guaranteed_iterations, solve_l2_erm
 from skdp_sparse.optim.losses import LogisticLoss
 from skdp_sparse.privacy.accounting import compose
+from skdp_sparse.privacy.clipping import clip_rows
 from skdp_sparse.solvers._screening import noise_units
 from skdp_sparse.solvers.output_perturbation import output_perturbation_bounds
 from skdp_sparse.utils.validation import (
@@ -408,3 +409,45 @@ def test_guaranteed_iterations_reach_the_distance(seed, domain):
     ref = solve_l2_erm(X, y, loss, alpha, tol=1e-12, domain=domain, radius=0.5).coef
     assert it == T
     assert np.linalg.norm(w - ref) <= distance
+
+
+@pytest.mark.parametrize("row", [[1e308, 1e308, 0.0, 0.0], [1.7e308, -1.7e308, 0.0, 1.0],
+                                 [1e-300, 0.0, -3e-300, 0.0]])
+def test_rows_whose_norms_overflow_or_underflow_are_clipped_alike_in_every_layout(row):
+    # A finite row's l1 and l2 norms can exceed the largest double: the dense clip
+    # left such a row unchanged (inf / inf), the CSR clip zeroed it.
+    X = np.array([row, [0.5, 0.0, 0.0, 0.0], [0.0] * 4])
+    dense = clip_rows(X, max_l2=1.0)
+    for layout in (sp.csr_matrix(X), sp.csc_matrix(X)):
+        np.testing.assert_allclose(clip_rows(layout, max_l2=1.0).toarray(), dense,
+                                   rtol=1e-15)
+    top = np.abs(X[0]).max()
+
+    def norm(v, order):  # without overflow or underflow, as min(bound, norm) needs
+        return min(top, 1.0) * (np.linalg.norm(v / top, order) * max(top, 1.0))
+
+    assert np.linalg.norm(dense[0]) == pytest.approx(min(1.0, norm(X[0], 2)), rel=1e-12)
+    assert np.linalg.norm(clip_rows(X, max_l1=2.0)[0], 1) == pytest.approx(
+        min(2.0, norm(X[0], 1)), rel=1e-12)
+    np.testing.assert_array_equal(dense[1:], X[1:])
+    assert np.all(np.sign(dense[0]) == np.sign(X[0]))
+
+
+@pytest.mark.parametrize("solver, extra", [("screened_newton", {}),
+                                           ("cd", {"max_iter": 5}),
+                                           ("greedy_cd", {"decision": "calibrated",
+                                                          "max_iter": 20}),
+                                           ("sgd", {}), ("phased_sgd", {})])
+def test_a_row_of_huge_opposite_entries_fits_like_any_other(solver, extra):
+    # Its score inf - inf had no bin in the decision's class histogram (the fit
+    # failed on this neighbour and not on the other), and dense rows escaped clipping.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 6))
+    y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    X[0, :] = 0.0
+    X[0, 0], X[0, 1] = 1.7e308, -1.7e308
+    for layout in (X, sp.csr_matrix(X)):
+        model = DPSparseLogisticRegression(solver=solver, epsilon=5.0, delta=1e-5,
+                                           classes=[0, 1], random_state=0, **extra)
+        model.fit(layout, y)
+        assert np.all(np.isfinite(model.coef_)) and np.all(np.isfinite(model.intercept_))

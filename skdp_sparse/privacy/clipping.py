@@ -17,28 +17,31 @@ def _row_scales_csr(data, indptr, max_l2, max_l1):
     n = indptr.size - 1
     scales = np.ones(n)
     for i in range(n):
+        # The norms are taken of the row divided by its largest entry, so that no
+        # sum overflows: a finite row's norms can exceed the largest double.
+        top = 0.0
+        for k in range(indptr[i], indptr[i + 1]):
+            top = max(top, abs(data[k]))
+        if top == 0.0:
+            continue
         l1 = 0.0
         l2sq = 0.0
         for k in range(indptr[i], indptr[i + 1]):
-            v = data[k]
+            v = data[k] / top
             l1 += abs(v)
             l2sq += v * v
-        s = 1.0
-        l2 = np.sqrt(l2sq)
-        if l2 > max_l2:
-            s = max_l2 / l2
-        if l1 * s > max_l1:
-            s = max_l1 / l1
-        scales[i] = s
+        scales[i] = min(1.0, (max_l2 / top) / np.sqrt(l2sq), (max_l1 / top) / l1)
     return scales
 
 
 def _row_scales_dense(X, max_l2, max_l1):
-    l2 = np.linalg.norm(X, axis=1)
-    l1 = np.abs(X).sum(axis=1)
+    # As for CSR rows: the norms of each row over its largest entry.
+    top = np.abs(X).max(axis=1) if X.shape[1] else np.zeros(X.shape[0])
+    top = np.where(top > 0, top, 1.0)
+    unit = X / top[:, None]
     with np.errstate(divide="ignore"):
-        s = np.minimum(1.0, np.minimum(max_l2 / l2, max_l1 / l1))
-    return np.where(np.isfinite(s), s, 1.0)
+        return np.minimum(1.0, np.minimum((max_l2 / top) / np.linalg.norm(unit, axis=1),
+                                          (max_l1 / top) / np.abs(unit).sum(axis=1)))
 
 
 def with_summed_duplicates(X):

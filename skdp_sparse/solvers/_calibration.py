@@ -139,7 +139,8 @@ def _class_histograms(rows, Y, start, directions, scales):
     bins, positive rows then negative rows (one count per row and problem)."""
     B = CALIBRATION_BINS
     scores = np.asarray(rows @ directions, dtype=np.float64).reshape(-1, directions.shape[1])
-    u = np.clip(scores / scales, -1.0, 1.0)
+    # A score of inf - inf (a row of huge opposite entries) still gets one bin.
+    u = np.nan_to_num(np.clip(scores / scales, -1.0, 1.0), nan=0.0)
     bins = np.minimum(np.floor((u + 1.0) * (B / 2.0)), B - 1).astype(np.int64)
     positive = Y > 0
     return np.stack([np.concatenate([np.bincount(bins[positive[:, k], k], minlength=B),
