@@ -33,6 +33,7 @@ from skdp_sparse.feature_selection import DPSelectKBest
 from skdp_sparse.model_selection import PrivateHyperparameterSearch
 from skdp_sparse.pipeline import split_budget
 from skdp_sparse.preprocessing import BoundedScaler, DPStandardScaler
+from skdp_sparse.solvers import SOLVERS
 
 SEEDS = (0, 1, 2, 3)
 
@@ -118,10 +119,9 @@ def _documents(n=300):
 DATA = _data()
 DATA["documents"] = _documents()
 
-CLASSIFIER_SOLVERS = ["auto", "greedy_cd", "cd", "sgd", "sparse_sgd", "phased_sgd",
-                      "bias_reduced_sgd", "output_perturbation", "screened_newton"]
-REGRESSOR_SOLVERS = ["auto", "greedy_cd", "cd", "sgd", "sparse_sgd", "phased_sgd",
-                     "bias_reduced_sgd", "output_perturbation", "sufficient_statistics"]
+# Every registered solver, with the loss it is limited to.
+CLASSIFIER_SOLVERS = ["auto", *(s for s in SOLVERS if s != "sufficient_statistics")]
+REGRESSOR_SOLVERS = ["auto", *(s for s in SOLVERS if s != "screened_newton")]
 _L2 = {"output_perturbation", "sufficient_statistics"}
 
 

@@ -29,6 +29,7 @@ from skdp_sparse.optim.erm import guaranteed_iterations, solve_l2_erm
 from skdp_sparse.optim.losses import LogisticLoss
 from skdp_sparse.privacy.accounting import compose
 from skdp_sparse.privacy.clipping import clip_rows
+from skdp_sparse.solvers import SOLVERS as REGISTERED_SOLVERS
 from skdp_sparse.solvers._screening import noise_units
 from skdp_sparse.solvers.output_perturbation import output_perturbation_bounds
 from skdp_sparse.utils.validation import (
@@ -173,11 +174,7 @@ def test_bias_reduced_sgd_refuses_one_row_before_any_budget():
     _logistic("bias_reduced_sgd").fit(X[:2], np.array([0, 1]))
 
 
-ALL_SOLVERS = ["greedy_cd", "cd", "sgd", "sparse_sgd", "phased_sgd", "bias_reduced_sgd",
-               "output_perturbation", "screened_newton", "sufficient_statistics"]
-
-
-@pytest.mark.parametrize("solver", ALL_SOLVERS)
+@pytest.mark.parametrize("solver", list(REGISTERED_SOLVERS))
 @pytest.mark.parametrize("task", ["classifier", "regressor"])
 def test_every_input_layout_gives_the_csr_fit(solver, task):
     # Values exact in float32, a quarter of them zero: every layout holds the same rows.

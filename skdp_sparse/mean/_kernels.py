@@ -7,28 +7,11 @@ import math
 import numba
 import numpy as np
 
+from ..privacy.clipping import rescaled_clip_factor
 
 # --------------------------------------------------------------------------
 # Clipped mean
 # --------------------------------------------------------------------------
-@numba.njit(cache=True)
-def _row_norms_scaled(data, start, stop):
-    """``(l1, l2, finite)`` of one row without overflow (the rare path of huge values)."""
-    big = 0.0
-    for k in range(start, stop):
-        v = abs(data[k])
-        if not v <= 1.7976931348623157e308:  # NaN or infinity
-            return 0.0, 0.0, False
-        big = max(big, v)
-    l1 = 0.0
-    l2sq = 0.0
-    for k in range(start, stop):
-        v = abs(data[k]) / big
-        l1 += v
-        l2sq += v * v
-    return l1 * big, math.sqrt(l2sq) * big, True
-
-
 # Rows per block of ``clipped_mean_csr``: the block's values stay in L2 between its
 # two passes.
 _ROW_BLOCK = 1024
@@ -85,15 +68,15 @@ def clipped_mean_csr(out, data, indices, indptr, max_l2, max_l1, n):
             # a NaN or infinity in the row makes l2sq NaN or infinite; so does overflow
             if l2sq <= 1.7976931348623157e308:
                 l2 = math.sqrt(l2sq)
+                s = 1.0
+                if l2 > max_l2:
+                    s = max_l2 / l2
+                if l1 * s > max_l1:
+                    s = max_l1 / l1
             else:
-                l1, l2, finite = _row_norms_scaled(data, start, stop)
+                s, finite = rescaled_clip_factor(data, start, stop, max_l2, max_l1)
                 if not finite:
                     return 1
-            s = 1.0
-            if l2 > max_l2:
-                s = max_l2 / l2
-            if l1 * s > max_l1:
-                s = max_l1 / l1
             w[i - first] = s / n
         # indptr is nondecreasing over the block, so its entries are one slice: its
         # largest column, checked once, bounds every write of the scatter below

@@ -12,36 +12,65 @@ import scipy.sparse as sp
 __all__ = ["clip_rows", "clip_entries", "with_summed_duplicates"]
 
 
+#: The largest finite double: a row's sum of squares above it has overflowed.
+_MAX_DOUBLE = 1.7976931348623157e308
+
+
+@numba.njit(cache=True)
+def rescaled_clip_factor(data, start, stop, max_l2, max_l1):
+    """``(s, finite)``: ``min(1, max_l2 / ||x||_2, max_l1 / ||x||_1)`` for the row
+    ``x = data[start:stop]`` whose norms overflow a double, from the row over its largest
+    entry (the norms of a finite row can exceed the largest double; its factor cannot
+    be 0). ``finite`` is False, and ``s`` meaningless, if a value is NaN or infinite."""
+    top = 0.0
+    for k in range(start, stop):
+        v = abs(data[k])
+        if not v <= _MAX_DOUBLE:
+            return 0.0, False
+        top = max(top, v)
+    if top == 0.0:
+        return 1.0, True
+    l1 = 0.0
+    l2sq = 0.0
+    for k in range(start, stop):
+        v = abs(data[k]) / top
+        l1 += v
+        l2sq += v * v
+    return min(1.0, (max_l2 / top) / np.sqrt(l2sq), (max_l1 / top) / l1), True
+
+
 @numba.njit(cache=True)
 def _row_scales_csr(data, indptr, max_l2, max_l1):
     n = indptr.size - 1
     scales = np.ones(n)
     for i in range(n):
-        # The norms are taken of the row divided by its largest entry, so that no
-        # sum overflows: a finite row's norms can exceed the largest double.
-        top = 0.0
-        for k in range(indptr[i], indptr[i + 1]):
-            top = max(top, abs(data[k]))
-        if top == 0.0:
-            continue
         l1 = 0.0
         l2sq = 0.0
         for k in range(indptr[i], indptr[i + 1]):
-            v = data[k] / top
+            v = data[k]
             l1 += abs(v)
             l2sq += v * v
-        scales[i] = min(1.0, (max_l2 / top) / np.sqrt(l2sq), (max_l1 / top) / l1)
+        if not l2sq <= _MAX_DOUBLE:
+            scales[i] = rescaled_clip_factor(data, indptr[i], indptr[i + 1], max_l2, max_l1)[0]
+            continue
+        s = 1.0
+        l2 = np.sqrt(l2sq)
+        if l2 > max_l2:
+            s = max_l2 / l2
+        if l1 * s > max_l1:
+            s = max_l1 / l1
+        scales[i] = s
     return scales
 
 
 def _row_scales_dense(X, max_l2, max_l1):
-    # As for CSR rows: the norms of each row over its largest entry.
-    top = np.abs(X).max(axis=1) if X.shape[1] else np.zeros(X.shape[0])
-    top = np.where(top > 0, top, 1.0)
-    unit = X / top[:, None]
+    l2 = np.linalg.norm(X, axis=1)
+    l1 = np.abs(X).sum(axis=1)
     with np.errstate(divide="ignore"):
-        return np.minimum(1.0, np.minimum((max_l2 / top) / np.linalg.norm(unit, axis=1),
-                                          (max_l1 / top) / np.abs(unit).sum(axis=1)))
+        s = np.minimum(1.0, np.minimum(max_l2 / l2, max_l1 / l1))
+    for i in np.flatnonzero(~(np.isfinite(l1) & np.isfinite(l2))):
+        s[i] = rescaled_clip_factor(X[i], 0, X.shape[1], max_l2, max_l1)[0]
+    return s
 
 
 def with_summed_duplicates(X):

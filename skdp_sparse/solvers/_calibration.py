@@ -191,13 +191,11 @@ def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
             # One-vs-rest: the decision is the argmax of the K scores, so each is the
             # class's calibrated log-odds, never a binary majority's verdict. Where
             # the counts see no slope, the class's score is its prior log-odds.
-            if a > 0:
-                coef[:, k] = directions[:, k] * (a / scales[k])
-                used[k] = True
-            else:
-                b = math.log(c1.sum() / c0.sum())
-            if fit_intercept:
-                intercept[k] = b
+            if not a > 0:
+                a, b = 0.0, math.log(c1.sum() / c0.sum())
+            coef[:, k] = directions[:, k] * (a / scales[k])
+            used[k] = a > 0
+            intercept[k] = b if fit_intercept else 0.0
             continue
         if not a > 0:
             if not fit_intercept:
