@@ -59,7 +59,10 @@ def test_share_and_units_follow_their_formulas(n, K, epsilon, safe):
     share = D.decision_share(n, K, mu)
     assert share == pytest.approx(min(D.MAX_DECISION_SHARE, need), rel=1e-12)
     units, events = D.decision_units(epsilon, delta, safe, n, K)
-    for (name, part), event in zip(D.DECISION_SPLIT.items(), events, strict=True):
+    splits = D.decision_splits(K)
+    # With K > 1 the multiclass comparison with the majority takes a quarter on top.
+    assert splits == (D.DECISION_SPLIT if K == 1 else {**D.DECISION_SPLIT, "gain": 0.25})
+    for (name, part), event in zip(splits.items(), events, strict=True):
         assert units[name] == pytest.approx(1.0 / (mu * math.sqrt(share * part)), rel=1e-12)
         if safe:
             # The lattice release, bounded by the continuous one with its slack.
@@ -123,9 +126,13 @@ def test_histograms_get_the_planned_noise(solver, n_classes, monkeypatch):
     m = _fit(solver, X=X, y=y)
     K = 1 if n_classes == 2 else 3
     units, _ = D.decision_units(1.0, 1e-6, True, X.shape[0], K)
-    assert [c[0] for c in calls] == [(K, _calibration.SCALE_LEVELS), (K, 2 * CALIBRATION_BINS)]
-    for (_, sensitivity, unit), name in zip(calls, D.DECISION_SPLIT, strict=True):
-        assert sensitivity == pytest.approx(math.sqrt(2 * K))
+    shapes = [(K, _calibration.SCALE_LEVELS), (K, 2 * CALIBRATION_BINS)]
+    # K > 1: the argmax rule's correct rows and the K class counts (sensitivity sqrt(3)).
+    sensitivities = [math.sqrt(2 * K)] * 2 + ([math.sqrt(3)] if K > 1 else [])
+    assert [c[0] for c in calls] == shapes + ([(1 + K,)] if K > 1 else [])
+    for (_, sensitivity, unit), name, expected in zip(calls, D.decision_splits(K),
+                                                      sensitivities, strict=True):
+        assert sensitivity == pytest.approx(expected)
         assert unit == pytest.approx(units[name], rel=1e-12)
     assert m.coef_.shape == (K, X.shape[1])
 
@@ -166,6 +173,30 @@ def test_calibrated_decision_follows_the_ranking():
     assert np.mean(gains) > 0.03
 
 
+def _spy_on_releases(monkeypatch):
+    """``(captured, real)``: every release the calibration makes is recorded in
+    ``captured`` as ``(value, sensitivity, unit, floating_point_safe)``, then drawn by
+    ``real``, the release itself."""
+    captured = []
+    real = _calibration.release
+
+    def spy(value, sensitivity, unit, floating_point_safe, rng):
+        captured.append((np.array(value), sensitivity, unit, floating_point_safe))
+        return real(value, sensitivity, unit, floating_point_safe, rng)
+
+    monkeypatch.setattr(_calibration, "release", spy)
+    return captured, real
+
+
+def _audited_release(n, K, name, claim_delta):
+    """``(units, claim)``: the decision's units at epsilon 30 and delta 1e-3 (few rows,
+    so that half the noise shows), and the epsilon that the event of release ``name``
+    claims at ``claim_delta``."""
+    units, events = D.decision_units(30.0, 1e-3, True, n, K)
+    event = events[list(D.decision_splits(K)).index(name)]
+    return units, compose([event], claim_delta)[0]
+
+
 @pytest.mark.parametrize("undernoised", [False, True])
 def test_decision_audit(undernoised, monkeypatch):
     # Worst-case pair: one row's label flips, its score stays in the same bin, so one
@@ -175,19 +206,9 @@ def test_decision_audit(undernoised, monkeypatch):
     # passed; the honest release stays within the epsilon its recorded event claims,
     # the same release at half the noise is caught above it.
     from skdp_sparse.data import LocalData
-    safe = True
-    n, delta = 200, 1e-3
-    units, events = D.decision_units(30.0, delta, safe, n, 1)
-    claim_delta = 0.05
-    claim = compose([events[1]], claim_delta)[0]
-    captured = []
-    real = _calibration.release
-
-    def spy(value, sensitivity, unit, floating_point_safe, rng):
-        captured.append((np.array(value), sensitivity, unit, floating_point_safe))
-        return real(value, sensitivity, unit, floating_point_safe, rng)
-
-    monkeypatch.setattr(_calibration, "release", spy)
+    safe, n, claim_delta = True, 200, 0.05
+    units, claim = _audited_release(n, 1, "calibration", claim_delta)
+    captured, real = _spy_on_releases(monkeypatch)
     X = sp.csr_matrix(np.linspace(-1, 1, n)[:, None])
     y = np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
     y_prime = y.copy()
@@ -260,3 +281,89 @@ def test_multiclass_decision_without_signal_predicts_the_most_frequent_class():
         model = DPSparseLogisticRegression(solver="sgd", epsilon=2.0, delta=1e-6,
                                            classes=[0, 1, 2], random_state=seed).fit(X, y)
         assert np.mean(model.predict(X) == 0) > 0.95
+
+
+def test_multiclass_decision_without_signal_is_not_below_the_majority():
+    # Labels independent of X, one class a little more frequent than the others: the
+    # argmax of K noisy calibrated scores is right about once in K; without the
+    # multiclass comparison 12 of these 15 fits scored below the majority's 0.234 on
+    # the training rows. With it every fit predicts the most frequent class.
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(3000, 6)) / 3
+    y = rng.choice(5, size=3000, p=[0.24, 0.19, 0.19, 0.19, 0.19])
+    for solver in ["sgd", "cd", "sparse_sgd", "phased_sgd", "screened_newton"]:
+        for seed in range(3):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                model = DPSparseLogisticRegression(
+                    solver=solver, epsilon=2.0, delta=1e-6, classes=list(range(5)),
+                    random_state=seed).fit(X, y)
+            assert np.all(model.predict(X) == 0), (solver, seed)
+
+
+def _multiclass_pair(n=60):
+    """Two datasets differing in one row: three classes on one axis, class 0 the most
+    frequent, and a rule (coef, intercept) that is right on every row but the first of
+    ``y_prime``, whose label becomes class 0: one fewer correct row, one more row of
+    class 0 and one fewer of class 1, the full sensitivity sqrt(3)."""
+    sizes = [n // 2, n // 4, n - n // 2 - n // 4]
+    x = np.repeat([-1.0, 0.0, 1.0], sizes)
+    y = np.repeat([0, 1, 2], sizes)
+    X = sp.csr_matrix(x[:, None])
+    coef = np.array([[-4.0, 0.0, 4.0]])
+    intercept = np.array([0.0, 1.0, 0.0])
+    first = int(np.flatnonzero(y == 1)[0])
+    y_prime = y.copy()
+    y_prime[first] = 0
+    return X, y, y_prime, coef, intercept
+
+
+def _one_hot(y, K=3):
+    return np.where(np.eye(K)[y] > 0, 1.0, -1.0)
+
+
+def test_multiclass_counts_are_the_planned_statistic():
+    X, y, y_prime, coef, intercept = _multiclass_pair()
+    for labels, right, sizes in ((y, 60, [30, 15, 15]), (y_prime, 59, [31, 14, 15])):
+        counts = _calibration._argmax_counts(X, _one_hot(labels), 0, coef, intercept)
+        assert list(counts) == [right, *sizes]
+    a = _calibration._argmax_counts(X, _one_hot(y), 0, coef, intercept)
+    b = _calibration._argmax_counts(X, _one_hot(y_prime), 0, coef, intercept)
+    assert np.linalg.norm(a - b) == pytest.approx(_calibration.GAIN_SENSITIVITY)
+
+
+@pytest.mark.parametrize("undernoised", [False, True])
+def test_multiclass_comparison_audit(undernoised, monkeypatch):
+    # Worst-case pair of _multiclass_pair; the statistic is the noisy counts projected
+    # on their difference (a shift of the full sensitivity sqrt(3) in noise units).
+    from skdp_sparse.data import LocalData
+    safe, n, claim_delta = True, 60, 0.05
+    units, claim = _audited_release(n, 3, "gain", claim_delta)
+    captured, real = _spy_on_releases(monkeypatch)
+    X, y, y_prime, coef, intercept = _multiclass_pair(n)
+    releases = []
+    for labels in (y, y_prime):
+        captured.clear()
+        # The real calibration runs the comparison (its classes fit positive slopes)
+        # and passes the release its sensitivity and noise; the audit draws that
+        # release on the pair's own statistic, that of the rule (coef, intercept).
+        data = LocalData(X, _one_hot(labels))
+        counts = _calibration._argmax_counts(X, data.Y, 0, coef, intercept)
+        calibrate(data, np.array([0]), coef, norm_bound=1.0, offsets=np.zeros(3),
+                  scale_unit=units["scale"], calibration_unit=units["calibration"],
+                  floating_point_safe=safe, rng=np.random.default_rng(0),
+                  gain_unit=units["gain"])
+        assert len(captured) == 3
+        releases.append((counts, *captured[2][1:]))
+    (c, sensitivity, unit, fp), (c_prime, *_) = releases
+    assert sensitivity == pytest.approx(math.sqrt(3)) and unit == units["gain"]
+    if undernoised:
+        unit = unit / 2
+    runs = 4000
+    rng = np.random.default_rng(1)
+
+    def statistic(counts):
+        noisy = np.stack([real(counts, sensitivity, unit, fp, rng)[0] for _ in range(runs)])
+        return noisy @ (c - c_prime)
+
+    assert_pair_audit(statistic(c), statistic(c_prime), claim, claim_delta, undernoised)

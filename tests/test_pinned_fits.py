@@ -67,6 +67,9 @@ CASES = {
     "logistic_multiclass_greedy_cd": (
         lambda: _logistic(solver="greedy_cd", curvature="private", max_iter=30), "multi"),
     "logistic_multiclass_sgd": (lambda: _logistic(solver="sgd", max_iter=10), "multi"),
+    # The solver's own coefficients (the calibrated fit above predicts the majority).
+    "logistic_multiclass_sgd_fitted": (
+        lambda: _logistic(solver="sgd", max_iter=10, decision="fitted"), "multi"),
     "regressor_greedy_cd": (
         lambda: DPGreedyCDRegressor(epsilon=2.0, delta=1e-5, max_iter=40, random_state=7,
                                     floating_point_safe=False), "reg"),

@@ -32,7 +32,16 @@ back on its own binary majority (which is "not this class" for every class of a
 balanced K-class problem, and whose intercepts beyond every score leave the argmax to
 the offsets). Where the counts see no slope, the class's score is its prior log-odds
 ``log(c1 / c0)`` (no direction): if no class shows a slope, every row gets the
-privately estimated most frequent class.
+privately estimated most frequent class. The argmax of K noisy scores can still do
+worse than that class (on balanced classes a rule without signal is right about once
+in K), and the one-vs-rest histograms cannot tell (nor do they count the classes
+well: each class's count is a sum of ``CALIBRATION_BINS`` noisy cells). A third
+release, of the number of training rows the argmax rule classifies correctly and of
+each class's number of rows (replacing a row moves the first by at most 1 and two
+class counts by 1: l2 sensitivity ``sqrt(3)``), keeps the rule only where it beats the
+most frequent class of the noisy counts by ``MAJORITY_MARGIN`` standard deviations of
+the difference's noise; otherwise every class scores its prior log-odds from those
+counts, which predicts that class for every row.
 """
 
 from __future__ import annotations
@@ -44,7 +53,8 @@ from scipy.special import expit, log_expit
 
 from ._screening import release
 
-__all__ = ["SCALE_LEVELS", "SCALE_QUANTILE", "CALIBRATION_BINS", "calibrate", "fit_binned"]
+__all__ = ["SCALE_LEVELS", "SCALE_QUANTILE", "CALIBRATION_BINS", "GAIN_SENSITIVITY",
+           "calibrate", "fit_binned"]
 
 #: Dyadic levels of the scale histogram (down to ``C 2^-47``).
 SCALE_LEVELS = 48
@@ -56,6 +66,9 @@ CALIBRATION_BINS = 20
 #: accuracy exceeds this many standard deviations of the estimate's noise (one: the
 #: gain is positive with probability 84% or more under a flat prior).
 MAJORITY_MARGIN = 1.0
+#: l2 sensitivity of the multiclass release (the argmax rule's correct rows, then each
+#: class's rows): one row moves the first count and two class counts by 1 each.
+GAIN_SENSITIVITY = math.sqrt(3.0)
 
 
 def fit_binned(centres, c1, c0, fit_intercept=True):
@@ -148,13 +161,26 @@ def _class_histograms(rows, Y, start, directions, scales):
                      for k in range(directions.shape[1])]).astype(np.float64)
 
 
+def _argmax_counts(rows, Y, start, coef, intercept):
+    """The rows the argmax of the K scores classifies correctly, then each class's rows
+    (a term of :meth:`~skdp_sparse.data.LocalData.row_sum`)."""
+    scores = np.asarray(rows @ coef, dtype=np.float64).reshape(-1, coef.shape[1]) + intercept
+    label = np.argmax(np.asarray(Y) > 0, axis=1)
+    # np.argmax takes a NaN score (inf - inf) as the largest: still one class a row.
+    right = np.argmax(scores, axis=1) == label
+    return np.concatenate([[float(np.sum(right))],
+                           np.bincount(label, minlength=coef.shape[1]).astype(np.float64)])
+
+
 def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
               calibration_unit, floating_point_safe, rng, fit_intercept=True,
-              rows_bound=None):
+              rows_bound=None, gain_unit=None):
     """``(coef, intercept, used)``: the decision of each problem's score (module
     docstring). ``directions`` has shape (len(columns), K); ``offsets`` are the
     intercepts kept where the counts cannot fit one; ``used[k]`` says whether problem
-    ``k`` kept its fitted decision (False: the majority or the offset).
+    ``k`` kept its fitted decision (False: the majority or the offset). ``gain_unit``
+    (K > 1 with an intercept): the noise per unit of sensitivity of the release that
+    compares the argmax rule with the most frequent class; None skips that test.
 
     The scores are those of the rows as given, or of the rows clipped into the l2 and
     l1 balls ``rows_bound = (norm_bound, l1_bound)``: the rows the model will predict
@@ -182,6 +208,9 @@ def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
     coef = np.zeros_like(directions)
     intercept = np.array(offsets, dtype=np.float64) if fit_intercept else np.zeros(K)
     used = np.zeros(K, dtype=bool)
+    # Each class's noisy count and its prior log-odds (counts floored at half a row).
+    positives = noisy[:, :B].sum(axis=1)
+    priors = np.log(np.maximum(positives, 0.5) / np.maximum(noisy[:, B:].sum(axis=1), 0.5))
     for k in range(K):
         c1, c0 = noisy[k, :B], noisy[k, B:]
         if not bounds[k] > 0 or not (c1.sum() > 0 and c0.sum() > 0):
@@ -192,7 +221,7 @@ def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
             # class's calibrated log-odds, never a binary majority's verdict. Where
             # the counts see no slope, the class's score is its prior log-odds.
             if not a > 0:
-                a, b = 0.0, math.log(c1.sum() / c0.sum())
+                a, b = 0.0, priors[k]
             coef[:, k] = directions[:, k] * (a / scales[k])
             used[k] = a > 0
             intercept[k] = b if fit_intercept else 0.0
@@ -219,4 +248,15 @@ def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
             # every such row gets the majority's class.
             majority = 1.0 if c1.sum() > c0.sum() else -1.0
             intercept[k] = majority * math.nextafter(a * bounds[k] / scales[k], math.inf)
+    if K > 1 and fit_intercept and gain_unit is not None and used.any():
+        full = _full_directions(data.n_features, columns, coef)
+        counts = data.row_sum(_argmax_counts, full, intercept, **clip)
+        noisy, count_sd = release(counts, GAIN_SENSITIVITY, gain_unit, floating_point_safe,
+                                  rng)
+        right, classes = noisy[0], np.maximum(noisy[1:], 0.5)
+        majority = int(np.argmax(classes))
+        if not right - classes[majority] > MAJORITY_MARGIN * math.sqrt(2.0) * count_sd:
+            coef[:] = 0.0
+            intercept = np.log(classes / np.maximum(data.n_samples - classes, 0.5))
+            used[:] = False
     return coef, intercept, used

@@ -20,7 +20,10 @@ mechanisms on integer counts (l2 sensitivity ``sqrt(2K)`` for K one-vs-rest
 problems), recorded with their privacy loss distribution, so they compose with the
 solver's own steps in the same accountant; the solver is then planned at the
 largest ``epsilon_in`` for which the whole composes to at most ``(epsilon, delta)``
-(:func:`inner_epsilon`). Everything after the releases is post-processing.
+(:func:`inner_epsilon`). With K > 1 classes a third release compares the argmax
+rule with the most frequent class (:func:`._calibration.calibrate`); it takes
+:data:`MULTICLASS_GAIN_SPLIT` of the share on top. Everything after the releases is
+post-processing.
 """
 
 from __future__ import annotations
@@ -36,8 +39,9 @@ from ._base import Plan, Solver, SolverResult
 from ._calibration import CALIBRATION_BINS, calibrate
 from ._screening import gaussian_release_event
 
-__all__ = ["MAX_DECISION_SHARE", "CELL_NOISE", "DECISION_SPLIT", "CalibratedDecision",
-           "decision_share", "decision_units", "inner_epsilon"]
+__all__ = ["MAX_DECISION_SHARE", "CELL_NOISE", "DECISION_SPLIT", "MULTICLASS_GAIN_SPLIT",
+           "CalibratedDecision", "decision_share", "decision_splits", "decision_units",
+           "inner_epsilon"]
 
 #: Largest share of the fit's Gaussian budget (of ``mu^2``) that buys the decision:
 #: about what the screened Newton step gives its own two histograms (1/50 + 1/16 of
@@ -50,6 +54,14 @@ CELL_NOISE = 0.1
 #: scale only needs its quantile within a factor 2, the class counts fit the slope
 #: and the intercept.
 DECISION_SPLIT = {"scale": 0.25, "calibration": 0.75}
+#: With K > 1 one-vs-rest problems, the release of the argmax rule's gain in training
+#: accuracy over the most frequent class (:func:`._calibration.calibrate`) takes this
+#: fraction of the share on top: its noise, ``2 / (mu sqrt(share / 4))``, is then a
+#: few cells' worth, small against the gain of a rule that learnt anything.
+MULTICLASS_GAIN_SPLIT = 0.25
+
+_EVENT_NAMES = {"scale": "scale histogram", "calibration": "calibration histogram",
+                "gain": "multiclass gain over the majority"}
 
 _TOLERANCE = 0.001
 _MAX_ROUNDS = 12
@@ -68,22 +80,32 @@ def decision_share(n_samples, n_targets, mu):
     return min(MAX_DECISION_SHARE, need)
 
 
+def decision_splits(n_targets):
+    """The releases of a decision and their fractions of :func:`decision_share`:
+    :data:`DECISION_SPLIT`, and with ``n_targets > 1`` the multiclass gain
+    (:data:`MULTICLASS_GAIN_SPLIT`)."""
+    if n_targets > 1:
+        return {**DECISION_SPLIT, "gain": MULTICLASS_GAIN_SPLIT}
+    return dict(DECISION_SPLIT)
+
+
 def decision_units(epsilon, delta, floating_point_safe, n_samples, n_targets):
-    """``(units, events)``: the noise per unit of l2 sensitivity of the scale and the
-    class histograms, and their events (each the Gaussian mechanism with ``mu`` of
-    ``sqrt(share * split) * gaussian_mu(epsilon, delta)``, :func:`decision_share`, with
-    its privacy loss distribution; on the floating-point-safe path that of the lattice
-    release, :func:`~skdp_sparse.privacy.subsampling.subsampled_gaussian_event`)."""
+    """``(units, events)``: the noise per unit of l2 sensitivity of each release of
+    :func:`decision_splits`, and their events (each the Gaussian mechanism with ``mu``
+    of ``sqrt(share * split) * gaussian_mu(epsilon, delta)``, :func:`decision_share`,
+    with its privacy loss distribution; on the floating-point-safe path that of the
+    lattice release, :func:`~skdp_sparse.privacy.subsampling.subsampled_gaussian_event`).
+    """
     mu = gaussian_mu(float(epsilon), float(delta))
     share = decision_share(n_samples, n_targets, mu)
     units, events = {}, []
-    for name, split in DECISION_SPLIT.items():
+    for name, split in decision_splits(n_targets).items():
         unit = 1.0 / (mu * math.sqrt(share * split))
         units[name] = unit
-        # A histogram count moves by 1 in two cells: sensitivity sqrt(2) per problem,
-        # the full-batch step of per-example bound C = sqrt(2) / 2 and ratio 2 C / sigma.
+        # Noise unit per unit of l2 sensitivity: a histogram count moves by 1 in two
+        # cells (sqrt(2) per problem), the gain by 2; the release scales the unit by it.
         events.append(gaussian_release_event(unit, floating_point_safe,
-                                             f"decision: {name} histogram"))
+                                             f"decision: {_EVENT_NAMES[name]}"))
     return units, events
 
 
@@ -197,7 +219,8 @@ class CalibratedDecision(Solver):
             scale_unit=plan.units["scale"], calibration_unit=plan.units["calibration"],
             floating_point_safe=plan.floating_point_safe, rng=rng,
             fit_intercept=bool(problem.fit_intercept),
-            rows_bound=(norm_bound, l1_bound) if clipped else None)
+            rows_bound=(norm_bound, l1_bound) if clipped else None,
+            gain_unit=plan.units.get("gain"))
         calibrated = np.zeros_like(coef)
         calibrated[:, columns] = coef_S.T
         info = {**result.info, "decision_used": used}

@@ -21,10 +21,13 @@ The run is a handful of Gaussian releases, each with a fixed share of the budget
    coordinate whose curvature the release cannot see is not divided by noise);
 5. the decision (scale and intercept) from two histograms of the scores ``x_i . w``
    (:mod:`._calibration`), falling back to the intercept alone, the privately
-   estimated majority, where the direction does not beat it.
+   estimated majority, where the direction does not beat it; with K > 1 classes, a
+   sixth release (the argmax rule's gain in training accuracy over the most frequent
+   class, sensitivity 2) keeps the rule only where it beats that class.
 
 Privacy (replace-one): five Gaussian mechanisms with the sensitivities above
-(``sqrt(K)``, ``2 L D``, ``sqrt(2) m L``, ``sqrt(2K)``, ``sqrt(2K)``), composed
+(``sqrt(K)``, ``2 L D``, ``sqrt(2) m L``, ``sqrt(2K)``, ``sqrt(2K)``; and ``2`` for the
+multiclass gain), composed
 exactly as one Gaussian mechanism (on the floating-point-safe path with the
 lattice's slack) so that they spend exactly ``(epsilon, delta)``
 (:func:`._screening.noise_units`). One-vs-rest problems share the releases (their
@@ -45,7 +48,7 @@ from ._base import Plan, Solver, SolverResult
 from ._calibration import calibrate
 from ._screening import noise_units, null_curvature, plan_screening, release, screen
 
-__all__ = ["ScreenedNewton", "SHARES", "newton_shares"]
+__all__ = ["ScreenedNewton", "SHARES", "MULTICLASS_GAIN_SHARE", "newton_shares"]
 
 #: Shares of the budget (of ``mu^2``, the squared Gaussian ratio) of the five releases.
 #: The association sets both which coordinates are kept and their weights, so its noise
@@ -55,10 +58,14 @@ __all__ = ["ScreenedNewton", "SHARES", "newton_shares"]
 #: intercept from counts (1/50 and 1/16).
 SHARES = {"count": 1 / 25, "association": 3 / 4, "curvature": 1 / 8, "scale": 1 / 50,
           "calibration": 1 / 16}
+#: With K > 1 classes, the share of the argmax rule's gain over the most frequent class
+#: (:func:`._calibration.calibrate`), a quarter of the class histograms' as in
+#: :data:`.decision.MULTICLASS_GAIN_SPLIT`.
+MULTICLASS_GAIN_SHARE = 1 / 64
 
 _EVENT_NAMES = {"count": "class counts", "association": "label association",
                 "curvature": "curvature", "scale": "score scale",
-                "calibration": "score calibration"}
+                "calibration": "score calibration", "gain": "multiclass gain"}
 
 _OPTIONS = {
     "feature_selection": [Options("auto", "none", "threshold"),
@@ -68,11 +75,14 @@ _OPTIONS = {
 }
 
 
-def newton_shares(fit_intercept=True, association_share=None):
+def newton_shares(fit_intercept=True, association_share=None, n_targets=1):
     """The budget shares of a run (summing to 1): :data:`SHARES` without the count when
-    there is no intercept, and with the association's share set to
+    there is no intercept, with :data:`MULTICLASS_GAIN_SHARE` for ``n_targets > 1``
+    classes and an intercept, and with the association's share set to
     ``association_share`` if given (the others scaled to fill the rest)."""
     shares = {k: v for k, v in SHARES.items() if fit_intercept or k != "count"}
+    if fit_intercept and n_targets > 1:
+        shares["gain"] = MULTICLASS_GAIN_SHARE
     if association_share is None:
         total = sum(shares.values())
         return {k: v / total for k, v in shares.items()}
@@ -113,7 +123,7 @@ class ScreenedNewton(Solver):
         n, p, n_targets = shape
         safe = bool(options["floating_point_safe"])
         fit_intercept = bool(problem.fit_intercept)
-        shares = newton_shares(fit_intercept, options["feature_selection_share"])
+        shares = newton_shares(fit_intercept, options["feature_selection_share"], n_targets)
         names = [f"{self.name}: {_EVENT_NAMES[k]}" for k in shares]
         units, events = noise_units(epsilon, delta, list(shares.values()), safe, names)
         units = dict(zip(shares, units, strict=True))
@@ -144,7 +154,7 @@ class ScreenedNewton(Solver):
             data, S, directions, norm_bound=problem.norm_bound, offsets=screened.offsets,
             scale_unit=plan.units["scale"], calibration_unit=plan.units["calibration"],
             floating_point_safe=plan.floating_point_safe, rng=rng,
-            fit_intercept=plan.fit_intercept)
+            fit_intercept=plan.fit_intercept, gain_unit=plan.units.get("gain"))
         coef = np.zeros((K, p))
         coef[:, S] = coef_S.T
         info = {"n_selected": int(S.size), "directions_used": used,

@@ -226,6 +226,11 @@ MUTATIONS = [
         "solvers/_calibration.py",
         "noisy, cell_sd = release(hist.astype(np.float64), sensitivity, calibration_unit,",
         "noisy, cell_sd = release(hist.astype(np.float64), sensitivity, calibration_unit / 2,"),
+    Mutation(
+        "decision_multiclass", "the multiclass comparison of a calibrated decision",
+        "solvers/_calibration.py",
+        "noisy, count_sd = release(counts, GAIN_SENSITIVITY, gain_unit, floating_point_safe,",
+        "noisy, count_sd = release(counts, GAIN_SENSITIVITY, gain_unit / 2, floating_point_safe,"),
 ]
 
 #: Test files that check noise scales, laws and calibrations against their formulas.
