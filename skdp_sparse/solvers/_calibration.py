@@ -161,6 +161,11 @@ def _class_histograms(rows, Y, start, directions, scales):
                      for k in range(directions.shape[1])]).astype(np.float64)
 
 
+def _log_odds(positive, negative):
+    """Prior log-odds of (noisy) counts, each floored at half a row."""
+    return np.log(np.maximum(positive, 0.5) / np.maximum(negative, 0.5))
+
+
 def _argmax_counts(rows, Y, start, coef, intercept):
     """The rows the argmax of the K scores classifies correctly, then each class's rows
     (a term of :meth:`~skdp_sparse.data.LocalData.row_sum`)."""
@@ -208,9 +213,6 @@ def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
     coef = np.zeros_like(directions)
     intercept = np.array(offsets, dtype=np.float64) if fit_intercept else np.zeros(K)
     used = np.zeros(K, dtype=bool)
-    # Each class's noisy count and its prior log-odds (counts floored at half a row).
-    positives = noisy[:, :B].sum(axis=1)
-    priors = np.log(np.maximum(positives, 0.5) / np.maximum(noisy[:, B:].sum(axis=1), 0.5))
     for k in range(K):
         c1, c0 = noisy[k, :B], noisy[k, B:]
         if not bounds[k] > 0 or not (c1.sum() > 0 and c0.sum() > 0):
@@ -221,7 +223,7 @@ def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
             # class's calibrated log-odds, never a binary majority's verdict. Where
             # the counts see no slope, the class's score is its prior log-odds.
             if not a > 0:
-                a, b = 0.0, priors[k]
+                a, b = 0.0, _log_odds(c1.sum(), c0.sum())
             coef[:, k] = directions[:, k] * (a / scales[k])
             used[k] = a > 0
             intercept[k] = b if fit_intercept else 0.0
@@ -257,6 +259,6 @@ def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
         majority = int(np.argmax(classes))
         if not right - classes[majority] > MAJORITY_MARGIN * math.sqrt(2.0) * count_sd:
             coef[:] = 0.0
-            intercept = np.log(classes / np.maximum(data.n_samples - classes, 0.5))
+            intercept = _log_odds(classes, data.n_samples - classes)
             used[:] = False
     return coef, intercept, used

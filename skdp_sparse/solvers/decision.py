@@ -54,14 +54,15 @@ CELL_NOISE = 0.1
 #: scale only needs its quantile within a factor 2, the class counts fit the slope
 #: and the intercept.
 DECISION_SPLIT = {"scale": 0.25, "calibration": 0.75}
-#: With K > 1 one-vs-rest problems, the release of the argmax rule's gain in training
-#: accuracy over the most frequent class (:func:`._calibration.calibrate`) takes this
-#: fraction of the share on top: its noise, ``2 / (mu sqrt(share / 4))``, is then a
-#: few cells' worth, small against the gain of a rule that learnt anything.
+#: With K > 1 one-vs-rest problems, the release that compares the argmax rule with the
+#: most frequent class (:func:`._calibration.calibrate`: its correct rows and each
+#: class's rows, sensitivity ``sqrt(3)``) takes this fraction of the share on top: the
+#: noise of the compared difference, ``sqrt(6) / (mu sqrt(share / 4))``, is then a few
+#: cells' worth, small against the gain of a rule that learnt anything.
 MULTICLASS_GAIN_SPLIT = 0.25
 
 _EVENT_NAMES = {"scale": "scale histogram", "calibration": "calibration histogram",
-                "gain": "multiclass gain over the majority"}
+                "gain": "multiclass comparison with the majority"}
 
 _TOLERANCE = 0.001
 _MAX_ROUNDS = 12
@@ -82,7 +83,7 @@ def decision_share(n_samples, n_targets, mu):
 
 def decision_splits(n_targets):
     """The releases of a decision and their fractions of :func:`decision_share`:
-    :data:`DECISION_SPLIT`, and with ``n_targets > 1`` the multiclass gain
+    :data:`DECISION_SPLIT`, and with ``n_targets > 1`` the multiclass comparison
     (:data:`MULTICLASS_GAIN_SPLIT`)."""
     if n_targets > 1:
         return {**DECISION_SPLIT, "gain": MULTICLASS_GAIN_SPLIT}
@@ -102,8 +103,9 @@ def decision_units(epsilon, delta, floating_point_safe, n_samples, n_targets):
     for name, split in decision_splits(n_targets).items():
         unit = 1.0 / (mu * math.sqrt(share * split))
         units[name] = unit
-        # Noise unit per unit of l2 sensitivity: a histogram count moves by 1 in two
-        # cells (sqrt(2) per problem), the gain by 2; the release scales the unit by it.
+        # Noise per unit of l2 sensitivity: a histogram count moves by 1 in two cells
+        # (sqrt(2) per problem), the multiclass counts by sqrt(3); the release scales
+        # the unit by the sensitivity.
         events.append(gaussian_release_event(unit, floating_point_safe,
                                              f"decision: {_EVENT_NAMES[name]}"))
     return units, events

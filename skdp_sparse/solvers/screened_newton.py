@@ -22,12 +22,12 @@ The run is a handful of Gaussian releases, each with a fixed share of the budget
 5. the decision (scale and intercept) from two histograms of the scores ``x_i . w``
    (:mod:`._calibration`), falling back to the intercept alone, the privately
    estimated majority, where the direction does not beat it; with K > 1 classes, a
-   sixth release (the argmax rule's gain in training accuracy over the most frequent
-   class, sensitivity 2) keeps the rule only where it beats that class.
+   sixth release (the argmax rule's correct training rows and each class's rows,
+   sensitivity ``sqrt(3)``) keeps the rule only where it beats the most frequent class.
 
 Privacy (replace-one): five Gaussian mechanisms with the sensitivities above
-(``sqrt(K)``, ``2 L D``, ``sqrt(2) m L``, ``sqrt(2K)``, ``sqrt(2K)``; and ``2`` for the
-multiclass gain), composed
+(``sqrt(K)``, ``2 L D``, ``sqrt(2) m L``, ``sqrt(2K)``, ``sqrt(2K)``; and ``sqrt(3)``
+for the multiclass comparison), composed
 exactly as one Gaussian mechanism (on the floating-point-safe path with the
 lattice's slack) so that they spend exactly ``(epsilon, delta)``
 (:func:`._screening.noise_units`). One-vs-rest problems share the releases (their
@@ -58,14 +58,13 @@ __all__ = ["ScreenedNewton", "SHARES", "MULTICLASS_GAIN_SHARE", "newton_shares"]
 #: intercept from counts (1/50 and 1/16).
 SHARES = {"count": 1 / 25, "association": 3 / 4, "curvature": 1 / 8, "scale": 1 / 50,
           "calibration": 1 / 16}
-#: With K > 1 classes, the share of the argmax rule's gain over the most frequent class
-#: (:func:`._calibration.calibrate`), a quarter of the class histograms' as in
-#: :data:`.decision.MULTICLASS_GAIN_SPLIT`.
-MULTICLASS_GAIN_SHARE = 1 / 64
+#: With K > 1 classes, the share of the comparison of the argmax rule with the most
+#: frequent class (:func:`._calibration.calibrate`): a quarter of the class histograms'.
+MULTICLASS_GAIN_SHARE = SHARES["calibration"] / 4
 
 _EVENT_NAMES = {"count": "class counts", "association": "label association",
                 "curvature": "curvature", "scale": "score scale",
-                "calibration": "score calibration", "gain": "multiclass gain"}
+                "calibration": "score calibration", "gain": "multiclass comparison"}
 
 _OPTIONS = {
     "feature_selection": [Options("auto", "none", "threshold"),
