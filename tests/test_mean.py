@@ -25,6 +25,7 @@ from skdp_sparse.mean._plan import MEASUREMENT_CLIP as _MEASUREMENT_CLIP
 from skdp_sparse.mean._plan import choose_method as _choose_method
 from skdp_sparse.mean._plan import n_measurements as _n_measurements
 from skdp_sparse.mean._plan import table1_rates as _table1_rates
+from skdp_sparse.mean._release import SAMPLED_RELEASE_MIN_FEATURES as _SAMPLED_RELEASE_MIN_FEATURES
 from skdp_sparse.mean._release import clipped_mean as _clipped_mean
 from skdp_sparse.mean._release import clipped_measurement_mean as _clipped_measurement_mean
 from skdp_sparse.mean._release import perturb as _perturb
@@ -104,27 +105,30 @@ def loglog_slope(x, y):
 # --------------------------------------------------------------------------
 # Fitted attributes, the fit's internal path, Lemma 3.1
 # --------------------------------------------------------------------------
-@pytest.mark.parametrize("delta", [0.0, 1e-5])
-def test_fit_is_release_of_clipped_mean(delta):
-    X = zipf_rows(200, 3000, 5, seed=1, norm=2.0)  # norms above the bound: clipped
+@pytest.mark.parametrize("delta, d", [(0.0, 3000), (1e-5, 3000),
+                                      (1e-5, _SAMPLED_RELEASE_MIN_FEATURES)])
+def test_fit_is_release_of_clipped_mean(delta, d):
+    X = zipf_rows(200, d, 5, seed=1, norm=2.0)  # norms above the bound: clipped
     est = DPSparseMeanEstimator(epsilon=0.7, delta=delta, sparsity=5, random_state=3).fit(X)
     plan = _plan_of(est, *X.shape)
     mean = _clipped_mean(X, plan)
     expected = _release(mean, plan, np.random.default_rng(3))
     np.testing.assert_array_equal(est.mean_, expected)
-    if delta == 0:  # Laplace: the release is _perturb's
+    mech = plan.mechanism
+    if delta > 0:
+        assert mech.floating_point_safe
+        assert _sampling_threshold(mech.sigma, d, plan.radius) is not None
+    if delta == 0 or d < _SAMPLED_RELEASE_MIN_FEATURES:
+        # Laplace, or a Gaussian too small to pay for the sampled release: _perturb's
         np.testing.assert_array_equal(expected, _perturb(mean, plan,
                                                          np.random.default_rng(3))[0])
-    else:  # this size takes the sampled (floating-point-safe) Gaussian projection
-        mech = plan.mechanism
-        assert mech.floating_point_safe
-        assert _sampling_threshold(mech.sigma, 3000, plan.radius) is not None
+    else:  # the sampled (floating-point-safe) Gaussian projection
         sampled = _sampled_discrete_projection(mean, mech.sensitivity, mech.sigma, plan.radius,
                                                None, np.random.default_rng(3))
         np.testing.assert_array_equal(expected, sampled[0])
     assert est.method_ == "projection"
-    assert est.n_features_in_ == 3000
-    assert est.mean_.shape == (3000,)
+    assert est.n_features_in_ == d
+    assert est.mean_.shape == (d,)
     assert np.abs(est.mean_).sum() <= math.sqrt(5) * (1 + 1e-12)
     assert est.n_measurements_ == 0
     assert len(est.privacy_events_) == 1
@@ -343,7 +347,7 @@ def test_floating_point_safe_auto_is_safe_for_every_method():
 @pytest.mark.parametrize("method", ["projection", "gaussian"])
 def test_floating_point_safe_gaussian_is_lattice_noise_with_its_spend(method):
     # the projection (which takes the sampled path at this size) and the plain baseline
-    n, d, s, eps, delta = 400, 20_000, 5, 1.0, 1e-6
+    n, d, s, eps, delta = 400, _SAMPLED_RELEASE_MIN_FEATURES, 5, 1.0, 1e-6
     X = zipf_rows(n, d, s, seed=6)
     est = DPSparseMeanEstimator(epsilon=eps, delta=delta, sparsity=s, method=method,
                                 floating_point_safe=True, random_state=3).fit(X)

@@ -74,7 +74,9 @@ def clipped_mean_csr(out, data, indices, indptr, max_l2, max_l1, n):
                 if l1 * s > max_l1:
                     s = max_l1 / l1
             else:
-                s, finite = rescaled_clip_factor(data, start, stop, max_l2, max_l1)
+                # int64 bounds: the one signature every caller compiles
+                s, finite = rescaled_clip_factor(data, np.int64(start), np.int64(stop),
+                                                 max_l2, max_l1)
                 if not finite:
                     return 1
             w[i - first] = s / n

@@ -51,7 +51,9 @@ def _row_scales_csr(data, indptr, max_l2, max_l1):
             l1 += abs(v)
             l2sq += v * v
         if not l2sq <= _MAX_DOUBLE:
-            scales[i] = rescaled_clip_factor(data, indptr[i], indptr[i + 1], max_l2, max_l1)[0]
+            # int64 bounds whatever the index type: one compiled signature for all callers
+            scales[i] = rescaled_clip_factor(data, np.int64(indptr[i]), np.int64(indptr[i + 1]),
+                                             max_l2, max_l1)[0]
             continue
         s = 1.0
         l2 = np.sqrt(l2sq)
