@@ -345,6 +345,38 @@ def test_auto_solver_rule_uses_public_shape_only():
     clf2 = DPSparseLogisticRegression(random_state=0).fit(rng.random(X.shape), y[::-1])
     assert clf2.solver_ == clf.solver_
 
+def test_pure_dp_defaults_take_greedy_cd_with_laplace_selection():
+    from skdp_sparse.optim.losses import LogisticLoss, SquaredLoss
+    from skdp_sparse.solvers import resolve_solver
+
+    # delta = 0 leaves greedy CD, whatever the shape and loss; not without noise.
+    for loss in (LogisticLoss(), SquaredLoss(), None):
+        assert resolve_solver("auto", 7_770, 8_315, 1.0, delta=0.0, loss=loss) == "greedy_cd"
+        assert resolve_solver("auto", 100_000, 10**6, 1.0, delta=0.0, loss=loss) == "greedy_cd"
+        assert resolve_solver("auto", 7_770, 8_315, 1.0, delta=1e-6, loss=loss) != "greedy_cd"
+    assert resolve_solver("auto", 7_770, 8_315, math.inf, delta=0.0, loss=LogisticLoss()) \
+        == resolve_solver("auto", 7_770, 8_315, math.inf, loss=LogisticLoss())
+    X, y = _classification_data(n=400, n_classes=3)
+    for est in (DPSparseLogisticRegression(delta=0.0, classes=[0, 1, 2], random_state=0),
+                DPGreedyCDRegressor(delta=0.0, random_state=0)):
+        target = y if isinstance(est, DPSparseLogisticRegression) else (y - 1.0) / 2
+        est.fit(sp.csr_matrix(X), target)
+        assert est.solver_ == "greedy_cd"
+        assert est.delta_spent_ == 0.0
+        assert est.epsilon_spent_ <= 1.0 * (1 + 1e-9)
+        names = [event.name for event in est.privacy_events_]
+        assert names and all("laplace" in name for name in names), names
+        assert est.get_params()["selection"] == "auto"  # resolved in the fit only
+    # with delta > 0 the default selection stays the exponential mechanism
+    clf = DPSparseLogisticRegression(solver="greedy_cd", classes=[0, 1, 2],
+                                     random_state=0).fit(X, y)
+    assert any("exponential" in event.name for event in clf.privacy_events_)
+    # an explicit exponential selection at delta = 0 is still refused, before any work
+    with pytest.raises(ValueError, match="selection='laplace'"):
+        DPSparseLogisticRegression(delta=0.0, selection="exponential",
+                                   classes=[0, 1, 2]).fit(X, y)
+
+
 
 @pytest.mark.parametrize("solver", ["sgd", "sparse_sgd", "phased_sgd", "bias_reduced_sgd",
                                     "output_perturbation"])

@@ -103,7 +103,7 @@ SOLVER_CONSTRAINTS = {
     "feature_bound": [Bound(per_feature=True)],
     "gradient_clip": [Bound(per_feature=True, inf=True), None],
     "solver": [Options("auto", *SOLVERS)],
-    "selection": [Options("exponential", "laplace")],
+    "selection": [Options("auto", "exponential", "laplace")],
     "curvature": [Options("auto", "private", "bound")],
     "max_iter": [Interval(numbers.Integral, 1, None), None],
     "batch_size": [Interval(numbers.Integral, 1, None), None],
@@ -375,10 +375,20 @@ class DPMultiSolverModel(DPLinearModel):
         l1_penalty = self.alpha is not None and self.alpha > 0 \
             and self.penalty in ("l1", "elasticnet")
         return resolve_solver(self.solver, public["n_samples"], public["n_features"],
-                              float(self.epsilon), loss=self._loss(), l1_penalty=l1_penalty,
+                              float(self.epsilon), delta=float(self.delta),
+                              loss=self._loss(), l1_penalty=l1_penalty,
                               feature_bound=check_bound("feature_bound", self.feature_bound,
                                                         size=public["n_features"]),
                               norm_bound=float(self.norm_bound))
+
+    def _selection(self):
+        """``selection="auto"``: Laplace report-noisy-max where the fit is pure DP
+        (``delta=0``, epsilon finite), the exponential mechanism (composed in zCDP)
+        otherwise."""
+        if self.selection != "auto":
+            return self.selection
+        pure = float(self.delta) == 0 and math.isfinite(float(self.epsilon))
+        return "laplace" if pure else "exponential"
 
     def _target_bound(self):
         return None
@@ -418,7 +428,7 @@ class DPMultiSolverModel(DPLinearModel):
             "contribution_bound": self.contribution_bound,
             "frequent_features": self.frequent_features,
             "max_iter": self.max_iter, "batch_size": self.batch_size,
-            "learning_rate": self.learning_rate, "selection": self.selection,
+            "learning_rate": self.learning_rate, "selection": self._selection(),
             "curvature": self.curvature, "tol": self.tol, "verbose": int(self.verbose),
             # Averaging the iterates only serves to average out the noise; without
             # noise the last iterate converges to the optimum much faster.

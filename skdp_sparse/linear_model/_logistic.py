@@ -111,7 +111,7 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
 
     def __init__(self, *, epsilon=1.0, delta=1e-6, penalty="l1", alpha=None, l1_ratio=0.5,
                  feature_bound=1.0, norm_bound=1.0, sparsity=None, gradient_clip=None,
-                 fit_intercept=True, solver="auto", selection="exponential",
+                 fit_intercept=True, solver="auto", selection="auto",
                  curvature="auto", max_iter=None, batch_size=None, learning_rate=None,
                  tol=1e-7, classes=None, random_state=None, verbose=0,
                  floating_point_safe="auto", feature_selection="auto",

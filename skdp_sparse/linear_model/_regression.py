@@ -32,7 +32,8 @@ class DPGreedyCDRegressor(TargetRangeMixin, LinearRegressorMixin, RegressorMixin
     coordinate gradient to ``[-C_j, C_j]`` (``gradient_clip``), so each released
     coordinate gradient has sensitivity ``2 C_j / n``.
 
-    * ``solver="greedy_cd"``, ``selection="exponential"`` (default): each step selects
+    * ``solver="greedy_cd"``, ``selection="exponential"`` (what ``"auto"`` takes with
+      ``delta > 0``): each step selects
       a coordinate with the exponential mechanism on the scores
       ``u_j = dist(g_j, -d psi_j(w_j)) / sqrt(M_j)`` (sensitivity
       ``max_j 2 C_j / (n sqrt(M_j))``; epsilon_s^2/8-zCDP) and updates it with
@@ -41,7 +42,8 @@ class DPGreedyCDRegressor(TargetRangeMixin, LinearRegressorMixin, RegressorMixin
     * ``solver="greedy_cd"``, ``selection="laplace"``: the paper's Laplace noise:
       report-noisy-max with ``Lap(2 Delta_u / eps0)`` on the scores and a Laplace
       update, each eps0-DP; composed by the tightest of basic and advanced
-      composition and zCDP; ``delta=0`` gives pure DP.
+      composition and zCDP; ``delta=0`` gives pure DP (``selection="auto"`` takes it
+      there).
     * ``solver="cd"``: a coordinate drawn uniformly at random, Gaussian update;
       the updates compose exactly as one Gaussian mechanism (GDP).
     * ``solver="sgd"``, ``"bias_reduced_sgd"``, ``"sparse_sgd"``, ``"phased_sgd"``:
@@ -54,8 +56,8 @@ class DPGreedyCDRegressor(TargetRangeMixin, LinearRegressorMixin, RegressorMixin
       (:class:`~skdp_sparse.solvers.output_perturbation.OutputPerturbation`); needs
       ``penalty="l2"``.
     * ``solver="auto"`` (default): chosen by
-      :func:`~skdp_sparse.solvers.resolve_solver` from the public n, p and epsilon
-      only, never from the data's values or labels.
+      :func:`~skdp_sparse.solvers.resolve_solver` from the public n, p, epsilon and
+      delta only, never from the data's values or labels (``delta=0``: greedy CD).
 
     The noise is calibrated so that the accountant's total equals
     ``(epsilon, delta)``; ``epsilon_spent_`` and ``delta_spent_`` report it. For
@@ -119,8 +121,10 @@ class DPGreedyCDRegressor(TargetRangeMixin, LinearRegressorMixin, RegressorMixin
         (:mod:`skdp_sparse.solvers.screened_newton`). ``"bias_reduced_sgd"`` is for n
         epsilon well beyond 10^5 with s-sparse rows: up to that its noisy steps barely
         move it from its start (:mod:`skdp_sparse.solvers.bias_reduced_sgd` says why).
-    selection : {"exponential", "laplace"}, default="exponential"
-        Noisy selection of the greedy solver.
+    selection : {"auto", "exponential", "laplace"}, default="auto"
+        Noisy selection of the greedy solver: the exponential mechanism, composed in
+        zCDP (needs ``delta > 0``), or Laplace report-noisy-max, which keeps the fit
+        pure DP. ``"auto"``: Laplace where ``delta=0``, else the exponential mechanism.
     curvature : {"auto", "private", "bound"}, default="auto"
         Where the coordinate-descent solvers take each coordinate's smoothness
         ``M_j`` (its step is ``1/M_j``) and default clip ``C_j``. ``"bound"``: from
@@ -272,7 +276,7 @@ class DPGreedyCDRegressor(TargetRangeMixin, LinearRegressorMixin, RegressorMixin
     def __init__(self, *, epsilon=1.0, delta=1e-6, loss="squared", huber_threshold=1.35,
                  penalty="l1", alpha=None, l1_ratio=0.5, feature_bound=1.0, norm_bound=1.0,
                  sparsity=None, target_bound=None, target_bounds=None, gradient_clip=None,
-                 fit_intercept=True, solver="auto", selection="exponential",
+                 fit_intercept=True, solver="auto", selection="auto",
                  curvature="auto", max_iter=None, batch_size=None, learning_rate=None,
                  tol=1e-7, random_state=None, verbose=0, floating_point_safe="auto",
                  feature_selection="auto", feature_selection_share=None, clip_predict=True,

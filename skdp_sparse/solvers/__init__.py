@@ -105,8 +105,8 @@ def coordinate_bound_ratio(feature_bound, norm_bound, n_features):
     return float(b.max()) / row if row > 0 else 1.0
 
 
-def resolve_solver(solver, n_samples, n_features, epsilon, *, loss=None, l1_penalty=False,
-                   feature_bound=1.0, norm_bound=math.inf):
+def resolve_solver(solver, n_samples, n_features, epsilon, *, delta=None, loss=None,
+                   l1_penalty=False, feature_bound=1.0, norm_bound=math.inf):
     """The solver ``solver="auto"`` runs, from public n, p, epsilon and bounds (and the
     kind of loss) only.
 
@@ -128,9 +128,15 @@ def resolve_solver(solver, n_samples, n_features, epsilon, *, loss=None, l1_pena
     * other losses: ``"sparse_sgd"`` if ``p >= SPARSE_SGD_MIN_FEATURES`` (per-step
       cost independent of p), ``"greedy_cd"`` if ``r >= GREEDY_MIN_SAMPLES_PER_FEATURE``,
       otherwise ``"sgd"`` (noisy full-batch gradient descent, averaged iterates).
+
+    Pure DP (``delta=0``, epsilon finite) takes ``"greedy_cd"`` for every loss: the
+    registered solver with a pure-DP mode (Laplace selection and updates composed by
+    basic composition); every other one adds Gaussian noise.
     """
     if solver != "auto":
         return solver
+    if delta == 0 and math.isfinite(epsilon):
+        return "greedy_cd"
     many = n_samples * min(epsilon, 1e12) / max(n_features, 1) >= GREEDY_MIN_SAMPLES_PER_FEATURE
     if isinstance(loss, LogisticLoss):
         # Without noise the bounds' argument is moot and greedy CD converges to the
