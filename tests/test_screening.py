@@ -340,6 +340,22 @@ def test_no_signal_predicts_the_majority():
     assert np.all(clf.predict(X) == 0)
 
 
+def test_fallback_takes_the_majority_of_the_class_counts():
+    # Labels independent of X, 55% positive, n = 2000: every fit falls back on the
+    # majority. The histograms' class sums (each a sum of 20 noisy cells, sd about 107
+    # rows against a margin of 100) pick the wrong class about one time in nine; the
+    # class counts' own release (sd about 25 rows) practically never.
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-1, 1, (2000, 5))
+    y = (rng.random(2000) < 0.55).astype(int)
+    majority = int(y.mean() > 0.5)
+    predicted = [np.unique(_fit(data=(X, y), solver="screened_newton", norm_bound=math.sqrt(5),
+                                random_state=seed)[0].predict(X)) for seed in range(30)]
+    # (2 of these 30 fits predicted the minority for every row with the histograms' sums)
+    assert not any(p.tolist() == [1 - majority] for p in predicted), predicted
+    assert sum(p.tolist() == [majority] for p in predicted) >= 25, predicted
+
+
 def test_signal_beats_the_majority():
     X, y = _data(n=3000, seed=6)
     clf, _, _ = _fit(data=(X, y), solver="screened_newton", epsilon=5.0, delta=1e-6,

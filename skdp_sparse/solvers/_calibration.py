@@ -21,7 +21,9 @@ correctly than the majority class (on the bins where the two differ). Where that
 gain does not exceed ``MAJORITY_MARGIN`` standard deviations of its noise, the
 slope is kept (the ranking of the scores, hence the ROC AUC, is the direction's)
 but the intercept moves beyond every score a row within the norm bound can reach,
-so that every such row is predicted as the (privately estimated) majority; where
+so that every such row is predicted as the (privately estimated) majority, taken from
+the release of the class counts where the solver has one (the screened Newton step;
+its noise is a fifth of the histograms' class sums'); where
 the counts give ``a <= 0`` (their noise hides the slope) the same holds with the
 slope ``1 / c``. Either way a default does not do worse on the training
 distribution than predicting the majority, and keeps the ranking of its scores.
@@ -179,13 +181,17 @@ def _argmax_counts(rows, Y, start, coef, intercept):
 
 def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
               calibration_unit, floating_point_safe, rng, fit_intercept=True,
-              rows_bound=None, gain_unit=None):
+              rows_bound=None, gain_unit=None, class_log_odds=None):
     """``(coef, intercept, used)``: the decision of each problem's score (module
     docstring). ``directions`` has shape (len(columns), K); ``offsets`` are the
     intercepts kept where the counts cannot fit one; ``used[k]`` says whether problem
     ``k`` kept its fitted decision (False: the majority or the offset). ``gain_unit``
     (K > 1 with an intercept): the noise per unit of sensitivity of the release that
     compares the argmax rule with the most frequent class; None skips that test.
+    ``class_log_odds``: each problem's log-odds of its classes from a release of the
+    class counts themselves, whose noise is far below that of the histograms' class
+    sums (each a sum of ``CALIBRATION_BINS`` noisy cells); where given, a binary
+    problem that falls back on its majority takes it from them.
 
     The scores are those of the rows as given, or of the rows clipped into the l2 and
     l1 balls ``rows_bound = (norm_bound, l1_bound)``: the rows the model will predict
@@ -248,7 +254,10 @@ def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
             # Not better than the majority: keep the ranking, and an intercept beyond
             # every score a row within the norm bound can have (|s| <= C), so that
             # every such row gets the majority's class.
-            majority = 1.0 if c1.sum() > c0.sum() else -1.0
+            if class_log_odds is not None and class_log_odds[k] != 0:
+                majority = math.copysign(1.0, class_log_odds[k])
+            else:
+                majority = 1.0 if c1.sum() > c0.sum() else -1.0
             intercept[k] = majority * math.nextafter(a * bounds[k] / scales[k], math.inf)
     if K > 1 and fit_intercept and gain_unit is not None and used.any():
         full = _full_directions(data.n_features, columns, coef)

@@ -153,7 +153,8 @@ class ScreenedNewton(Solver):
             data, S, directions, norm_bound=problem.norm_bound, offsets=screened.offsets,
             scale_unit=plan.units["scale"], calibration_unit=plan.units["calibration"],
             floating_point_safe=plan.floating_point_safe, rng=rng,
-            fit_intercept=plan.fit_intercept, gain_unit=plan.units.get("gain"))
+            fit_intercept=plan.fit_intercept, gain_unit=plan.units.get("gain"),
+            class_log_odds=screened.offsets if plan.fit_intercept else None)
         coef = np.zeros((K, p))
         coef[:, S] = coef_S.T
         info = {"n_selected": int(S.size), "directions_used": used,
