@@ -3,6 +3,7 @@ audit, exactness without noise, bad input, the ledger."""
 
 import math
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -184,8 +185,10 @@ def test_counts_of_a_document_are_capped():
 
 def test_private_fit_keeps_common_terms_and_drops_rare_ones():
     docs = ["good film", "bad film", "good plot"] * 300 + ["zyzzyva unique"]
-    vec = DPTfidfVectorizer(epsilon=1.0, delta=1e-6, max_terms_per_document=3,
-                            random_state=0).fit(docs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a vocabulary with terms: no warning
+        vec = DPTfidfVectorizer(epsilon=1.0, delta=1e-6, max_terms_per_document=3,
+                                random_state=0).fit(docs)
     assert set(vec.vocabulary_) == {"good", "bad", "film", "plot"}
     X = vec.transform(docs)
     norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
@@ -200,8 +203,10 @@ def test_max_features_keeps_the_highest_noisy_counts():
     assert sorted(vec.vocabulary_) == ["aa", "bb"]
 
 
-def test_empty_vocabulary_gives_zero_columns():
-    vec = DPTfidfVectorizer(epsilon=1.0, delta=1e-6, random_state=0).fit(["one doc"])
+def test_empty_vocabulary_warns_and_gives_zero_columns():
+    vec = DPTfidfVectorizer(epsilon=1.0, delta=1e-6, random_state=0)
+    with pytest.warns(UserWarning, match="kept no term.*threshold of [0-9]+ .n = 1 doc"):
+        vec.fit(["one doc"])
     assert vec.vocabulary_ == {}
     assert vec.transform(["one doc", "two"]).shape == (2, 0)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -277,6 +278,16 @@ stop_words, token_pattern, ngram_range
 
     def _fitted_attributes(self, public, plan, result):
         n = int(public["n_samples"])
+        if not result.terms:
+            # The vocabulary's size is released anyway: saying it is empty costs nothing.
+            warnings.warn(
+                f"{type(self).__name__} kept no term: no term's noisy count of documents "
+                f"passed the threshold of {plan.threshold:.0f} (n = {n} documents), so "
+                "transform returns rows without columns. The threshold grows with "
+                "max_terms_per_document and 1/epsilon; more documents, a larger epsilon "
+                "or a smaller max_terms_per_document make room for terms, and a "
+                "HashingVectorizer (rows of norm 1, no privacy cost) needs no vocabulary.",
+                UserWarning, stacklevel=4)
         df = np.clip(result.df, 1.0, n)
         if self.smooth_idf:
             idf = np.log((1.0 + n) / (1.0 + df)) + 1.0
