@@ -344,6 +344,17 @@ class TargetRangeMixin:
             attributes["intercept_"] = attributes["intercept_"] * h + c
         return attributes
 
+    def predict(self, X):
+        """Predicted targets ``X @ coef_ + intercept_``; with ``target_bounds`` and
+        ``clip_predict``, clipped to that public range, as the training targets were
+        (for a target in the range, a prediction moved into it is never further off)."""
+        y = super().predict(X)
+        target_range = self._target_range()
+        if target_range is not None and getattr(self, "clip_predict", True):
+            c, h = target_range
+            y = np.clip(y, c - h, c + h)
+        return y
+
 
 class DPMultiSolverModel(DPLinearModel):
     """A linear model offering every registered solver (``solver="auto"`` resolved

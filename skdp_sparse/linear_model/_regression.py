@@ -202,8 +202,10 @@ class DPGreedyCDRegressor(TargetRangeMixin, LinearRegressorMixin, RegressorMixin
         for greedy CD and the sufficient statistics, rows to ``norm_bound`` for the
         gradient solvers and output perturbation; nothing for ``screened_newton``,
         whose decision is calibrated on unclipped scores), so that one outlying row
-        cannot get a score far outside those the model was fitted on. False
-        predicts on the rows as given. Uses only the public bounds: costs no privacy.
+        cannot get a score far outside those the model was fitted on; with
+        ``target_bounds``, each prediction is also clipped to that range, as the
+        training targets were. False predicts on the rows as given, unclipped. Uses
+        only the public bounds: costs no privacy.
     selection_threshold : float, default=None
         ``sparse_sgd`` (DP-AdaFEST) only: a feature's noisy clipped count in the batch
         must exceed it for its coordinate to be updated (and noised) in that step.
