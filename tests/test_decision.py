@@ -367,3 +367,23 @@ def test_multiclass_comparison_audit(undernoised, monkeypatch):
         return noisy @ (c - c_prime)
 
     assert_pair_audit(statistic(c), statistic(c_prime), claim, claim_delta, undernoised)
+
+
+@pytest.mark.parametrize("solver", ["screened_newton", "sgd"])
+def test_majority_fallback_keeps_probabilities_near_the_class_rate(solver):
+    # Labels independent of X, 2% positive: every fit falls back on the majority. Its
+    # probabilities stay near the class rate (log loss within 25% of the true rate's),
+    # where an intercept beyond every score gave probabilities of 1e-5 and twice the
+    # rate's log loss; the ranking and the decisions are those of before.
+    from sklearn.metrics import log_loss
+
+    rng = np.random.default_rng(4)
+    X, _ = _data(n=5000, seed=4)
+    y = (rng.random(5000) < 0.02).astype(int)
+    rate = y.mean()
+    base = log_loss(y, np.full(y.size, rate))
+    for seed in range(3):
+        clf = _fit(solver, X=X, y=y, seed=seed)
+        assert np.all(clf.predict(X) == 0)
+        proba = clf.predict_proba(X)[:, 1]
+        assert log_loss(y, proba) <= 1.25 * base, (seed, proba.min(), proba.max())

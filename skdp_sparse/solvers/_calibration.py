@@ -19,13 +19,14 @@ under replace-one is ``sqrt(2)`` per problem (``sqrt(2K)`` for K one-vs-rest pro
 The same counts estimate how many more training rows the fitted rule classifies
 correctly than the majority class (on the bins where the two differ). Where that
 gain does not exceed ``MAJORITY_MARGIN`` standard deviations of its noise, the
-slope is kept (the ranking of the scores, hence the ROC AUC, is the direction's)
-but the intercept moves beyond every score a row within the norm bound can reach,
-so that every such row is predicted as the (privately estimated) majority, taken from
-the release of the class counts where the solver has one (the screened Newton step;
-its noise is a fifth of the histograms' class sums'); where
-the counts give ``a <= 0`` (their noise hides the slope) the same holds with the
-slope ``1 / c``. Either way a default does not do worse on the training
+intercept is the prior log-odds ``b0`` of the classes, taken from the release of the
+class counts where the solver has one (the screened Newton step; its noise is a fifth
+of the histograms' class sums'), else from those sums, and the slope keeps the ranking
+of the scores (hence the ROC AUC, the direction's) but moves no score a row within
+the norm bound can have by more than ``|b0| / 2``: every such row is predicted as the
+(privately estimated) majority, with a probability near the class rate. Where
+the counts give ``a <= 0`` (their noise hides the slope) the same fallback holds.
+Either way a default does not do worse on the training
 distribution than predicting the majority, and keeps the ranking of its scores.
 
 With K > 1 one-vs-rest problems (K classes) the prediction is the argmax of the K
@@ -251,14 +252,16 @@ def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
             intercept[k] = b
             used[k] = True
         else:
-            # Not better than the majority: keep the ranking, and an intercept beyond
-            # every score a row within the norm bound can have (|s| <= C), so that
-            # every such row gets the majority's class.
+            # Not better than the majority: the prior log-odds b0 as intercept, and the
+            # ranking kept with a slope that moves no row within the norm bound
+            # (|s| <= C) by more than |b0| / 2, so every such row gets the majority's
+            # class with a probability near the class rate.
             if class_log_odds is not None and class_log_odds[k] != 0:
-                majority = math.copysign(1.0, class_log_odds[k])
+                prior = float(class_log_odds[k])
             else:
-                majority = 1.0 if c1.sum() > c0.sum() else -1.0
-            intercept[k] = majority * math.nextafter(a * bounds[k] / scales[k], math.inf)
+                prior = float(_log_odds(c1.sum(), c0.sum()))
+            coef[:, k] = directions[:, k] * (0.5 * abs(prior) / bounds[k])
+            intercept[k] = prior
     if K > 1 and fit_intercept and gain_unit is not None and used.any():
         full = _full_directions(data.n_features, columns, coef)
         counts = data.row_sum(_argmax_counts, full, intercept, **clip)
