@@ -284,7 +284,7 @@ def test_accepts_coo_and_lil():
     (dict(gradient_clip=np.inf, solver="greedy_cd"), "gradient_clip"),
     (dict(solver="sgdx"), "solver"),
     (dict(penalty="l3"), "penalty"),
-    (dict(delta=0.0, solver="greedy_cd"), "delta > 0"),
+    (dict(delta=0.0, solver="greedy_cd", selection="exponential"), "delta > 0"),
     (dict(delta=0.0, solver="sgd"), "delta > 0"),
     (dict(solver="output_perturbation"), "penalty='l2'"),
     (dict(norm_bound=0.0, solver="sgd"), "norm_bound"),
