@@ -1094,7 +1094,6 @@ _X_OK = np.abs(np.random.default_rng(0).normal(size=(20, 8)))
         ({"norm_bound": None}, _X_OK, "norm_bound"),
         ({"sparsity": 0}, _X_OK, "sparsity"),
         ({"sparsity": 0.5}, _X_OK, "sparsity"),
-        ({"sparsity": 9}, _X_OK, "sparsity must be at most n_features=8"),
         ({"sparsity": "3"}, _X_OK, "sparsity"),
         ({"method": "median"}, _X_OK, "method must be one of"),
         ({"method": "gaussian"}, _X_OK, "delta > 0"),
@@ -1109,6 +1108,17 @@ _X_OK = np.abs(np.random.default_rng(0).normal(size=(20, 8)))
 def test_bad_input_raises(params, X, match):
     with pytest.raises(ValueError, match=match):
         DPSparseMeanEstimator(**params).fit(X)
+
+
+def test_sparsity_above_n_features_is_n_features():
+    # a loose public bound is still a bound: the fit is that of the tightest true one
+    loose = DPSparseMeanEstimator(epsilon=1.0, delta=1e-6, sparsity=50,
+                                  random_state=0).fit(_X_OK)
+    tight = DPSparseMeanEstimator(epsilon=1.0, delta=1e-6, sparsity=_X_OK.shape[1],
+                                  random_state=0).fit(_X_OK)
+    np.testing.assert_array_equal(loose.mean_, tight.mean_)
+    assert loose.privacy_events_ == tight.privacy_events_
+    assert loose.get_params()["sparsity"] == 50
 
 
 def test_params_checked_before_data():

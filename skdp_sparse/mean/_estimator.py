@@ -103,7 +103,8 @@ class DPSparseMeanEstimator(DPEstimatorMixin, BaseEstimator):
     sparsity : int or None, default=None
         Public bound s on the number of nonzeros of a row, used through the l1
         bound ``L*sqrt(s)`` (rows beyond it are rescaled). Required by
-        ``"projection"`` and ``"l1_recovery"``. An int, ``1 <= sparsity <= n_features``.
+        ``"projection"`` and ``"l1_recovery"``. An int ``>= 1``; one above
+        ``n_features`` is taken as ``n_features``.
     method : {"auto", "projection", "l1_recovery", "gaussian", "laplace"}, default="auto"
         See above.
     floating_point_safe : {"auto", True, False}, default="auto"
@@ -219,11 +220,9 @@ class DPSparseMeanEstimator(DPEstimatorMixin, BaseEstimator):
 
     def _plan(self, public):
         n, d = public["n_samples"], public["n_features"]
-        if self.sparsity is not None and self.sparsity > d:
-            raise ValueError(
-                f"sparsity must be at most n_features={d}, got {self.sparsity!r}"
-            )
-        sparsity = None if self.sparsity is None else float(self.sparsity)
+        # A row has at most d non-zeros: a larger public bound is a loose one, and d
+        # is as true and tighter (as in the linear models).
+        sparsity = None if self.sparsity is None else float(min(self.sparsity, d))
         return make_plan(self.method, int(n), int(d), float(self.norm_bound), sparsity,
                          float(self.epsilon), float(self.delta), self.floating_point_safe)
 
