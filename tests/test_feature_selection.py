@@ -152,6 +152,13 @@ def test_k_larger_than_the_columns_keeps_all():
     X, _ = _data(p=6)
     sel = DPSelectKBest(k=50, sparsity=3, random_state=0).fit(X)
     assert sel.get_support().all()
+    # k="all", as in scikit-learn: every column, the same noisy scores and spend
+    every = DPSelectKBest(k="all", sparsity=3, random_state=0).fit(X)
+    assert every.get_support().all()
+    np.testing.assert_array_equal(every.scores_, sel.scores_)
+    assert every.privacy_events_ == sel.privacy_events_
+    with pytest.raises(ValueError, match="k"):
+        DPSelectKBest(k="some", sparsity=3).fit(X)
 
 
 def test_fit_is_recorded_in_the_ledger():

@@ -104,8 +104,10 @@ class DPSelectKBest(SelectorMixin, DPEstimatorMixin, BaseEstimator):
 
     Parameters
     ----------
-    k : int, default=10
-        Number of columns kept (all of them when ``k`` is at least their number).
+    k : int or "all", default=10
+        Number of columns kept (all of them when ``k`` is at least their number, or
+        ``"all"``, as in scikit-learn: the noisy scores are still released and paid
+        for, so that a search over ``k`` compares like with like).
     epsilon : float, default=1.0
         Privacy budget, > 0, or ``np.inf`` (no noise).
     delta : float, default=1e-6
@@ -155,7 +157,7 @@ class DPSelectKBest(SelectorMixin, DPEstimatorMixin, BaseEstimator):
     """
 
     _parameter_constraints = {
-        "k": [Interval(numbers.Integral, 1, None)],
+        "k": [Interval(numbers.Integral, 1, None), Options("all")],
         "epsilon": EPSILON,
         "delta": DELTA,
         "score_func": [Options("frequency", "association")],
@@ -214,7 +216,8 @@ class DPSelectKBest(SelectorMixin, DPEstimatorMixin, BaseEstimator):
 
     def _plan(self, public):
         safe = self.floating_point_safe is not False
-        p, k = int(public["n_features"]), min(int(self.k), int(public["n_features"]))
+        p = int(public["n_features"])
+        k = p if self.k == "all" else min(int(self.k), p)
         epsilon, delta = float(self.epsilon), float(self.delta)
         if self.score_func == "frequency":
             units, events = noise_units(epsilon, delta, [1.0], safe,
