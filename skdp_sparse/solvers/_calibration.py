@@ -182,17 +182,17 @@ def _argmax_counts(rows, Y, start, coef, intercept):
 
 def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
               calibration_unit, floating_point_safe, rng, fit_intercept=True,
-              rows_bound=None, gain_unit=None, class_log_odds=None):
+              rows_bound=None, gain_unit=None, prior_offsets=False):
     """``(coef, intercept, used)``: the decision of each problem's score (module
     docstring). ``directions`` has shape (len(columns), K); ``offsets`` are the
     intercepts kept where the counts cannot fit one; ``used[k]`` says whether problem
     ``k`` kept its fitted decision (False: the majority or the offset). ``gain_unit``
     (K > 1 with an intercept): the noise per unit of sensitivity of the release that
     compares the argmax rule with the most frequent class; None skips that test.
-    ``class_log_odds``: each problem's log-odds of its classes from a release of the
-    class counts themselves, whose noise is far below that of the histograms' class
-    sums (each a sum of ``CALIBRATION_BINS`` noisy cells); where given, a binary
-    problem that falls back on its majority takes it from them.
+    ``prior_offsets``: the offsets are each problem's prior log-odds from a release of
+    the class counts themselves, whose noise is far below that of the histograms' class
+    sums (each a sum of ``CALIBRATION_BINS`` noisy cells); a binary problem that falls
+    back on its majority then takes it from them.
 
     The scores are those of the rows as given, or of the rows clipped into the l2 and
     l1 balls ``rows_bound = (norm_bound, l1_bound)``: the rows the model will predict
@@ -238,8 +238,9 @@ def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
         if not a > 0:
             if not fit_intercept:
                 continue
-            # The counts cannot see the slope; the direction, from far less noisy
-            # releases, still ranks the scores: a unit slope, the majority's decision.
+            # The counts cannot see the slope: a rule that decides nothing (b = -inf)
+            # never beats the majority, so the fallback below takes it, keeping the
+            # ranking of the direction (from far less noisy releases).
             a, b = 1.0, -math.inf
         coef[:, k] = directions[:, k] * (a / scales[k])
         rule = a * centres + b > 0
@@ -256,8 +257,8 @@ def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
             # ranking kept with a slope that moves no row within the norm bound
             # (|s| <= C) by more than |b0| / 2, so every such row gets the majority's
             # class with a probability near the class rate.
-            if class_log_odds is not None and class_log_odds[k] != 0:
-                prior = float(class_log_odds[k])
+            if prior_offsets and offsets[k] != 0:
+                prior = float(offsets[k])
             else:
                 prior = float(_log_odds(c1.sum(), c0.sum()))
             coef[:, k] = directions[:, k] * (0.5 * abs(prior) / bounds[k])

@@ -154,7 +154,7 @@ class ScreenedNewton(Solver):
             scale_unit=plan.units["scale"], calibration_unit=plan.units["calibration"],
             floating_point_safe=plan.floating_point_safe, rng=rng,
             fit_intercept=plan.fit_intercept, gain_unit=plan.units.get("gain"),
-            class_log_odds=screened.offsets if plan.fit_intercept else None)
+            prior_offsets=plan.fit_intercept)
         coef = np.zeros((K, p))
         coef[:, S] = coef_S.T
         info = {"n_selected": int(S.size), "directions_used": used,
