@@ -360,6 +360,32 @@ def test_default_alpha_uses_public_values_only():
     assert large < small
 
 
+@pytest.mark.parametrize("delta", [0.0, 1e-4])
+def test_default_alpha_never_grows_with_epsilon(delta):
+    # Without noise the default must not regularise more than at any finite budget.
+    X, y = _data(n=100, d=6, seed=1)
+    budgets = [0.1, 1.0, 10.0, 100.0, 1000.0, np.inf]
+    alphas = [DPOutputPerturbationClassifier(epsilon=e, delta=delta, random_state=0)
+              .fit(X, y).alpha_ for e in budgets]
+    assert np.all(np.diff(alphas) <= 0), alphas
+    assert alphas[-1] < alphas[0] / 100
+
+
+def test_default_alpha_without_noise_matches_scikit_learn_accuracy():
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.model_selection import train_test_split
+    from sklearn.preprocessing import MinMaxScaler, Normalizer
+
+    X, y = load_breast_cancer(return_X_y=True)
+    X = Normalizer().fit_transform(MinMaxScaler().fit_transform(X))
+    X_train, X_test, y_train, y_test = train_test_split(X, y, random_state=0, stratify=y)
+    reference = LogisticRegression().fit(X_train, y_train).score(X_test, y_test)
+    model = DPOutputPerturbationClassifier(epsilon=np.inf).fit(X_train, y_train)
+    majority = max(np.mean(y_test), 1 - np.mean(y_test))
+    assert reference > majority + 0.2
+    assert model.score(X_test, y_test) >= reference - 0.02
+
+
 # ---------------------------------------------------------------------------
 # Sensitivity on random neighbouring datasets
 # ---------------------------------------------------------------------------

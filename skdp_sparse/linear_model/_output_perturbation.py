@@ -46,7 +46,9 @@ _COMMON_DOC = """
         applies; it also enters the default ``alpha``.
     alpha : float or None, default=None
         Regularisation lambda of ``(1/n) sum l + (lambda/2) ||w||^2``. None: the tuning
-        rule of the paper's Theorem 5.1 from public values (n, d, bounds, budget).
+        rule of the paper's Theorem 5.1 from public values (n, d, bounds, budget),
+        never below ``L / (D n)``, the weight of one row (the value at
+        ``epsilon=np.inf``).
     domain : {"none", "box", "l2", "l1"}, default="none"
         Feasible set of the parameter ``(coef_, intercept_ / intercept_bound)``: the whole
         space, the box ``[-radius, radius]^d``, or the l2 / l1 ball of that radius. The

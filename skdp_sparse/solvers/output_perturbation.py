@@ -135,17 +135,25 @@ def default_alpha(*, n, d, s, lipschitz, smoothness, epsilon, delta, comparator_
                   beta=_CONFIDENCE_BETA):
     """Regularisation from the tuning rules of Theorem 5.1 of Ghazi et al.; public inputs only.
 
-    ``d`` and ``s`` count the intercept if there is one. ``epsilon = inf`` (no noise)
-    uses the stability term of Theorem 5.6, ``(L/D) sqrt(ln(n) ln(1/beta) / n)``.
+    ``d`` and ``s`` count the intercept if there is one. The rules balance the bias
+    ``lambda D^2`` against the noise and tend to 0 as ``epsilon`` grows, so they are
+    floored at ``L / (D n)``, where the penalty's pull at the comparator, ``lambda D``,
+    equals the gradient one row can add, ``L / n``: the fit never regularises more than
+    one row weighs (that floor is also the value at ``epsilon = inf``, no noise). The
+    floor makes ``lambda`` non-increasing in ``epsilon``; at finite budgets it only binds
+    from ``epsilon`` of order ``n``.
     """
     L, H, D = lipschitz, smoothness, comparator_norm
+    one_row = L / (D * n)
     if math.isinf(epsilon):
-        return L / D * math.sqrt(math.log(max(n, 3)) * math.log(1 / beta) / n)
+        return one_row
     if delta > 0:
-        return L / D * (s * math.log(1 / delta) * math.log(d / beta)) ** 0.25 / math.sqrt(
+        rule = L / D * (s * math.log(1 / delta) * math.log(d / beta)) ** 0.25 / math.sqrt(
             epsilon * n
         )
-    return (L**2 * H * s * math.log(d / beta) / (D**2 * epsilon * n)) ** (1 / 3)
+    else:
+        rule = (L**2 * H * s * math.log(d / beta) / (D**2 * epsilon * n)) ** (1 / 3)
+    return max(rule, one_row)
 
 
 @functools.lru_cache(maxsize=256)
