@@ -89,3 +89,11 @@ def test_invalid_classes(classes):
     X, y = _data()
     with pytest.raises(ValueError, match="classes"):
         DPSparseLogisticRegression(classes=classes).fit(X, y)
+
+
+def test_classes_mixing_strings_and_numbers_are_refused():
+    # As an array they would all become strings, and predict would return "0" for 0.
+    X, _ = _data()
+    y = np.where(np.arange(X.shape[0]) % 2 == 0, "0", "a")
+    with pytest.raises(ValueError, match="mixes strings and numbers"):
+        DPSparseLogisticRegression(classes=[0, "a"]).fit(X, y)

@@ -20,6 +20,9 @@ def check_classes(classes):
     """
     if classes is None:
         return None
+    if len({isinstance(label, str) for label in np.asarray(classes, dtype=object).ravel()}) > 1:
+        # numpy would turn every label into a string, and predict would return "0" for 0.
+        raise ValueError(f"classes mixes strings and numbers, got {classes!r}")
     arr = np.asarray(classes)
     if arr.ndim != 1:
         raise ValueError(f"classes must be a 1-d list of labels, got shape {arr.shape}")
