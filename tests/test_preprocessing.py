@@ -118,6 +118,21 @@ def test_bounded_scaler_sparse_never_densifies(fmt):
     assert fb == 1.0 and nb == pytest.approx(1000.0)
 
 
+def test_bounded_scaler_keeps_float32_inside_the_stated_bounds():
+    # 0.1 has no float32 value: rounding to nearest would put the top entries above it.
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-5, 5, size=(500, 3)).astype(np.float32)
+    scaler = BoundedScaler(bounds=(-3.0, 3.0), feature_range=(-0.1, 0.1))
+    out = scaler.fit_transform(X)
+    assert out.dtype == np.float32
+    assert out.astype(np.float64).max() <= 0.1 and out.astype(np.float64).min() >= -0.1
+    reference = BoundedScaler(bounds=(-3.0, 3.0), feature_range=(-0.1, 0.1)).fit_transform(
+        X.astype(np.float64))
+    np.testing.assert_allclose(out, reference, rtol=1e-6, atol=1e-8)
+    sparse_out = scaler.transform(sp.csr_matrix(X))
+    assert sparse_out.dtype == np.float32 and abs(sparse_out.data).max() <= 1.0
+
+
 def test_bounded_scaler_sparse_drops_entries_clipped_to_zero():
     X = sp.csr_matrix(np.array([[-3.0, 2.0], [0.0, 5.0]]))
     out = BoundedScaler(bounds=(0.0, 4.0)).fit_transform(X)

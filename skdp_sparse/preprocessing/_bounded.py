@@ -157,20 +157,26 @@ class BoundedScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             A new array (or matrix, for sparse input); ``X`` is never modified.
         """
         self._check_params()
-        X = validate_data(self, X, accept_sparse=["csr", "csc"], dtype=np.float64,
-                          reset=False)
+        X = validate_data(self, X, accept_sparse=["csr", "csc"],
+                          dtype=[np.float64, np.float32], reset=False)
+        dtype = X.dtype
         lower, upper = self._ranges(X.shape[1])
         if sp.issparse(X):
             check_zero_inside(lower, upper, type(self).__name__)
             out, cols = clip_sparse(canonical_sparse(X), lower, upper)
-            return scale_sparse(out, cols, np.maximum(np.abs(lower), np.abs(upper)))
+            out = scale_sparse(out, cols, np.maximum(np.abs(lower), np.abs(upper)))
+            # Entries lie in [-1, 1], whose ends float32 holds exactly: rounding to
+            # nearest cannot leave it.
+            return out.astype(dtype, copy=False)
         a, b = check_feature_range(self.feature_range, type(self).__name__)
-        out = np.clip(X, lower, upper)
+        out = np.clip(X, lower, upper).astype(np.float64, copy=False)
         out -= lower
         out *= (b - a) / (upper - lower)
         out += a
-        # Rounding may put an entry one unit in the last place outside [a, b].
-        return np.clip(out, a, b, out=out)
+        out = out.astype(dtype, copy=False)
+        # Rounding (in the arithmetic, or to float32) may put an entry one unit in the
+        # last place outside [a, b]: clip to the output type's values inside it.
+        return np.clip(out, *_inside(a, b, dtype), out=out)
 
     def inverse_transform(self, X):
         """Map transformed data back to the original units (of the clipped data).
@@ -238,4 +244,16 @@ class BoundedScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         tags.requires_fit = False
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
         return tags
+
+
+def _inside(a, b, dtype):
+    """The closest values of ``dtype`` inside ``[a, b]``."""
+    low, high = dtype.type(a), dtype.type(b)
+    # Compared as Python floats: against a numpy float32, a/b would be rounded first.
+    if float(low) < a:
+        low = np.nextafter(low, dtype.type(np.inf))
+    if float(high) > b:
+        high = np.nextafter(high, dtype.type(-np.inf))
+    return low, high
