@@ -10,7 +10,9 @@ own version of a step:
 3. **plan**: from public values only (n, p, the bounds, the budget): the solver,
    its iterations, its noise scales and the privacy events it will record;
 4. **budget**: checked and reserved in every capped ledger;
-5. **solve**: the only step that reads private values;
+5. **solve**: the only step that reads private values beyond validation (both run
+   with numpy's floating-point warnings off, since whether one fires depends on the
+   values);
 6. **record**: fitted attributes set together, the spend reported to the
    ledgers. A failure in 5 releases the reservation if no randomness was drawn
    and records the planned spend otherwise; either way the estimator is left
@@ -24,6 +26,8 @@ from __future__ import annotations
 
 import math
 import numbers
+
+import numpy as np
 
 from .privacy.accounting import compose
 from .privacy.ledger import fit_budget
@@ -64,16 +68,20 @@ class DPEstimatorMixin:
             if all(isinstance(v, numbers.Real) for v in budget):
                 check_budget_pair(*budget)
             self._check_dp_rules()
-            data, public = self._validate_fit_data(X, y)
-            plan = self._plan(public)
-            with fit_budget(self, plan.epsilon, plan.delta, plan.events) as budget:
-                rng = check_generator(self.random_state)
-                budget.watch(rng)
-                result = self._solve(data, plan, rng)
-                attributes = self._fitted_attributes(public, plan, result)
-                events = tuple(result.events)
-                spent = self._spend(events, plan)
-                budget.record(events, *spent)
+            # numpy's floating-point warnings (an overflow in a row's norm, say) would
+            # tell whether some private value is extreme; the steps below read private
+            # values, so they stay silent (the thread's own setting, restored after).
+            with np.errstate(all="ignore"):
+                data, public = self._validate_fit_data(X, y)
+                plan = self._plan(public)
+                with fit_budget(self, plan.epsilon, plan.delta, plan.events) as budget:
+                    rng = check_generator(self.random_state)
+                    budget.watch(rng)
+                    result = self._solve(data, plan, rng)
+                    attributes = self._fitted_attributes(public, plan, result)
+                    events = tuple(result.events)
+                    spent = self._spend(events, plan)
+                    budget.record(events, *spent)
         except BaseException:
             # A failed fit leaves the estimator unfitted (NotFittedError), not
             # with the attributes validation set (n_features_in_, classes_).

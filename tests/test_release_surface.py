@@ -90,23 +90,29 @@ def deterministic_outputs_that_move(estimator, data, neighbour):
     return moved + [k for k in other if k not in runs[0]]
 
 
-def _data(n=120, p=8):
+def _data(n=120, p=8, huge=False):
+    """The data sets and their neighbours. The neighbour's first row has two entries far
+    beyond every default bound; with ``huge`` they are near the largest doubles, where
+    a row's norms overflow, and so is its target (and every X is dense)."""
     rng = np.random.default_rng(0)
     X = sp.random(n, p, density=0.4, format="csr", random_state=0)
     X.data = rng.uniform(-1, 1, X.nnz)
-    # The neighbour's first row: two entries far beyond every default bound.
     Xn = X.tolil()
     Xn[0, :] = 0
-    Xn[0, 0], Xn[0, 3] = 5.0, -7.0
+    Xn[0, 0], Xn[0, 3] = (1e300, -1e300) if huge else (5.0, -7.0)
     Xn = Xn.tocsr()
     y = (X @ rng.normal(size=p) > 0).astype(int)
     y3 = rng.integers(0, 3, n)
     target = X @ rng.normal(size=p) + 0.1 * rng.normal(size=n)
     yn, y3n, targetn = y.copy(), y3.copy(), target.copy()
-    yn[0], y3n[0], targetn[0] = 1 - y[0], (y3[0] + 1) % 3, 40.0
+    yn[0], y3n[0], targetn[0] = 1 - y[0], (y3[0] + 1) % 3, 1e300 if huge else 40.0
+    dense, densen = X.toarray(), Xn.toarray()
+    if huge:
+        # Dense rows: their norms are computed in numpy, which warns on overflow.
+        X, Xn = dense, densen
     return {"binary": ((X, y), (Xn, yn)), "three": ((X, y3), (Xn, y3n)),
             "target": ((X, target), (Xn, targetn)), "rows": ((X, None), (Xn, None)),
-            "dense": ((X.toarray(), None), (Xn.toarray(), None))}
+            "dense": ((dense, None), (densen, None))}
 
 
 def _documents(n=300):
@@ -118,6 +124,8 @@ def _documents(n=300):
 
 DATA = _data()
 DATA["documents"] = _documents()
+#: The same data sets with neighbours whose row norms overflow (not for documents).
+HUGE = _data(huge=True)
 
 # Every registered solver, with the loss it is limited to.
 CLASSIFIER_SOLVERS = ["auto", *(s for s in SOLVERS if s != "sufficient_statistics")]
@@ -174,6 +182,16 @@ CASES = list(_cases())
 @pytest.mark.parametrize("name, estimator, data", CASES, ids=[c[0] for c in CASES])
 def test_no_deterministic_output_depends_on_the_private_rows(name, estimator, data):
     assert deterministic_outputs_that_move(estimator, *DATA[data]) == []
+
+
+@pytest.mark.parametrize("name, estimator, data",
+                         [c for c in CASES if c[2] in HUGE],
+                         ids=[c[0] for c in CASES if c[2] in HUGE])
+def test_no_deterministic_output_depends_on_a_row_whose_norms_overflow(name, estimator,
+                                                                       data):
+    # Floating-point warnings (overflow in a norm, say) are outputs too.
+    data, neighbour = HUGE[data]
+    assert deterministic_outputs_that_move(estimator, data, neighbour) == []
 
 
 def test_the_comparison_sees_a_label_set_read_from_the_data():

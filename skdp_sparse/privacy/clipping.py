@@ -66,9 +66,11 @@ def _row_scales_csr(data, indptr, max_l2, max_l1):
 
 
 def _row_scales_dense(X, max_l2, max_l1):
-    l2 = np.linalg.norm(X, axis=1)
-    l1 = np.abs(X).sum(axis=1)
-    with np.errstate(divide="ignore"):
+    # A row whose norms overflow gets its factor below; numpy's overflow warning would
+    # only say that such a row exists.
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        l2 = np.linalg.norm(X, axis=1)
+        l1 = np.abs(X).sum(axis=1)
         s = np.minimum(1.0, np.minimum(max_l2 / l2, max_l1 / l1))
     for i in np.flatnonzero(~(np.isfinite(l1) & np.isfinite(l2))):
         s[i] = rescaled_clip_factor(X[i], 0, X.shape[1], max_l2, max_l1)[0]
