@@ -27,7 +27,7 @@ def sparse_unit_rows(n, d, s, rng):
 def main():
     rng = np.random.default_rng(0)
 
-    # 1. Private mean of sparse rows: n = 5,000 rows, d = 100,000 features, s = 10.
+    # 1. Private mean of sparse rows: n = 20,000 rows, d = 100,000 features, s = 10.
     n, d, s = 20_000, 100_000, 10
     X = sparse_unit_rows(n, d, s, rng)
     exact = np.asarray(X.mean(axis=0)).ravel()
