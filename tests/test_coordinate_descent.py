@@ -269,10 +269,9 @@ def test_huber_l2_matches_scipy():
 
 
 def _row_ratio(dense, data, clip, n):
-    """The kernel's per-row clip ratios (sparse X only)."""
-    ratio = np.empty(0 if dense else n)
-    if ratio.size:
-        K.row_clip_ratios(data, clip, ratio)
+    """The kernel's per-row clip ratios."""
+    ratio = np.empty(n)
+    K.row_clip_ratios(dense, data, clip, ratio)
     return ratio
 
 
@@ -300,10 +299,11 @@ def _run_kernel(X, y, loss, pen, fit_intercept, clip, M, n_steps, selection, see
 
 
 #: Clips of the incremental-gradient test: "active" clips some terms of most rows (the
-#: sparse kernel then tests term by term), "loose" and "none" clip no term (it then
-#: adds each changed row with one factor per row).
+#: kernels then test term by term), "loose" and "none" clip no term (they then add each
+#: changed row with one factor per row), "mixed" clips terms of the first rows only
+#: (scaled up tenfold by the test), so that one update takes both routes.
 _CLIPS = {"active": np.r_[np.linspace(0.05, 0.6, 10), 0.3], "loose": np.full(11, 50.0),
-          "none": np.full(11, np.inf)}
+          "none": np.full(11, np.inf), "mixed": np.full(11, 4.0)}
 
 
 @pytest.mark.parametrize("clips", sorted(_CLIPS))
@@ -311,6 +311,8 @@ _CLIPS = {"active": np.r_[np.linspace(0.05, 0.6, 10), 0.3], "loose": np.full(11,
 @pytest.mark.parametrize("loss", [LogisticLoss(), SquaredLoss(), HuberLoss(0.5)])
 def test_incremental_gradient_matches_brute_force_with_clipping(fmt, loss, clips):
     X, y = _data(n=50, p=10, seed=6, logistic=isinstance(loss, LogisticLoss))
+    if clips == "mixed":
+        X[:5] *= 10.0
     Xin = {"dense": X, "csc": sp.csc_matrix(X), "csr": sp.csr_matrix(X)}[fmt]
     clip = _CLIPS[clips]
     M = _smoothness(X, SquaredLoss(), True)
@@ -321,7 +323,13 @@ def test_incremental_gradient_matches_brute_force_with_clipping(fmt, loss, clips
     brute = _np_clipped_grad(X, y, loss, w[:-1], w[-1], clip, True)
     per_example = np.abs(loss.derivative(y, z)[:, None] * np.c_[X, np.ones(len(y))])
     # The test exercises clipping where it means to, and only there.
-    assert (per_example > clip).any() == (clips == "active")
+    if clips == "mixed":
+        # Most rows take the one-factor route, the scaled ones (|l'| >= 1/2 at the
+        # start for every loss here) the term-by-term test.
+        ratio = _row_ratio(dense, data, clip, len(y))
+        assert (ratio < 1).mean() > 0.8 and (ratio[:5] > 2).sum() >= 2
+    else:
+        assert (per_example > clip).any() == (clips == "active")
     np.testing.assert_allclose(g, brute, rtol=0, atol=1e-12)  # incremental
     fresh = np.empty_like(g)
     K.full_gradient(dense, data, X.shape[1], d, clip, fresh)  # from columns (random/CD)

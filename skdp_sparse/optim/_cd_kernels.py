@@ -292,8 +292,8 @@ def cd_run(
 
     Returns ``(updates run, last noiseless max score or -1, stopped on tol, status,
     pending coordinate)``. ``smoothness[j] = M_j`` and ``score_w[j] = 1 / sqrt(M_j)``;
-    ``row_ratio`` is :func:`row_clip_ratios` of sparse X for greedy selection (read by
-    nothing else).
+    ``row_ratio`` is :func:`row_clip_ratios` of X for greedy selection (read by nothing
+    else).
     A non-empty ``tree`` (built by :func:`tree_build`) switches greedy Gumbel
     selection to the log-sum-exp heap sampler; otherwise selection is one pass over
     all scores. ``changed`` is a pair of zeroed arrays, int64 of size ``1 + n_coords``

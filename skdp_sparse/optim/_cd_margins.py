@@ -77,9 +77,9 @@ class BlockMargins:
         self.g = np.zeros(n_coords if greedy else 0)
         if greedy and n_coords:
             K.full_gradient(dense, data, self.n_features, self.d, clip, self.g, self.n_total)
-        self.row_ratio = np.empty(n if greedy and not dense else 0)
+        self.row_ratio = np.empty(n if greedy else 0)
         if self.row_ratio.size:
-            K.row_clip_ratios(data, clip, self.row_ratio)
+            K.row_clip_ratios(dense, data, clip, self.row_ratio)
         self.work = np.zeros(3, dtype=np.int64)
         # The incremental work after which the block's gradient is recomputed exactly.
         self.refresh_work = np.int64(8 * (self.nnz + n + n_coords))

@@ -50,9 +50,21 @@ def column_gradient(dense, data, j, n_features, d, clip, n_total=-1):
 
 
 @numba.njit(cache=True)
-def row_clip_ratios(data, clip, out):
-    """``out[i] = max_k |x_ik| / clip[k]`` over the stored entries of CSR row i (0 for
-    an empty row): with ``|l'| out[i] < 1`` no term of row i reaches its clip."""
+def row_clip_ratios(dense, data, clip, out):
+    """``out[i] = max_k |x_ik| / clip[k]`` over the entries of row i (the stored ones of
+    sparse X; 0 for an empty row): with ``|l'| out[i] < 1`` no term of row i reaches
+    its clip."""
+    out[:] = 0.0
+    if dense:
+        Xf = data[0]
+        # Column by column: X is Fortran-ordered.
+        for k in range(Xf.shape[1]):
+            inv_c = 1.0 / clip[k]
+            for i in range(out.size):
+                v = abs(Xf[i, k]) * inv_c
+                if v > out[i]:
+                    out[i] = v
+        return
     rdata, rind, rptr = data[4], data[5], data[6]
     for i in range(out.size):
         r = 0.0
@@ -186,34 +198,63 @@ def apply_delta(
         _apply_delta_sparse(data, j, delta, n_features, y, loss_code, loss_param, z, d, g,
                             clip, row_ratio, maintain, work, changed, n_total)
         return
-    # Dense: collect the changed rows first, then sweep X column by column so
-    # that the gradient update reads the Fortran-ordered X contiguously.
-    m = 0
+    # Dense: collect the changed rows first, then sweep X column by column so that
+    # the gradient update reads the Fortran-ordered X contiguously. As on sparse X
+    # (``_apply_delta_sparse``), a row that no clip can touch adds ``x_ik`` times one
+    # factor, ``(l'_new - l'_old) / n``: those rows are listed from the front of
+    # ``rows_buf`` with their factor in ``d_old_buf``; the others from the back, with
+    # their old derivative, and test each term against its clip.
+    with_intercept = g.size > n_features
+    c0 = clip[n_features] if with_intercept else 0.0
+    g0 = 0.0
+    fast = 0
+    slow = n
     for i in range(n):
         x = 1.0 if intercept else Xf[i, j]
         if x == 0.0:
             continue
         z[i] += delta * x
         d_new = loss_derivative(loss_code, y[i], z[i], loss_param)
-        if d_new != d[i]:
-            d_old_buf[m] = d[i]
-            rows_buf[m] = i
-            d[i] = d_new
-            m += 1
+        d_old = d[i]
+        if d_new == d_old:
+            continue
+        d[i] = d_new
+        if not maintain:
+            continue
+        if with_intercept:
+            g0 += (clip_scalar(d_new, c0) - clip_scalar(d_old, c0)) * inv_n
+        if max(abs(d_new), abs(d_old)) * row_ratio[i] <= UNCLIPPED:
+            rows_buf[fast] = i
+            d_old_buf[fast] = (d_new - d_old) * inv_n
+            fast += 1
+        else:
+            slow -= 1
+            rows_buf[slow] = i
+            d_old_buf[slow] = d_old
+    m = fast + n - slow
     if not maintain or m == 0:
         return
-    for k in range(g.size):
+    for k in range(n_features):
         c = clip[k]
         acc = 0.0
-        if k < n_features:
-            for r in range(m):
-                i = rows_buf[r]
-                x = Xf[i, k]
-                acc += clip_scalar(d[i] * x, c) - clip_scalar(d_old_buf[r] * x, c)
+        if fast == n:
+            for i in range(n):
+                acc += Xf[i, k] * d_old_buf[i]
         else:
-            for r in range(m):
-                acc += clip_scalar(d[rows_buf[r]], c) - clip_scalar(d_old_buf[r], c)
-        g[k] += acc * inv_n
+            for r in range(fast):
+                acc += Xf[rows_buf[r], k] * d_old_buf[r]
+        for r in range(slow, n):
+            i = rows_buf[r]
+            x = Xf[i, k]
+            d_new = d[i]
+            d_old = d_old_buf[r]
+            if max(abs(d_new), abs(d_old)) * abs(x) <= UNCLIPPED * c:
+                acc += x * (d_new - d_old) * inv_n
+            else:
+                acc += (clip_scalar(d_new * x, c) - clip_scalar(d_old * x, c)) * inv_n
+        g[k] += acc
+    if with_intercept:
+        g[n_features] += g0
     work[0] += m * g.size
     if changed[0].size:
         changed[0][0] = -1
