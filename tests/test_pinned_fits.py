@@ -124,7 +124,9 @@ def _fit(name):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_fit_reproduces_pinned_coefficients(name):
     pinned = np.load(PINNED)
-    np.testing.assert_allclose(_fit(name), pinned[name], rtol=1e-12, atol=1e-14)
+    # A deliberate change moves coefficients by far more than 1e-9; below that are the
+    # roundings a new compiler or BLAS may change (1.5e-12 seen with a numba update).
+    np.testing.assert_allclose(_fit(name), pinned[name], rtol=1e-9, atol=1e-12)
 
 
 if __name__ == "__main__" and "--write" in sys.argv:
