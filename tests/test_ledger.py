@@ -550,3 +550,69 @@ def test_grid_search_of_library_estimator():
     assert all(e == pytest.approx(search.best_estimator_.epsilon_spent_) for e, _ in spends)
     _assert_totals_match(ledger, spends)
     assert ledger.spent()[0] < ledger.spent(composition="basic")[0]
+
+
+def _library_cases():
+    """Every private estimator and transformer of the library, with data it fits."""
+    import scipy.sparse as sp
+
+    from skdp_sparse import (
+        DPGreedyCDRegressor,
+        DPOutputPerturbationClassifier,
+        DPOutputPerturbationRegressor,
+        DPSparseMeanEstimator,
+    )
+    from skdp_sparse.feature_extraction.text import DPTfidfVectorizer
+    from skdp_sparse.feature_selection import DPSelectKBest
+    from skdp_sparse.preprocessing import DPStandardScaler
+
+    X = sp.random(300, 10, density=0.3, format="csr", random_state=0)
+    y = (X @ np.arange(10.0) > 1).astype(int)
+    t = np.asarray(X @ np.ones(10)) / 10
+    docs = [f"word{i % 7} word{i % 5} common" for i in range(300)]
+    return {
+        "logistic": (DPSparseLogisticRegression(epsilon=0.5, classes=[0, 1]), X, y),
+        "regressor": (DPGreedyCDRegressor(epsilon=0.5, target_bound=1.0), X, t),
+        "output-perturbation": (DPOutputPerturbationClassifier(epsilon=0.5, classes=[0, 1]),
+                                X, y),
+        "output-perturbation-regressor": (DPOutputPerturbationRegressor(
+            epsilon=0.5, target_bound=1.0), X, t),
+        "mean": (DPSparseMeanEstimator(epsilon=0.5), X, None),
+        "standard-scaler": (DPStandardScaler(bounds=(-1, 1), epsilon=0.5, with_mean=False),
+                            X, None),
+        "select-k-best": (DPSelectKBest(k=3, epsilon=0.5, sparsity=10), X, None),
+        "tfidf": (DPTfidfVectorizer(epsilon=0.5, max_terms_per_document=3), docs, None),
+    }
+
+
+LIBRARY_CASES = _library_cases()
+
+
+@pytest.mark.parametrize("name", sorted(LIBRARY_CASES))
+def test_library_estimators_report_to_their_ledger_parameter(name):
+    # Without any activation: the parameter alone is what reaches processes an
+    # activation does not; it survives clone, and its cap refuses before any spend.
+    est, X, y = LIBRARY_CASES[name]
+    ledger = PrivacyLedger()
+    fitted = clone(est.set_params(ledger=ledger))
+    assert fitted.get_params()["ledger"] is ledger
+    fitted.fit(X) if y is None else fitted.fit(X, y)
+    assert [r.estimator for r in ledger.records()] == [type(est).__name__]
+    assert ledger.spent()[0] == pytest.approx(fitted.epsilon_spent_)
+    capped = PrivacyLedger(max_epsilon=0.25, max_delta=1e-3)
+    refused = clone(est).set_params(ledger=capped)
+    with pytest.raises(BudgetExceededError):
+        refused.fit(X) if y is None else refused.fit(X, y)
+    assert len(capped) == 0 and capped.pending() == []
+    with pytest.raises(TypeError, match="PrivacyLedger"):
+        wrong = clone(est).set_params(ledger="ledger.jsonl")
+        wrong.fit(X) if y is None else wrong.fit(X, y)
+
+
+def test_grid_search_reports_to_a_library_estimator_ledger_parameter():
+    est, X, y = LIBRARY_CASES["logistic"]
+    ledger = PrivacyLedger()
+    GridSearchCV(clone(est).set_params(ledger=ledger), {"alpha": [1e-4, 1e-3]}, cv=3,
+                 n_jobs=2).fit(X, y)
+    assert len(ledger) == 2 * 3 + 1
+    assert {r.pid for r in ledger.records()} - {os.getpid()}  # worker processes too

@@ -101,6 +101,11 @@ stop_words, token_pattern, ngram_range
         Discrete Gaussian noise on a lattice ("auto", True) or Gaussian noise in doubles
         (False, with a :class:`~skdp_sparse.exceptions.PrivacyLeakWarning`).
     random_state : None, int or numpy.random.Generator, default=None
+    ledger : PrivacyLedger, default=None
+        A ledger the fit reports to besides the active ones (see
+        :func:`~skdp_sparse.privacy_ledger`); it travels with the estimator through
+        ``clone`` and pickling, so it reaches fits in processes an activation does not
+        (those a worker starts, or a ray or dask task), and its cap holds there.
 
     Attributes
     ----------
@@ -159,7 +164,7 @@ stop_words, token_pattern, ngram_range
                  analyzer="word", stop_words=None, token_pattern=r"(?u)\b\w\w+\b",
                  ngram_range=(1, 1), binary=False, use_idf=True, smooth_idf=True,
                  sublinear_tf=False, dtype=np.float64, floating_point_safe="auto",
-                 random_state=None):
+                 random_state=None, ledger=None):
         self.epsilon = epsilon
         self.delta = delta
         self.max_terms_per_document = max_terms_per_document
@@ -181,6 +186,7 @@ stop_words, token_pattern, ngram_range
         self.dtype = dtype
         self.floating_point_safe = floating_point_safe
         self.random_state = random_state
+        self.ledger = ledger
 
     # -- analysis -----------------------------------------------------------------
     def _counter(self, vocabulary=None):

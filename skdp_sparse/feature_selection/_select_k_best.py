@@ -127,6 +127,11 @@ class DPSelectKBest(SelectorMixin, DPEstimatorMixin, BaseEstimator):
         read from ``y`` with a :class:`~skdp_sparse.exceptions.PrivacyLeakWarning`.
     floating_point_safe : {"auto", True, False}, default="auto"
     random_state : None, int or numpy.random.Generator, default=None
+    ledger : PrivacyLedger, default=None
+        A ledger the fit reports to besides the active ones (see
+        :func:`~skdp_sparse.privacy_ledger`); it travels with the estimator through
+        ``clone`` and pickling, so it reaches fits in processes an activation does not
+        (those a worker starts, or a ray or dask task), and its cap holds there.
 
     Attributes
     ----------
@@ -170,7 +175,7 @@ class DPSelectKBest(SelectorMixin, DPEstimatorMixin, BaseEstimator):
 
     def __init__(self, k=10, *, epsilon=1.0, delta=1e-6, score_func="frequency",
                  sparsity=None, norm_bound=1.0, classes=None, floating_point_safe="auto",
-                 random_state=None):
+                 random_state=None, ledger=None):
         self.k = k
         self.epsilon = epsilon
         self.delta = delta
@@ -180,6 +185,7 @@ class DPSelectKBest(SelectorMixin, DPEstimatorMixin, BaseEstimator):
         self.classes = classes
         self.floating_point_safe = floating_point_safe
         self.random_state = random_state
+        self.ledger = ledger
 
     # -- the fit sequence ---------------------------------------------------------
     def _check_dp_rules(self):

@@ -47,7 +47,7 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
     gradient_clip, fit_intercept, solver, selection, curvature, max_iter, batch_size,
     learning_rate, tol, random_state, verbose, floating_point_safe, feature_selection,
     feature_selection_share, clip_predict, selection_threshold, selection_share,
-    contribution_bound, frequent_features
+    contribution_bound, frequent_features, ledger
         As in :class:`~skdp_sparse.linear_model.DPGreedyCDRegressor` (``clip_predict``
         applies to ``decision_function``, ``predict`` and ``predict_proba``).
     alpha : float, default=None
@@ -117,7 +117,7 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
                  floating_point_safe="auto", feature_selection="auto",
                  feature_selection_share=None, clip_predict=True,
                  selection_threshold=None, selection_share=0.5, contribution_bound=1.0,
-                 frequent_features=None, decision="auto"):
+                 frequent_features=None, decision="auto", ledger=None):
         self.epsilon = epsilon
         self.delta = delta
         self.penalty = penalty
@@ -137,6 +137,7 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
         self.tol = tol
         self.classes = classes
         self.random_state = random_state
+        self.ledger = ledger
         self.verbose = verbose
         self.floating_point_safe = floating_point_safe
         self.feature_selection = feature_selection

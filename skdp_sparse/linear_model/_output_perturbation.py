@@ -83,6 +83,11 @@ _COMMON_DOC = """
         same test accuracy; ``benchmarks/bench_fp_safe.py``).
     random_state : None, int or numpy.random.Generator, default=None
         None draws fresh OS entropy (use it for releases); an int is reproducible.
+    ledger : PrivacyLedger, default=None
+        A ledger the fit reports to besides the active ones (see
+        :func:`~skdp_sparse.privacy_ledger`); it travels with the estimator through
+        ``clone`` and pickling, so it reaches fits in processes an activation does not
+        (those a worker starts, or a ray or dask task), and its cap holds there.
     clip_predict : bool, default=True
         Predict as the fit saw its rows: every prediction method clips new rows to
         ``norm_bound`` (and the l1 norm ``norm_bound * sqrt(sparsity)`` where the fit
@@ -113,7 +118,7 @@ class _BaseOutputPerturbation(DPLinearModel):
     def __init__(self, *, epsilon=1.0, delta=0.0, norm_bound=1.0, sparsity=None,
                  alpha=None, domain="none", radius=None, tol=1e-3, fit_intercept=True,
                  intercept_bound=1.0, max_iter=1000, floating_point_safe="auto",
-                 random_state=None, clip_predict=True):
+                 random_state=None, clip_predict=True, ledger=None):
         self.epsilon = epsilon
         self.delta = delta
         self.norm_bound = norm_bound
@@ -127,6 +132,7 @@ class _BaseOutputPerturbation(DPLinearModel):
         self.max_iter = max_iter
         self.floating_point_safe = floating_point_safe
         self.random_state = random_state
+        self.ledger = ledger
         self.clip_predict = clip_predict
 
     def _check_dp_rules(self):
@@ -194,13 +200,14 @@ class DPOutputPerturbationClassifier(LinearClassifierMixin, ClassifierMixin,
     def __init__(self, *, epsilon=1.0, delta=0.0, norm_bound=1.0, sparsity=None,
                  alpha=None, domain="none", radius=None, tol=1e-3, fit_intercept=True,
                  intercept_bound=1.0, max_iter=1000, floating_point_safe="auto",
-                 classes=None, random_state=None, clip_predict=True):
+                 classes=None, random_state=None, clip_predict=True, ledger=None):
         super().__init__(epsilon=epsilon, delta=delta, norm_bound=norm_bound,
                          sparsity=sparsity, alpha=alpha, domain=domain, radius=radius,
                          tol=tol, fit_intercept=fit_intercept,
                          intercept_bound=intercept_bound, max_iter=max_iter,
                          floating_point_safe=floating_point_safe,
-                         random_state=random_state, clip_predict=clip_predict)
+                         random_state=random_state, clip_predict=clip_predict,
+                         ledger=ledger)
         self.classes = classes
 
     def _loss(self):
@@ -254,13 +261,14 @@ class DPOutputPerturbationRegressor(TargetRangeMixin, LinearRegressorMixin, Regr
                  target_bounds=None, epsilon=1.0, delta=0.0, norm_bound=1.0, sparsity=None,
                  alpha=None, domain="none", radius=None, tol=1e-3, fit_intercept=True,
                  intercept_bound=1.0, max_iter=1000, floating_point_safe="auto",
-                 random_state=None, clip_predict=True):
+                 random_state=None, clip_predict=True, ledger=None):
         super().__init__(epsilon=epsilon, delta=delta, norm_bound=norm_bound,
                          sparsity=sparsity, alpha=alpha, domain=domain, radius=radius,
                          tol=tol, fit_intercept=fit_intercept,
                          intercept_bound=intercept_bound, max_iter=max_iter,
                          floating_point_safe=floating_point_safe,
-                         random_state=random_state, clip_predict=clip_predict)
+                         random_state=random_state, clip_predict=clip_predict,
+                         ledger=ledger)
         self.loss = loss
         self.huber_threshold = huber_threshold
         self.target_bound = target_bound

@@ -171,6 +171,11 @@ class DPGreedyCDRegressor(TargetRangeMixin, LinearRegressorMixin, RegressorMixin
         (a data-dependent stopping rule would not be private).
     random_state : None, int or Generator, default=None
         ``None`` draws fresh OS entropy, as a private release should.
+    ledger : PrivacyLedger, default=None
+        A ledger the fit reports to besides the active ones (see
+        :func:`~skdp_sparse.privacy_ledger`); it travels with the estimator through
+        ``clone`` and pickling, so it reaches fits in processes an activation does not
+        (those a worker starts, or a ray or dask task), and its cap holds there.
     verbose : int, default=0
         Print progress: step counts and the privacy spent so far (public quantities;
         a fit without noise may print statistics of the data).
@@ -283,7 +288,7 @@ class DPGreedyCDRegressor(TargetRangeMixin, LinearRegressorMixin, RegressorMixin
                  tol=1e-7, random_state=None, verbose=0, floating_point_safe="auto",
                  feature_selection="auto", feature_selection_share=None, clip_predict=True,
                  selection_threshold=None, selection_share=0.5, contribution_bound=1.0,
-                 frequent_features=None):
+                 frequent_features=None, ledger=None):
         self.epsilon = epsilon
         self.delta = delta
         self.loss = loss
@@ -306,6 +311,7 @@ class DPGreedyCDRegressor(TargetRangeMixin, LinearRegressorMixin, RegressorMixin
         self.learning_rate = learning_rate
         self.tol = tol
         self.random_state = random_state
+        self.ledger = ledger
         self.verbose = verbose
         self.floating_point_safe = floating_point_safe
         self.feature_selection = feature_selection

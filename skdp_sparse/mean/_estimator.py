@@ -124,6 +124,11 @@ class DPSparseMeanEstimator(DPEstimatorMixin, BaseEstimator):
     random_state : None, int or numpy.random.Generator, default=None
         Source of the noise. ``None`` draws fresh OS entropy (use it for a
         release); an int makes the fit reproducible.
+    ledger : PrivacyLedger, default=None
+        A ledger the fit reports to besides the active ones (see
+        :func:`~skdp_sparse.privacy_ledger`); it travels with the estimator through
+        ``clone`` and pickling, so it reaches fits in processes an activation does not
+        (those a worker starts, or a ray or dask task), and its cap holds there.
 
     Attributes
     ----------
@@ -181,7 +186,7 @@ class DPSparseMeanEstimator(DPEstimatorMixin, BaseEstimator):
     }
 
     def __init__(self, epsilon=1.0, delta=0.0, norm_bound=1.0, sparsity=None,
-                 method="auto", floating_point_safe="auto", random_state=None):
+                 method="auto", floating_point_safe="auto", random_state=None, ledger=None):
         self.epsilon = epsilon
         self.delta = delta
         self.norm_bound = norm_bound
@@ -189,6 +194,7 @@ class DPSparseMeanEstimator(DPEstimatorMixin, BaseEstimator):
         self.method = method
         self.floating_point_safe = floating_point_safe
         self.random_state = random_state
+        self.ledger = ledger
 
     def _check_dp_rules(self):
         if self.method in ("projection", "l1_recovery") and self.sparsity is None:

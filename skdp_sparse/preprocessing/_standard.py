@@ -116,6 +116,11 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, DPEstimatorMixin,
         :class:`~skdp_sparse.exceptions.PrivacyLeakWarning`.
     random_state : None, int or numpy.random.Generator, default=None
         Source of the noise; ``None`` (fresh OS entropy) for a release.
+    ledger : PrivacyLedger, default=None
+        A ledger the fit reports to besides the active ones (see
+        :func:`~skdp_sparse.privacy_ledger`); it travels with the estimator through
+        ``clone`` and pickling, so it reaches fits in processes an activation does not
+        (those a worker starts, or a ray or dask task), and its cap holds there.
 
     Attributes
     ----------
@@ -175,7 +180,8 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, DPEstimatorMixin,
     }
 
     def __init__(self, bounds, *, epsilon=1.0, delta=0.0, with_mean=True, with_std=True,
-                 clip_output=None, floating_point_safe="auto", random_state=None):
+                 clip_output=None, floating_point_safe="auto", random_state=None,
+                 ledger=None):
         self.bounds = bounds
         self.epsilon = epsilon
         self.delta = delta
@@ -184,6 +190,7 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, DPEstimatorMixin,
         self.clip_output = clip_output
         self.floating_point_safe = floating_point_safe
         self.random_state = random_state
+        self.ledger = ledger
 
     # -- the fit sequence ---------------------------------------------------------
     def _check_dp_rules(self):
