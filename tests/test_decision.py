@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from skdp_sparse import DPSparseLogisticRegression
+from skdp_sparse import DPOutputPerturbationClassifier, DPSparseLogisticRegression
 from skdp_sparse.privacy.accounting import compose, gaussian_mu
 from skdp_sparse.solvers import _calibration
 from skdp_sparse.solvers import decision as D
 from skdp_sparse.solvers._calibration import CALIBRATION_BINS, calibrate
 from skdp_sparse.testing.bounds import assert_pair_audit
 
-SOLVERS = ["sgd", "sparse_sgd", "phased_sgd", "cd"]
+SOLVERS = ["sgd", "sparse_sgd", "phased_sgd", "cd", "output_perturbation"]
 
 
 def _data(n=3000, p=20, rate=0.25, seed=0):
@@ -35,6 +35,8 @@ def _data(n=3000, p=20, rate=0.25, seed=0):
 
 
 def _fit(solver, epsilon=1.0, delta=1e-6, seed=0, X=None, y=None, **kw):
+    if solver == "output_perturbation":
+        kw.setdefault("penalty", "l2")  # the problem it solves
     if X is None:
         X, y = _data()
     with warnings.catch_warnings():
@@ -60,8 +62,9 @@ def test_share_and_units_follow_their_formulas(n, K, epsilon, safe):
     assert share == pytest.approx(min(D.MAX_DECISION_SHARE, need), rel=1e-12)
     units, events = D.decision_units(epsilon, delta, safe, n, K)
     splits = D.decision_splits(K)
-    # With K > 1 the multiclass comparison with the majority takes a quarter on top.
-    assert splits == (D.DECISION_SPLIT if K == 1 else {**D.DECISION_SPLIT, "gain": 0.25})
+    # A quarter on top: with K > 1 the multiclass comparison with the majority, with one
+    # problem its class count.
+    assert splits == {**D.DECISION_SPLIT, ("classes" if K == 1 else "gain"): 0.25}
     for (name, part), event in zip(splits.items(), events, strict=True):
         assert units[name] == pytest.approx(1.0 / (mu * math.sqrt(share * part)), rel=1e-12)
         if safe:
@@ -89,11 +92,71 @@ def test_decision_events_match_dp_accounting():
     acc = dpa.pld.PLDAccountant(dpa.NeighboringRelation.REPLACE_ONE,
                                 value_discretization_interval=1e-4)
     acc.compose(dpa.PoissonSampledDpEvent(0.02, dpa.GaussianDpEvent(3.0)), 300)
-    for name in D.DECISION_SPLIT:
-        # A count moves by one in two cells: the replace-one Gaussian of ratio 1 / unit,
-        # dp-accounting's GaussianDpEvent(2 unit) (its replace-one shift is 2 / z).
+    for name in D.decision_splits(1):
+        # A count moves by one in two cells (by one in the class count): the replace-one
+        # Gaussian of ratio 1 / unit, dp-accounting's GaussianDpEvent(2 unit) (its
+        # replace-one shift is 2 / z).
         acc.compose(dpa.GaussianDpEvent(2.0 * units[name]))
     assert ours == pytest.approx(acc.get_epsilon(delta), rel=2e-3)
+
+
+@pytest.mark.parametrize("n, K, epsilon", [(200, 1, 1.0), (30_000, 1, 1.0), (30_000, 3, 0.1)])
+def test_pure_units_follow_their_formula(n, K, epsilon):
+    # delta = 0: Laplace releases at their part of epsilon, composed by adding them.
+    split = D.DECISION_SPLIT["calibration"]
+    need = 2 * math.sqrt(2) * K * 2 * CALIBRATION_BINS / (D.CELL_NOISE * n * epsilon * split)
+    share = D.decision_share_pure(n, K, epsilon)
+    assert share == pytest.approx(min(D.MAX_DECISION_SHARE, need), rel=1e-12)
+    units, events = D.decision_units(epsilon, 0.0, True, n, K)
+    for (name, part), event in zip(D.decision_splits(K).items(), events, strict=True):
+        assert event.epsilon == pytest.approx(epsilon * share * part, rel=1e-12)
+        assert event.delta == 0 and units[name] == pytest.approx(1 / event.epsilon)
+    if need < D.MAX_DECISION_SHARE:
+        # A class histogram's cell: Laplace of l1 sensitivity 2K, sd sqrt(2) times its scale.
+        cell_sd = math.sqrt(2) * 2 * K * units["calibration"]
+        assert cell_sd == pytest.approx(D.CELL_NOISE * n / (2 * CALIBRATION_BINS), rel=1e-9)
+
+
+@pytest.mark.parametrize("delta", [0.0, 1e-6])
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_output_perturbation_spends_its_budget_with_the_decision(delta, n_classes):
+    X, y = _data()
+    if n_classes == 3:
+        y = y + (np.arange(y.size) % 3 == 0) * (1 - y) * 2
+    m = DPOutputPerturbationClassifier(epsilon=1.0, delta=delta, classes=np.unique(y),
+                                       random_state=0).fit(X, y)
+    third = "class count" if n_classes == 2 else "multiclass comparison with the majority"
+    assert [e.name for e in _decision_events(m)] == [
+        "decision: scale histogram", "decision: calibration histogram", f"decision: {third}"]
+    if delta == 0:
+        assert all(e.delta == 0 for e in m.privacy_events_)
+        assert m.epsilon_spent_ == pytest.approx(1.0, rel=1e-12) and m.delta_spent_ == 0
+    else:
+        assert 1.0 * (1 - 0.002) <= m.epsilon_spent_ <= 1.0 * (1 + 1e-9)
+    assert compose(m.privacy_events_, delta)[0] == pytest.approx(m.epsilon_spent_)
+
+
+@pytest.mark.parametrize("delta", [0.0, 1e-6])
+def test_output_perturbation_does_not_decide_below_the_majority(delta):
+    # Many features and a weak signal: the one noisy release points the coefficients
+    # almost anywhere (hashed SMS messages at epsilon 1 and delta 0: accuracy 0.53
+    # against the majority's 0.87). The calibrated decision sees it and keeps the
+    # majority; with delta = 0 the solver's own decision is below it, so the test sees
+    # the defect it guards against.
+    rng = np.random.default_rng(0)
+    X = sp.random(2000, 5000, density=0.002, format="csr", random_state=rng)
+    X = sp.csr_matrix(X.multiply(1.0 / np.maximum(sp.linalg.norm(X, axis=1), 1e-12)[:, None]))
+    y = (rng.random(2000) < 0.15).astype(int)
+    majority = 1 - y.mean()
+
+    def accuracy(decision):
+        return np.mean([np.mean(DPOutputPerturbationClassifier(
+            epsilon=0.3, delta=delta, classes=[0, 1], decision=decision, random_state=seed)
+            .fit(X, y).predict(X) == y) for seed in range(4)])
+
+    assert accuracy("auto") >= majority - 0.005
+    if delta == 0:
+        assert accuracy("fitted") < majority - 0.02
 
 
 @pytest.mark.parametrize("solver", SOLVERS)
@@ -102,7 +165,8 @@ def test_decision_events_match_dp_accounting():
 def test_fit_spends_its_budget_with_the_decision(solver, safe, epsilon):
     m = _fit(solver, epsilon=epsilon, floating_point_safe=safe)
     assert [e.name for e in _decision_events(m)] == ["decision: scale histogram",
-                                                     "decision: calibration histogram"]
+                                                     "decision: calibration histogram",
+                                                     "decision: class count"]
     assert m.epsilon_spent_ <= epsilon * (1 + 1e-9)
     assert m.epsilon_spent_ >= epsilon * (1 - 0.002)
     assert m.delta_spent_ <= 1e-6 * (1 + 1e-9)
@@ -127,9 +191,10 @@ def test_histograms_get_the_planned_noise(solver, n_classes, monkeypatch):
     K = 1 if n_classes == 2 else 3
     units, _ = D.decision_units(1.0, 1e-6, True, X.shape[0], K)
     shapes = [(K, _calibration.SCALE_LEVELS), (K, 2 * CALIBRATION_BINS)]
-    # K > 1: the argmax rule's correct rows and the K class counts (sensitivity sqrt(3)).
-    sensitivities = [math.sqrt(2 * K)] * 2 + ([math.sqrt(3)] if K > 1 else [])
-    assert [c[0] for c in calls] == shapes + ([(1 + K,)] if K > 1 else [])
+    # K > 1: the argmax rule's correct rows and the K class counts (sensitivity sqrt(3));
+    # one problem: its positive rows (sensitivity 1).
+    sensitivities = [math.sqrt(2 * K)] * 2 + [math.sqrt(3) if K > 1 else 1.0]
+    assert [c[0] for c in calls] == shapes + [(1 + K,) if K > 1 else (1,)]
     for (_, sensitivity, unit), name, expected in zip(calls, D.decision_splits(K),
                                                       sensitivities, strict=True):
         assert sensitivity == pytest.approx(expected)
@@ -149,7 +214,7 @@ def test_fitted_decision_and_runs_without_noise_keep_the_solver_own(solver):
 
 def test_other_solvers_keep_their_decision_unless_asked():
     assert not _decision_events(_fit("greedy_cd"))
-    assert len(_decision_events(_fit("greedy_cd", decision="calibrated"))) == 2
+    assert len(_decision_events(_fit("greedy_cd", decision="calibrated"))) == 3
     with pytest.raises(ValueError, match="does not apply to solver='bias_reduced_sgd'"):
         _fit("bias_reduced_sgd", decision="calibrated")
     with pytest.raises(ValueError, match="decision"):
@@ -173,32 +238,34 @@ def test_calibrated_decision_follows_the_ranking():
     assert np.mean(gains) > 0.03
 
 
-def _spy_on_releases(monkeypatch):
-    """``(captured, real)``: every release the calibration makes is recorded in
-    ``captured`` as ``(value, sensitivity, unit, floating_point_safe)``, then drawn by
-    ``real``, the release itself."""
+def _spy_on_releases(monkeypatch, pure=False):
+    """``(captured, real)``: every release the calibration makes (Laplace ones with
+    ``pure``) is recorded in ``captured`` as ``(value, sensitivity, unit,
+    floating_point_safe)``, then drawn by ``real``, the release itself."""
     captured = []
-    real = _calibration.release
+    name = "release_laplace" if pure else "release"
+    real = getattr(_calibration, name)
 
     def spy(value, sensitivity, unit, floating_point_safe, rng):
         captured.append((np.array(value), sensitivity, unit, floating_point_safe))
         return real(value, sensitivity, unit, floating_point_safe, rng)
 
-    monkeypatch.setattr(_calibration, "release", spy)
+    monkeypatch.setattr(_calibration, name, spy)
     return captured, real
 
 
-def _audited_release(n, K, name, claim_delta):
-    """``(units, claim)``: the decision's units at epsilon 30 and delta 1e-3 (few rows,
-    so that half the noise shows), and the epsilon that the event of release ``name``
-    claims at ``claim_delta``."""
-    units, events = D.decision_units(30.0, 1e-3, True, n, K)
+def _audited_release(n, K, name, claim_delta, pure=False):
+    """``(units, claim)``: the decision's units at epsilon 30 and delta 1e-3 (0 with
+    ``pure``; few rows, so that half the noise shows), and the epsilon that the event
+    of release ``name`` claims at ``claim_delta``."""
+    units, events = D.decision_units(30.0, 0.0 if pure else 1e-3, True, n, K)
     event = events[list(D.decision_splits(K)).index(name)]
     return units, compose([event], claim_delta)[0]
 
 
+@pytest.mark.parametrize("pure", [False, True], ids=["gaussian", "laplace"])
 @pytest.mark.parametrize("undernoised", [False, True])
-def test_decision_audit(undernoised, monkeypatch):
+def test_decision_audit(undernoised, pure, monkeypatch):
     # Worst-case pair: one row's label flips, its score stays in the same bin, so one
     # positive cell loses a count and the negative cell of that bin gains one (the
     # full sensitivity sqrt(2)). The statistic is the difference of the two noisy
@@ -207,8 +274,8 @@ def test_decision_audit(undernoised, monkeypatch):
     # the same release at half the noise is caught above it.
     from skdp_sparse.data import LocalData
     safe, n, claim_delta = True, 200, 0.05
-    units, claim = _audited_release(n, 1, "calibration", claim_delta)
-    captured, real = _spy_on_releases(monkeypatch)
+    units, claim = _audited_release(n, 1, "calibration", claim_delta, pure)
+    captured, real = _spy_on_releases(monkeypatch, pure)
     X = sp.csr_matrix(np.linspace(-1, 1, n)[:, None])
     y = np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
     y_prime = y.copy()
@@ -219,9 +286,12 @@ def test_decision_audit(undernoised, monkeypatch):
         calibrate(LocalData(X, labels[:, None]), np.array([0]), np.array([[1.0]]),
                   norm_bound=1.0, offsets=np.zeros(1), scale_unit=units["scale"],
                   calibration_unit=units["calibration"], floating_point_safe=safe,
-                  rng=np.random.default_rng(0))
+                  rng=np.random.default_rng(0), pure=pure)
         hists.append(captured[1])
     (h, sensitivity, unit, fp), (h_prime, *_) = hists
+    # One count moves between two cells: l2 sensitivity sqrt(2), l1 2.
+    assert sensitivity == pytest.approx(2.0 if pure else math.sqrt(2.0))
+    assert unit == units["calibration"]
     differ = np.flatnonzero(h[0] != h_prime[0])
     assert differ.size == 2 and np.abs(h - h_prime).sum() == 2
     if undernoised:
@@ -367,6 +437,66 @@ def test_multiclass_comparison_audit(undernoised, monkeypatch):
         return noisy @ (c - c_prime)
 
     assert_pair_audit(statistic(c), statistic(c_prime), claim, claim_delta, undernoised)
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["gaussian", "laplace"])
+@pytest.mark.parametrize("undernoised", [False, True])
+def test_class_count_audit(undernoised, pure, monkeypatch):
+    # Worst-case pair: one row's label flips, so the positive rows differ by one, the
+    # full sensitivity. The statistic is the noisy count, drawn by the release the real
+    # calibration calls with the parameters it passed.
+    from skdp_sparse.data import LocalData
+    safe, n, claim_delta = True, 200, 0.05
+    units, claim = _audited_release(n, 1, "classes", claim_delta, pure)
+    captured, real = _spy_on_releases(monkeypatch, pure)
+    X = sp.csr_matrix(np.linspace(-1, 1, n)[:, None])
+    y = np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
+    y_prime = y.copy()
+    y_prime[0] = -1.0
+    releases = []
+    for labels in (y, y_prime):
+        captured.clear()
+        calibrate(LocalData(X, labels[:, None]), np.array([0]), np.array([[1.0]]),
+                  norm_bound=1.0, offsets=np.zeros(1), scale_unit=units["scale"],
+                  calibration_unit=units["calibration"], floating_point_safe=safe,
+                  rng=np.random.default_rng(0), class_count_unit=units["classes"],
+                  pure=pure)
+        assert len(captured) == 3
+        releases.append(captured[2])
+    (c, sensitivity, unit, fp), (c_prime, *_) = releases
+    assert list(c) == [n // 2] and list(c_prime) == [n // 2 - 1]
+    assert sensitivity == 1.0 and unit == units["classes"]
+    if undernoised:
+        unit = unit / 2
+    runs = 4000
+    rng = np.random.default_rng(1)
+
+    def statistic(count):
+        return np.array([real(count, sensitivity, unit, fp, rng)[0][0] for _ in range(runs)])
+
+    assert_pair_audit(statistic(c), statistic(c_prime), claim, claim_delta, undernoised)
+
+
+@pytest.mark.parametrize("solver", ["sgd", "sparse_sgd"])
+def test_rare_positives_at_small_budget_never_make_the_minority_the_majority(solver):
+    # 3% positives, n epsilon = 200: a class-histogram cell's noise (sd about 300) is
+    # far above the positives' 55 rows, and the histograms' class sums (each 20 noisy
+    # cells clamped at 0) named the minority the majority: 3 (sgd) and 5 (sparse_sgd)
+    # of 20 such fits predicted it for every row. The fallback takes the majority from
+    # the release of the class count.
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (2000, 10))
+    s = X[:, 0] * 3 - 2 * X[:, 1] + X[:, 2] + 0.5 * rng.normal(size=2000)
+    y = (s > np.quantile(s, 0.97)).astype(int)
+    minority = 0
+    for seed in range(12):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = DPSparseLogisticRegression(
+                solver=solver, epsilon=0.1, delta=1e-7, norm_bound=math.sqrt(10),
+                classes=[0, 1], random_state=seed).fit(X, y)
+        minority += np.mean(model.predict(X) == 1) > 0.5
+    assert minority == 0
 
 
 @pytest.mark.parametrize("solver", ["screened_newton", "sgd"])

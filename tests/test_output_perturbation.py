@@ -306,8 +306,10 @@ def test_multiclass_budget_split(safe):
     X, _ = _data(n=90, d=5)
     y = np.random.default_rng(0).integers(0, 3, 90)
     eps, delta = 1.0, 1e-5
+    # The solver's own budget split: without the calibrated decision's releases.
     clf = DPOutputPerturbationClassifier(epsilon=eps, delta=delta, alpha=0.1,
-                                         floating_point_safe=safe, random_state=0).fit(X, y)
+                                         floating_point_safe=safe, random_state=0,
+                                         decision="fitted").fit(X, y)
     assert clf.coef_.shape == (3, 5) and clf.intercept_.shape == (3,)
     assert clf.epsilon_spent_ <= eps and clf.epsilon_spent_ == pytest.approx(eps, rel=1e-6)
     assert clf.delta_spent_ == delta
@@ -326,7 +328,7 @@ def test_multiclass_budget_split(safe):
     assert joint.sigma < split.sigma
 
     pure = DPOutputPerturbationClassifier(epsilon=eps, delta=0.0, alpha=0.1,
-                                          random_state=0).fit(X, y)
+                                          random_state=0, decision="fitted").fit(X, y)
     assert pure.epsilon_spent_ == pytest.approx(eps) and pure.delta_spent_ == 0.0
     assert [e.epsilon for e in pure.privacy_events_] == [pytest.approx(eps / 3)]
     assert pure.privacy_events_[0].count == 3
@@ -559,11 +561,13 @@ def _unit_ratio(values, gamma):
 @pytest.mark.parametrize("delta", [0.0, 1e-5])
 def test_auto_is_floating_point_safe_for_both_mechanisms(delta):
     X, y = _data()
-    auto = DPOutputPerturbationClassifier(delta=delta, random_state=0).fit(X, y)
+    # The output's own release (the calibrated decision's are in test_decision.py).
+    auto = DPOutputPerturbationClassifier(delta=delta, random_state=0,
+                                          decision="fitted").fit(X, y)
     safe = DPOutputPerturbationClassifier(delta=delta, floating_point_safe=True,
-                                          random_state=0).fit(X, y)
+                                          random_state=0, decision="fitted").fit(X, y)
     flt = DPOutputPerturbationClassifier(delta=delta, floating_point_safe=False,
-                                         random_state=0).fit(X, y)
+                                         random_state=0, decision="fitted").fit(X, y)
     kind = "laplace" if delta == 0 else "gaussian"
     assert auto.get_params()["floating_point_safe"] == "auto"
     assert [e.name for e in auto.privacy_events_] == [f"discrete_{kind}"]
@@ -579,7 +583,7 @@ def test_spend_equals_the_budget(safe, delta, n_classes):
     y = np.arange(120) % n_classes
     eps = 0.7
     clf = DPOutputPerturbationClassifier(epsilon=eps, delta=delta, floating_point_safe=safe,
-                                         random_state=0).fit(X, y)
+                                         random_state=0, decision="fitted").fit(X, y)
     assert clf.epsilon_spent_ <= eps
     assert clf.epsilon_spent_ == pytest.approx(eps, rel=1e-6)
     assert clf.delta_spent_ == delta
@@ -645,7 +649,8 @@ def test_neighbouring_fits_reach_the_same_lattice(safe, delta):
 
 def test_safe_gaussian_at_small_epsilon():
     X, y = _data()
-    clf = DPOutputPerturbationClassifier(epsilon=0.01, delta=1e-5, random_state=0).fit(X, y)
+    clf = DPOutputPerturbationClassifier(epsilon=0.01, delta=1e-5, random_state=0,
+                                         decision="fitted").fit(X, y)
     assert clf.privacy_events_[0].name == "discrete_gaussian"
     assert clf.epsilon_spent_ <= 0.01 and clf.epsilon_spent_ == pytest.approx(0.01, rel=1e-6)
 
@@ -699,8 +704,10 @@ def test_randomness_fresh_and_reproducible():
 @pytest.mark.parametrize("domain, radius", [("box", 0.2), ("l2", 0.3), ("l1", 0.3)])
 def test_output_lies_in_domain(domain, radius):
     X, y = _data()
+    # The released coefficients; a calibrated decision rescales them.
     clf = DPOutputPerturbationClassifier(epsilon=0.5, delta=1e-5, domain=domain,
-                                         radius=radius, random_state=0).fit(X, y)
+                                         radius=radius, random_state=0,
+                                         decision="fitted").fit(X, y)
     theta = np.r_[clf.coef_.ravel(), clf.intercept_ / clf.intercept_bound]
     norm = {"box": np.max(np.abs(theta)), "l2": np.linalg.norm(theta),
             "l1": np.abs(theta).sum()}[domain]

@@ -222,6 +222,22 @@ def _check_distributed(name, solver, options):
 class LinearClassifierMixin:
     """One-vs-rest targets from the public label set, and class predictions."""
 
+    def _with_decision(self, solver, epsilon):
+        # The ``decision`` parameter: the solver's own decision, or one fitted privately
+        # to its score (:class:`~skdp_sparse.solvers.decision.CalibratedDecision`).
+        from ..solvers.decision import CalibratedDecision
+
+        if not math.isfinite(epsilon) or self.decision == "fitted":
+            return solver
+        if self.decision == "auto" and not getattr(solver, "calibrated_decision", False):
+            return solver
+        if getattr(solver, "adaptive_budget", False):
+            # A privacy filter spends as the run goes: nothing to plan the histograms
+            # against.
+            raise ValueError(f"decision='calibrated' does not apply to solver={solver.name!r}"
+                             "; use decision='auto' or 'fitted'")
+        return CalibratedDecision(solver)
+
     def _public_label_probe(self):
         if self.classes is None:
             raise ValueError(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 from sklearn.base import ClassifierMixin
 
 from ..optim.losses import LogisticLoss
@@ -63,9 +61,11 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
         accountant), falling back to the privately estimated majority class where the
         fitted rule does not beat it;
         ``"fitted"`` keeps the solver's own coefficients and intercept. ``"auto"`` is
-        ``"calibrated"`` for ``"sgd"``, ``"sparse_sgd"``, ``"phased_sgd"`` and ``"cd"``
-        with noise (their few noisy steps rank well long before their scale and
-        intercept are right) and ``"fitted"`` otherwise (greedy coordinate descent
+        ``"calibrated"`` for ``"sgd"``, ``"sparse_sgd"``, ``"phased_sgd"``, ``"cd"`` and
+        ``"output_perturbation"`` with noise (their few noisy steps, or their one noisy
+        release, rank well long before their scale and intercept are right; with
+        ``delta=0`` the histograms are Laplace releases at their share of epsilon) and
+        ``"fitted"`` otherwise (greedy coordinate descent
         fits its intercept, the screened Newton step calibrates its own decision).
         Without noise every fit keeps its own decision.
     classes : array-like of labels, default=None
@@ -151,20 +151,6 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
 
     def _loss(self):
         return LogisticLoss()
-
-    def _with_decision(self, solver, epsilon):
-        from ..solvers.decision import CalibratedDecision
-
-        if not math.isfinite(epsilon) or self.decision == "fitted":
-            return solver
-        if self.decision == "auto" and not getattr(solver, "calibrated_decision", False):
-            return solver
-        if getattr(solver, "adaptive_budget", False):
-            # A privacy filter spends as the run goes: nothing to plan the histograms
-            # against.
-            raise ValueError(f"decision='calibrated' does not apply to solver={solver.name!r}"
-                             "; use decision='auto' or 'fitted'")
-        return CalibratedDecision(solver)
 
     def fit(self, X, y):
         """Fit the classifier privately on ``X`` (dense or sparse) and labels ``y``."""

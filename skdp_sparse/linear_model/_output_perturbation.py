@@ -157,7 +157,8 @@ class _BaseOutputPerturbation(DPLinearModel):
 
     def _fitted_attributes(self, public, plan, result):
         attributes = super()._fitted_attributes(public, plan, result)
-        attributes["alpha_"] = plan.plan.alpha
+        # A calibrated decision's plan holds the solver's as ``inner``.
+        attributes["alpha_"] = getattr(plan.plan, "inner", plan.plan).alpha
         return attributes
 
 
@@ -184,6 +185,17 @@ class DPOutputPerturbationClassifier(LinearClassifierMixin, ClassifierMixin,
         training data hold, and a label outside it raises ``ValueError`` before any
         budget is spent. ``None`` reads it from ``y`` (not covered by the guarantee;
         emits :class:`~skdp_sparse.exceptions.PrivacyLeakWarning`).
+    decision : {"auto", "calibrated", "fitted"}, default="auto"
+        How the noisy coefficients become a decision. ``"auto"`` (``"calibrated"``)
+        fits their scale and the intercept from private histograms of the training
+        scores and falls back to the privately estimated majority class where the
+        fitted rule does not beat it (:mod:`skdp_sparse.solvers.decision`: Laplace
+        releases at a share of epsilon with ``delta=0``, Gaussian ones composed with
+        the output's noise otherwise); the noise of a release over many features can
+        point its coefficients anywhere, and the histograms see that. The decision
+        rescales the released coefficients, which may then leave ``domain``.
+        ``"fitted"`` keeps the noisy coefficients and intercept. Without noise the fit
+        keeps its own.
 
     Attributes
     ----------
@@ -195,12 +207,14 @@ class DPOutputPerturbationClassifier(LinearClassifierMixin, ClassifierMixin,
     )
 
     _parameter_constraints = {**_BaseOutputPerturbation._parameter_constraints,
-                              "classes": ["array-like", None]}
+                              "classes": ["array-like", None],
+                              "decision": [Options("auto", "calibrated", "fitted")]}
 
     def __init__(self, *, epsilon=1.0, delta=0.0, norm_bound=1.0, sparsity=None,
                  alpha=None, domain="none", radius=None, tol=1e-3, fit_intercept=True,
                  intercept_bound=1.0, max_iter=1000, floating_point_safe="auto",
-                 classes=None, random_state=None, clip_predict=True, ledger=None):
+                 classes=None, random_state=None, clip_predict=True, ledger=None,
+                 decision="auto"):
         super().__init__(epsilon=epsilon, delta=delta, norm_bound=norm_bound,
                          sparsity=sparsity, alpha=alpha, domain=domain, radius=radius,
                          tol=tol, fit_intercept=fit_intercept,
@@ -209,6 +223,7 @@ class DPOutputPerturbationClassifier(LinearClassifierMixin, ClassifierMixin,
                          random_state=random_state, clip_predict=clip_predict,
                          ledger=ledger)
         self.classes = classes
+        self.decision = decision
 
     def _loss(self):
         return LogisticLoss()

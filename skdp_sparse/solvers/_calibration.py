@@ -19,9 +19,10 @@ under replace-one is ``sqrt(2)`` per problem (``sqrt(2K)`` for K one-vs-rest pro
 The same counts estimate how many more training rows the fitted rule classifies
 correctly than the majority class (on the bins where the two differ). Where that
 gain does not exceed ``MAJORITY_MARGIN`` standard deviations of its noise, the
-intercept is the prior log-odds ``b0`` of the classes, taken from the release of the
-class counts where the solver has one (the screened Newton step; its noise is a fifth
-of the histograms' class sums'), else from those sums, and the slope keeps the ranking
+intercept is the prior log-odds ``b0`` of the classes, taken from a release of the
+class counts (the screened Newton step's own; for the other solvers one made here, of
+noise ``sqrt(3 / 2)`` cells'; either far below that of the histograms' class sums),
+and the slope keeps the ranking
 of the scores (hence the ROC AUC, the direction's) but moves no score a row within
 the norm bound can have by more than ``|b0| / 2``: every such row is predicted as the
 (privately estimated) majority, with a probability near the class rate. Where
@@ -54,7 +55,7 @@ import math
 import numpy as np
 from scipy.special import expit, log_expit
 
-from ._screening import release
+from ._screening import release, release_laplace
 
 __all__ = ["SCALE_LEVELS", "SCALE_QUANTILE", "CALIBRATION_BINS", "GAIN_SENSITIVITY",
            "calibrate", "fit_binned"]
@@ -180,9 +181,16 @@ def _argmax_counts(rows, Y, start, coef, intercept):
                            np.bincount(label, minlength=coef.shape[1]).astype(np.float64)])
 
 
+def _positive_rows(rows, Y, start):
+    """The rows of the positive class (a term of
+    :meth:`~skdp_sparse.data.LocalData.row_sum`)."""
+    return np.array([float(np.count_nonzero(np.asarray(Y)[:, 0] > 0))])
+
+
 def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
               calibration_unit, floating_point_safe, rng, fit_intercept=True,
-              rows_bound=None, gain_unit=None, prior_offsets=False):
+              rows_bound=None, gain_unit=None, prior_offsets=False, class_count_unit=None,
+              pure=False):
     """``(coef, intercept, used)``: the decision of each problem's score (module
     docstring). ``directions`` has shape (len(columns), K); ``offsets`` are the
     intercepts kept where the counts cannot fit one; ``used[k]`` says whether problem
@@ -192,7 +200,11 @@ def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
     ``prior_offsets``: the offsets are each problem's prior log-odds from a release of
     the class counts themselves, whose noise is far below that of the histograms' class
     sums (each a sum of ``CALIBRATION_BINS`` noisy cells); a binary problem that falls
-    back on its majority then takes it from them.
+    back on its majority then takes it from them. ``class_count_unit`` (one problem, with
+    an intercept): the noise per unit of sensitivity of a release of the number of
+    positive rows (sensitivity 1), made here to give such offsets. ``pure``: every
+    release is Laplace, the units being scales per unit of l1 sensitivity (``2K`` for
+    the histograms, 3 for the multiclass counts, 1 for the class count).
 
     The scores are those of the rows as given, or of the rows clipped into the l2 and
     l1 balls ``rows_bound = (norm_bound, l1_bound)``: the rows the model will predict
@@ -200,22 +212,31 @@ def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
     are."""
     K = np.asarray(offsets).size
     directions = np.asarray(directions, dtype=np.float64).reshape(len(columns), K)
-    sensitivity = math.sqrt(2.0 * K)
+    # Gaussian releases take l2 sensitivities, Laplace ones l1: one row moves one count
+    # between two cells of each problem's histogram.
+    draw = release_laplace if pure else release
+    sensitivity = 2.0 * K if pure else math.sqrt(2.0 * K)
     bounds = float(norm_bound) * np.linalg.norm(directions, axis=0)
     full = _full_directions(data.n_features, columns, directions)
     clip = {} if rows_bound is None else {"norm_bound": float(rows_bound[0]),
                                           "l1_bound": float(rows_bound[1])}
     # 1. the scale of each problem's score
     counts = data.row_sum(_scale_counts, full, bounds, **clip)
-    noisy, _ = release(counts, sensitivity, scale_unit, floating_point_safe, rng)
+    noisy, _ = draw(counts, sensitivity, scale_unit, floating_point_safe, rng)
     scales = np.array([_scale_from_counts(noisy[k], bounds[k]) if bounds[k] > 0 else 1.0
                        for k in range(K)])
     # 2. the class histograms of the clipped, scaled scores
     B = CALIBRATION_BINS
     hist = data.row_sum(_class_histograms, full, scales, **clip)
-    noisy, cell_sd = release(hist.astype(np.float64), sensitivity, calibration_unit,
+    noisy, cell_sd = draw(hist.astype(np.float64), sensitivity, calibration_unit,
                              floating_point_safe, rng)
     noisy = np.maximum(noisy, 0.0)
+    if K == 1 and fit_intercept and class_count_unit is not None:
+        # 3. the class count: one row moves it by at most 1
+        count = data.row_sum(_positive_rows)
+        positive, _ = draw(count, 1.0, class_count_unit, floating_point_safe, rng)
+        offsets = _log_odds(positive, data.n_samples - positive)
+        prior_offsets = True
     centres = -1.0 + (np.arange(B) + 0.5) * (2.0 / B)
     coef = np.zeros_like(directions)
     intercept = np.array(offsets, dtype=np.float64) if fit_intercept else np.zeros(K)
@@ -245,9 +266,11 @@ def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
         coef[:, k] = directions[:, k] * (a / scales[k])
         rule = a * centres + b > 0
         # The rule's estimated gain over the majority, counted on the bins where the
-        # two decide differently, must exceed MAJORITY_MARGIN times its noise.
-        differ = rule if c0.sum() >= c1.sum() else ~rule
-        gain = np.sum((c1 - c0)[differ]) * (1.0 if c0.sum() >= c1.sum() else -1.0)
+        # two decide differently, must exceed MAJORITY_MARGIN times its noise. The
+        # majority is the class count's where there is one.
+        negative = offsets[k] <= 0 if prior_offsets else c0.sum() >= c1.sum()
+        differ = rule if negative else ~rule
+        gain = np.sum((c1 - c0)[differ]) * (1.0 if negative else -1.0)
         if gain > MAJORITY_MARGIN * cell_sd * math.sqrt(2.0 * differ.sum()) \
                 or not fit_intercept:
             intercept[k] = b
@@ -266,8 +289,8 @@ def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
     if K > 1 and fit_intercept and gain_unit is not None and used.any():
         full = _full_directions(data.n_features, columns, coef)
         counts = data.row_sum(_argmax_counts, full, intercept, **clip)
-        noisy, count_sd = release(counts, GAIN_SENSITIVITY, gain_unit, floating_point_safe,
-                                  rng)
+        noisy, count_sd = draw(counts, 3.0 if pure else GAIN_SENSITIVITY, gain_unit,
+                               floating_point_safe, rng)
         right, classes = noisy[0], np.maximum(noisy[1:], 0.5)
         majority = int(np.argmax(classes))
         if not right - classes[majority] > MAJORITY_MARGIN * math.sqrt(2.0) * count_sd:

@@ -55,7 +55,7 @@ from scipy.special import expit
 from ..optim.losses import LogisticLoss
 from ..privacy.accounting import PrivacyEvent, compose, gaussian_mu
 from ..privacy.discrete import SENSITIVITY_SLACK
-from ..privacy.mechanisms import GaussianMechanism
+from ..privacy.mechanisms import GaussianMechanism, LaplaceMechanism
 from ..privacy.pld import DISCRETE_GAUSSIAN_SLACK
 from ..privacy.subsampling import subsampled_gaussian_event
 from ._base import non_private_events
@@ -187,6 +187,17 @@ def release(value, sensitivity, unit, floating_point_safe, rng):
             break
         sigma = math.nextafter(sigma, math.inf)
     return mechanism.randomise(value, rng), sigma
+
+
+def release_laplace(value, sensitivity, unit, floating_point_safe, rng):
+    """``value`` plus Laplace noise of scale ``sensitivity * unit`` for an l1
+    ``sensitivity``: ``1 / unit``-DP (on the floating-point-safe path the scale of the
+    exact discrete release that meets it); returns the noisy value and the noise's
+    standard deviation."""
+    mechanism = LaplaceMechanism(sensitivity, epsilon=1.0 / unit,
+                                 floating_point_safe=floating_point_safe)
+    return mechanism.randomise(np.asarray(value, dtype=np.float64), rng), \
+        math.sqrt(2.0) * mechanism.scale
 
 
 @dataclass(frozen=True)

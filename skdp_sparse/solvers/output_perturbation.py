@@ -221,6 +221,10 @@ class OutputPerturbation(Solver):
     """
 
     name = "output_perturbation"
+    #: ``decision="auto"`` fits its decision privately (:mod:`.decision`): at epsilon 1
+    #: its one release over 262,144 hashed SMS features pointed the coefficients at
+    #: random (accuracy 0.53 against the majority's 0.87).
+    calibrated_decision = True
 
     def check(self, problem, options, epsilon, delta):
         options = {**_DEFAULTS, **options}

@@ -224,13 +224,23 @@ MUTATIONS = [
     Mutation(
         "decision_histograms", "the class histograms of a calibrated decision",
         "solvers/_calibration.py",
-        "noisy, cell_sd = release(hist.astype(np.float64), sensitivity, calibration_unit,",
-        "noisy, cell_sd = release(hist.astype(np.float64), sensitivity, calibration_unit / 2,"),
+        "noisy, cell_sd = draw(hist.astype(np.float64), sensitivity, calibration_unit,",
+        "noisy, cell_sd = draw(hist.astype(np.float64), sensitivity, calibration_unit / 2,"),
     Mutation(
         "decision_multiclass", "the multiclass comparison of a calibrated decision",
         "solvers/_calibration.py",
-        "noisy, count_sd = release(counts, GAIN_SENSITIVITY, gain_unit, floating_point_safe,",
-        "noisy, count_sd = release(counts, GAIN_SENSITIVITY, gain_unit / 2, floating_point_safe,"),
+        "noisy, count_sd = draw(counts, 3.0 if pure else GAIN_SENSITIVITY, gain_unit,",
+        "noisy, count_sd = draw(counts, 3.0 if pure else GAIN_SENSITIVITY, gain_unit / 2,"),
+    Mutation(
+        "decision_class_count", "the class count of a binary calibrated decision",
+        "solvers/_calibration.py",
+        "positive, _ = draw(count, 1.0, class_count_unit, floating_point_safe, rng)",
+        "positive, _ = draw(count, 1.0, class_count_unit / 2, floating_point_safe, rng)"),
+    Mutation(
+        "decision_laplace", "the Laplace releases of a pure-DP calibrated decision",
+        "solvers/_screening.py",
+        "    mechanism = LaplaceMechanism(sensitivity, epsilon=1.0 / unit,",
+        "    mechanism = LaplaceMechanism(sensitivity, epsilon=2.0 / unit,"),
 ]
 
 #: Test files that check noise scales, laws and calibrations against their formulas.
