@@ -619,34 +619,3 @@ def test_data_passes_count_the_entries_each_rule_reads():
     rows = np.flatnonzero(X[:, moved[0]]) if moved[0] < 12 else np.arange(60)
     read = (np.count_nonzero(X[rows], axis=1) + 1).sum()
     assert step.data_passes == pytest.approx(1.0 + read / pass_size, rel=1e-12)
-
-
-@pytest.mark.parametrize("fmt", ["dense", "csr"])
-@pytest.mark.parametrize("pen", [L1(0.001), L2(0.01)])
-def test_noiseless_newton_steps_reach_the_same_optimum_in_fewer_updates(fmt, pen):
-    # The logistic curvature near the optimum is far below the bound M_j, so the fixed
-    # steps 1 / M_j crawl; the better of the two steps keeps every update at least as
-    # good and reaches the same fixed point.
-    X, y = _data(n=400, p=12, density=0.7, seed=3, logistic=True)
-    Xin = X if fmt == "dense" else sp.csr_matrix(X)
-    runs = {newton: coordinate_descent(
-        Xin, y, LogisticLoss(), pen, fit_intercept=True, clip=np.inf,
-        smoothness=_smoothness(X, LogisticLoss(), True), n_updates=100_000, tol=1e-9,
-        selection="greedy", rng=0, newton=newton) for newton in (False, True)}
-    fixed, newton = runs[False], runs[True]
-    assert newton.n_iter < fixed.n_iter / 3
-    np.testing.assert_allclose(newton.coef, fixed.coef, rtol=0, atol=1e-6)
-    assert newton.intercept == pytest.approx(fixed.intercept, abs=1e-6)
-    assert newton.objective <= fixed.objective + 1e-12
-
-
-def test_newton_steps_are_off_where_a_clip_can_bind():
-    # A clip below |l'| |x_ij| changes the gradient the run follows, and the loss no
-    # longer measures its steps: the run keeps the fixed steps, update for update.
-    X, y = _data(n=200, p=8, seed=4, logistic=True)
-    M = _smoothness(X, LogisticLoss(), True)
-    kw = dict(fit_intercept=True, clip=0.3, smoothness=M, n_updates=500, selection="greedy",
-              rng=0)
-    plain = coordinate_descent(X, y, LogisticLoss(), L1(0.001), **kw)
-    asked = coordinate_descent(X, y, LogisticLoss(), L1(0.001), newton=True, **kw)
-    np.testing.assert_array_equal(plain.coef, asked.coef)

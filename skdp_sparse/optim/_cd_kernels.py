@@ -63,7 +63,6 @@ from ._cd_rows import (  # noqa: F401
     move_coordinate,
     row_clip_ratios,
 )
-from .losses import loss_curvature, loss_value
 from .penalties import NONE, penalty_value, prox, subgrad_distance
 
 GREEDY, RANDOM, CYCLIC = 0, 1, 2
@@ -283,76 +282,11 @@ def refresh_selection(j, w, g, n_features, pen_code, pen_a, pen_b, score_w, tree
 
 
 @numba.njit(cache=True)
-def _column_curvature(dense, data, j, n_features, y, z, loss_code, loss_param):
-    """``sum_i l''(y_i, z_i) x_ij^2`` over the rows of column j."""
-    Xf, cdata, cind, cptr = data[0], data[1], data[2], data[3]
-    s = 0.0
-    if j >= n_features:
-        for i in range(z.size):
-            s += loss_curvature(loss_code, y[i], z[i], loss_param)
-    elif dense:
-        for i in range(z.size):
-            x = Xf[i, j]
-            s += loss_curvature(loss_code, y[i], z[i], loss_param) * x * x
-    else:
-        for kk in range(cptr[j], cptr[j + 1]):
-            i = cind[kk]
-            s += loss_curvature(loss_code, y[i], z[i], loss_param) * cdata[kk] * cdata[kk]
-    return s
-
-
-@numba.njit(cache=True)
-def _column_loss_change(dense, data, j, n_features, y, z, delta, loss_code, loss_param):
-    """``sum_i l(y_i, z_i + delta x_ij) - l(y_i, z_i)`` over the rows of column j."""
-    Xf, cdata, cind, cptr = data[0], data[1], data[2], data[3]
-    s = 0.0
-    if j >= n_features or dense:
-        for i in range(z.size):
-            x = 1.0 if j >= n_features else Xf[i, j]
-            if x != 0.0:
-                s += loss_value(loss_code, y[i], z[i] + delta * x, loss_param) \
-                    - loss_value(loss_code, y[i], z[i], loss_param)
-    else:
-        for kk in range(cptr[j], cptr[j + 1]):
-            i = cind[kk]
-            s += loss_value(loss_code, y[i], z[i] + delta * cdata[kk], loss_param) \
-                - loss_value(loss_code, y[i], z[i], loss_param)
-    return s
-
-
-@numba.njit(cache=True)
-def _newton_step(dense, data, j, n_features, y, z, loss_code, loss_param, code, pen_a,
-                 pen_b, old, gj, new, n, work):
-    """A run without noise: the proximal Newton step on coordinate j (its curvature at
-    the current margins) where it lowers the objective more than the step ``1 / M_j``
-    to ``new``; ``new`` otherwise. The bound ``M_j`` of the fixed step holds far from
-    the optimum, but near it the logistic curvature is often far smaller, and fixed
-    steps then crawl (tens of thousands of greedy steps on 5,000 x 100 rows)."""
-    h = _column_curvature(dense, data, j, n_features, y, z, loss_code, loss_param) / n
-    work[1] += 3 * _column_length(dense, data, j, n_features, z.size)
-    if not h > 0.0:
-        return new
-    step = 1.0 / h
-    candidate = prox(code, pen_a, pen_b, old - gj * step, step)
-    if candidate == new:
-        return new
-    base = penalty_value(code, pen_a, pen_b, old)
-    gain_newton = _column_loss_change(dense, data, j, n_features, y, z, candidate - old,
-                                      loss_code, loss_param) / n \
-        + penalty_value(code, pen_a, pen_b, candidate) - base
-    gain_fixed = _column_loss_change(dense, data, j, n_features, y, z, new - old,
-                                     loss_code, loss_param) / n \
-        + penalty_value(code, pen_a, pen_b, new) - base
-    return candidate if gain_newton < gain_fixed else new
-
-
-@numba.njit(cache=True)
 def cd_run(
     dense, data, y, n_features, loss_code, loss_param, pen_code, pen_a, pen_b,
     clip, row_ratio, smoothness, score_w, update_scale, selection, sel_noise, sel_scale,
     upd_noise, rng, check_tol, tol, t_start, n_steps, w, z, d, g, work, refresh_work,
     tree, changed, exact, next64, state, fb, forced_j, forced_g, n_total=-1, remote=False,
-    newton=False,
 ):
     """Run up to ``n_steps`` coordinate updates, numbered from ``t_start``.
 
@@ -381,10 +315,6 @@ def cd_run(
     select) and ``forced_g`` (the released gradient, or NaN to draw its noise), which
     apply to the first update only; the pending coordinate of ``UPDATE_REFILL`` is the
     ``forced_j`` it was given.
-
-    ``newton`` (a run without noise whose gradient terms no clip can touch): each update
-    takes the better of the steps ``1 / M_j`` and proximal Newton
-    (:func:`_newton_step`); the selection's scores keep ``M_j``.
 
     ``remote`` (greedy selection only): the rows are held elsewhere, so X, ``y``, ``z``
     and ``d`` are empty and ``g`` is the rows' gradient as last reported. An update that
@@ -468,10 +398,6 @@ def cd_run(
         old = w[j]
         step = 1.0 / smoothness[j]
         new = prox(code, pen_a, pen_b, old - gj * step, step)
-        if newton:
-            new = _newton_step(dense, data, j, n_features, y, z, loss_code, loss_param, code,
-                               pen_a, pen_b, old, gj, new, n if n_total < 0 else n_total,
-                               work)
         if new != old:
             w[j] = new
             if remote:

@@ -22,7 +22,6 @@ import numbers
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..privacy.discrete import (
     HANDOFF_SLOTS,
@@ -180,23 +179,6 @@ class _ExactNoise:
         raise RuntimeError(f"unknown kernel status {status}")
 
 
-def _no_clip_binds(X, loss, clip, n_features, fit_intercept):
-    """Whether every per-example gradient term stays within its clip whatever the
-    margins: ``clip[j] >= sup |l'| max_i |x_ij|`` (and ``sup |l'|`` for the intercept)."""
-    bound = float(loss.derivative_bound)
-    if np.all(np.isinf(clip)):
-        return True
-    if not np.isfinite(bound):
-        return False
-    if sp.issparse(X):
-        largest = np.asarray(abs(X).max(axis=0).todense()).ravel() if X.nnz else \
-            np.zeros(n_features)
-    else:
-        largest = np.abs(np.asarray(X)).max(axis=0) if len(X) else np.zeros(n_features)
-    largest = np.append(largest, 1.0) if fit_intercept else largest
-    return bool(np.all(bound * largest <= clip))
-
-
 def _positive(name, value):
     value = float(value)
     if not (0.0 < value < np.inf):
@@ -209,7 +191,7 @@ def coordinate_descent(
     selection="greedy", selection_noise="none", selection_scale=0.0,
     update_noise="none", update_scale=None, rng=None, tol=0.0, verbose=0,
     objective_every=0, gumbel_sampler="auto", selection_sensitivity=None,
-    update_sensitivity=None, newton=False,
+    update_sensitivity=None,
 ):
     """Proximal coordinate descent with optional noisy selection and updates.
 
@@ -299,13 +281,6 @@ def coordinate_descent(
         How much one score may move between neighbouring data sets.
     update_sensitivity : float or array of shape (n_coords,), optional
         How much ``g_j`` may move between neighbouring data sets.
-    newton : bool
-        Greedy selection without noise, where no clip can touch a gradient term
-        (``clip[j] >= |l'| max_i |x_ij|`` for every coordinate, the loss's derivative
-        bounded): each update takes the better of the step ``1 / smoothness[j]`` and the
-        proximal Newton step at the coordinate's current curvature. The same fixed
-        points, reached in far fewer updates where the bound overstates the curvature
-        (the logistic loss near its optimum). Ignored otherwise.
 
     Returns
     -------
@@ -374,10 +349,6 @@ def coordinate_descent(
                                     allow_inf=False)
     rng = check_generator(rng)
     noiseless = selection_noise == "none" and update_noise == "none"
-    # Only greedy steps, which update the whole gradient, can afford the Newton step's
-    # three extra reads of the column: on random coordinates it cost more than it saved.
-    newton = bool(newton and greedy and noiseless and not remote
-                  and _no_clip_binds(X, loss, clip, p, fit_intercept))
     check_tol = bool(noiseless and tol > 0)
 
     score_w = np.sqrt(smoothness)
@@ -457,7 +428,7 @@ def coordinate_descent(
                 selection_scale, _UPDATE_NOISES[update_noise], rng, check_tol,
                 float(tol), t, 1 if remote else mark - t, w, z, d, g, work, refresh_work,
                 tree, changed, exact.arrays(), src.next64, src.state, exact.fb, forced_j,
-                forced_g, n, remote, newton,
+                forced_g, n, remote,
             )
         t += done
         forced_j, forced_g = -1, math.nan

@@ -18,8 +18,7 @@ import numba
 import numpy as np
 from scipy.special import expit
 
-__all__ = ["Loss", "LogisticLoss", "SquaredLoss", "HuberLoss", "loss_value", "loss_derivative",
-           "loss_curvature"]
+__all__ = ["Loss", "LogisticLoss", "SquaredLoss", "HuberLoss", "loss_value", "loss_derivative"]
 
 LOGISTIC, SQUARED, HUBER = 0, 1, 2
 
@@ -54,17 +53,6 @@ def loss_derivative(code, y, z, param):
     if r < -param:
         return -param
     return r
-
-
-@numba.njit(cache=True, inline="always")
-def loss_curvature(code, y, z, param):
-    """``d^2 l / dz^2`` of one example (Huber: 0 beyond its threshold)."""
-    if code == LOGISTIC:
-        e = np.exp(-abs(y * z))
-        return e / ((1.0 + e) * (1.0 + e))
-    if code == SQUARED:
-        return 1.0
-    return 1.0 if abs(z - y) <= param else 0.0
 
 
 class Loss:

@@ -369,8 +369,7 @@ class _CoordinateDescent(Solver):
                 X, data.target(k), problem.loss, problem.penalty,
                 fit_intercept=problem.fit_intercept, clip=clip, smoothness=smoothness,
                 n_updates=plan.n_iter, selection=self.selection, rng=rng,
-                tol=0.0 if plan.private else plan.tol, verbose=plan.verbose,
-                newton=not plan.private, **noise,
+                tol=0.0 if plan.private else plan.tol, verbose=plan.verbose, **noise,
             )
             coefs.append(res.coef)
             intercepts.append(res.intercept)
