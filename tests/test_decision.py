@@ -263,6 +263,32 @@ def _audited_release(n, K, name, claim_delta, pure=False):
     return units, compose([event], claim_delta)[0]
 
 
+def _flipped_label_releases(monkeypatch, name, pure, index):
+    """The worst-case pair of one flipped label (200 rows on one axis, one class every
+    other row) through the real calibration: ``(units, claim, claim_delta, real,
+    releases)``, ``releases`` holding on each side the ``index``-th release it made as
+    ``(value, sensitivity, unit, floating_point_safe)``, and ``claim`` the epsilon the
+    event of release ``name`` claims."""
+    from skdp_sparse.data import LocalData
+    n, claim_delta = 200, 0.05
+    units, claim = _audited_release(n, 1, name, claim_delta, pure)
+    captured, real = _spy_on_releases(monkeypatch, pure)
+    X = sp.csr_matrix(np.linspace(-1, 1, n)[:, None])
+    y = np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
+    y_prime = y.copy()
+    y_prime[0] = -1.0
+    count = {"class_count_unit": units["classes"]} if name == "classes" else {}
+    releases = []
+    for labels in (y, y_prime):
+        captured.clear()
+        calibrate(LocalData(X, labels[:, None]), np.array([0]), np.array([[1.0]]),
+                  norm_bound=1.0, offsets=np.zeros(1), scale_unit=units["scale"],
+                  calibration_unit=units["calibration"], floating_point_safe=True,
+                  rng=np.random.default_rng(0), pure=pure, **count)
+        releases.append(captured[index])
+    return units, claim, claim_delta, real, releases
+
+
 @pytest.mark.parametrize("pure", [False, True], ids=["gaussian", "laplace"])
 @pytest.mark.parametrize("undernoised", [False, True])
 def test_decision_audit(undernoised, pure, monkeypatch):
@@ -272,22 +298,8 @@ def test_decision_audit(undernoised, pure, monkeypatch):
     # cells, drawn by the release the real calibration calls with the parameters it
     # passed; the honest release stays within the epsilon its recorded event claims,
     # the same release at half the noise is caught above it.
-    from skdp_sparse.data import LocalData
-    safe, n, claim_delta = True, 200, 0.05
-    units, claim = _audited_release(n, 1, "calibration", claim_delta, pure)
-    captured, real = _spy_on_releases(monkeypatch, pure)
-    X = sp.csr_matrix(np.linspace(-1, 1, n)[:, None])
-    y = np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
-    y_prime = y.copy()
-    y_prime[0] = -1.0
-    hists = []
-    for labels in (y, y_prime):
-        captured.clear()
-        calibrate(LocalData(X, labels[:, None]), np.array([0]), np.array([[1.0]]),
-                  norm_bound=1.0, offsets=np.zeros(1), scale_unit=units["scale"],
-                  calibration_unit=units["calibration"], floating_point_safe=safe,
-                  rng=np.random.default_rng(0), pure=pure)
-        hists.append(captured[1])
+    units, claim, claim_delta, real, hists = _flipped_label_releases(
+        monkeypatch, "calibration", pure, 1)
     (h, sensitivity, unit, fp), (h_prime, *_) = hists
     # One count moves between two cells: l2 sensitivity sqrt(2), l1 2.
     assert sensitivity == pytest.approx(2.0 if pure else math.sqrt(2.0))
@@ -445,24 +457,9 @@ def test_class_count_audit(undernoised, pure, monkeypatch):
     # Worst-case pair: one row's label flips, so the positive rows differ by one, the
     # full sensitivity. The statistic is the noisy count, drawn by the release the real
     # calibration calls with the parameters it passed.
-    from skdp_sparse.data import LocalData
-    safe, n, claim_delta = True, 200, 0.05
-    units, claim = _audited_release(n, 1, "classes", claim_delta, pure)
-    captured, real = _spy_on_releases(monkeypatch, pure)
-    X = sp.csr_matrix(np.linspace(-1, 1, n)[:, None])
-    y = np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
-    y_prime = y.copy()
-    y_prime[0] = -1.0
-    releases = []
-    for labels in (y, y_prime):
-        captured.clear()
-        calibrate(LocalData(X, labels[:, None]), np.array([0]), np.array([[1.0]]),
-                  norm_bound=1.0, offsets=np.zeros(1), scale_unit=units["scale"],
-                  calibration_unit=units["calibration"], floating_point_safe=safe,
-                  rng=np.random.default_rng(0), class_count_unit=units["classes"],
-                  pure=pure)
-        assert len(captured) == 3
-        releases.append(captured[2])
+    n = 200
+    units, claim, claim_delta, real, releases = _flipped_label_releases(
+        monkeypatch, "classes", pure, 2)
     (c, sensitivity, unit, fp), (c_prime, *_) = releases
     assert list(c) == [n // 2] and list(c_prime) == [n // 2 - 1]
     assert sensitivity == 1.0 and unit == units["classes"]

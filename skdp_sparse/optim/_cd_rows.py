@@ -111,6 +111,16 @@ def mark_changed(changed, coords):
         _mark(changed, coords[r])
 
 
+@numba.njit(cache=True, inline="always")
+def _shift_margin(i, shift, y, z, d, loss_code, loss_param):
+    """``z_i += shift`` and the loss derivative ``d_i`` recomputed; returns the old and
+    the new derivative."""
+    z[i] += shift
+    d_old = d[i]
+    d[i] = loss_derivative(loss_code, y[i], z[i], loss_param)
+    return d_old, d[i]
+
+
 @numba.njit(cache=True)
 def _apply_delta_sparse(data, j, delta, n_features, y, loss_code, loss_param, z, d, g,
                         clip, row_ratio, maintain, work, changed, n_total):
@@ -138,18 +148,10 @@ def _apply_delta_sparse(data, j, delta, n_features, y, loss_code, loss_param, z,
     g0 = g[n_features] if with_intercept else 0.0
     touched = 0
     for kk in range(lo, hi):
-        if intercept:
-            i = kk
-            z[i] += delta
-        else:
-            i = cind[kk]
-            z[i] += delta * cdata[kk]
-        d_new = loss_derivative(loss_code, y[i], z[i], loss_param)
-        d_old = d[i]
-        if d_new == d_old:
-            continue
-        d[i] = d_new
-        if not maintain:
+        i = kk if intercept else cind[kk]
+        d_old, d_new = _shift_margin(i, delta if intercept else delta * cdata[kk], y, z, d,
+                                     loss_code, loss_param)
+        if d_new == d_old or not maintain:
             continue
         start, stop = rptr[i], rptr[i + 1]
         d_max = max(abs(d_new), abs(d_old))
@@ -213,13 +215,8 @@ def apply_delta(
         x = 1.0 if intercept else Xf[i, j]
         if x == 0.0:
             continue
-        z[i] += delta * x
-        d_new = loss_derivative(loss_code, y[i], z[i], loss_param)
-        d_old = d[i]
-        if d_new == d_old:
-            continue
-        d[i] = d_new
-        if not maintain:
+        d_old, d_new = _shift_margin(i, delta * x, y, z, d, loss_code, loss_param)
+        if d_new == d_old or not maintain:
             continue
         if with_intercept:
             g0 += (clip_scalar(d_new, c0) - clip_scalar(d_old, c0)) * inv_n
