@@ -280,11 +280,11 @@ def test_estimators_report_the_pld_epsilon_of_their_noise(solver, options):
     X, y = _data()
     clf = DPSparseLogisticRegression(epsilon=1.0, delta=1e-6, solver=solver, classes=[0, 1],
                                      random_state=0, **options).fit(X, y)
-    # The steps, then the two histograms of the calibrated decision (full-batch
-    # Gaussians): every event has its privacy loss distribution.
+    # The steps, then the calibrated decision's two histograms and its class count
+    # (full-batch Gaussians): every event has its privacy loss distribution.
     step, *decision = clf.privacy_events_
     assert step.pld.sampling == "poisson" and step.pld.lattice
-    assert [e.pld.sampling for e in decision] == ["none", "none"]
+    assert [e.pld.sampling for e in decision] == ["none", "none", "none"]
     ref = _dpa_of_events(clf.privacy_events_, 1e-6)
     assert clf.epsilon_spent_ <= 1.0 and clf.epsilon_spent_ == pytest.approx(1.0, rel=1e-3)
     assert abs(clf.epsilon_spent_ / ref - 1) < 0.02
