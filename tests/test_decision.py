@@ -243,7 +243,7 @@ def _spy_on_releases(monkeypatch, pure=False):
     ``pure``) is recorded in ``captured`` as ``(value, sensitivity, unit,
     floating_point_safe)``, then drawn by ``real``, the release itself."""
     captured = []
-    name = "release_laplace" if pure else "release"
+    name = "release_pure" if pure else "release"
     real = getattr(_calibration, name)
 
     def spy(value, sensitivity, unit, floating_point_safe, rng):

@@ -55,7 +55,7 @@ import math
 import numpy as np
 from scipy.special import expit, log_expit
 
-from ._screening import release, release_laplace
+from ._screening import release, release_pure
 
 __all__ = ["SCALE_LEVELS", "SCALE_QUANTILE", "CALIBRATION_BINS", "GAIN_SENSITIVITY",
            "calibrate", "fit_binned"]
@@ -214,7 +214,7 @@ def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
     directions = np.asarray(directions, dtype=np.float64).reshape(len(columns), K)
     # Gaussian releases take l2 sensitivities, Laplace ones l1: one row moves one count
     # between two cells of each problem's histogram.
-    draw = release_laplace if pure else release
+    draw = release_pure if pure else release
     sensitivity = 2.0 * K if pure else math.sqrt(2.0 * K)
     bounds = float(norm_bound) * np.linalg.norm(directions, axis=0)
     full = _full_directions(data.n_features, columns, directions)

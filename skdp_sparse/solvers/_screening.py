@@ -189,7 +189,7 @@ def release(value, sensitivity, unit, floating_point_safe, rng):
     return mechanism.randomise(value, rng), sigma
 
 
-def release_laplace(value, sensitivity, unit, floating_point_safe, rng):
+def release_pure(value, sensitivity, unit, floating_point_safe, rng):
     """``value`` plus Laplace noise of scale ``sensitivity * unit`` for an l1
     ``sensitivity``: ``1 / unit``-DP (on the floating-point-safe path the scale of the
     exact discrete release that meets it); returns the noisy value and the noise's
