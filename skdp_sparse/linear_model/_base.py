@@ -19,7 +19,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..base import DPEstimatorMixin
 from ..data import DaskData, LocalData, is_dask_array
-from ..optim.losses import HuberLoss, SquaredLoss
+from ..optim.losses import HuberLoss, LogisticLoss, SquaredLoss
 from ..optim.penalties import L1, L2, ElasticNet, NoPenalty
 from ..privacy.clipping import clip_entries, clip_rows
 from ..solvers import SOLVERS, get_solver
@@ -186,9 +186,29 @@ class DPLinearModel(DPEstimatorMixin, BaseEstimator):
         return plan.solver.solve(plan.problem, data, plan.plan, rng)
 
     def _with_decision(self, solver, epsilon):
-        """The solver the fit runs: the registry's, or a wrapper of it that fits the
-        decision of its score (classifiers, :mod:`skdp_sparse.solvers.decision`)."""
-        return solver
+        """The solver the fit runs: the registry's, or, as the ``decision`` parameter
+        says, a wrapper of it that fits the decision of its score privately
+        (:class:`~skdp_sparse.solvers.decision.CalibratedDecision`; the logistic and
+        the squared loss)."""
+        from ..solvers.decision import CalibratedDecision
+
+        decision = getattr(self, "decision", "fitted")
+        if not math.isfinite(epsilon) or decision == "fitted":
+            return solver
+        fits_loss = type(self._loss()) in (LogisticLoss, SquaredLoss)
+        if decision == "auto" and not (fits_loss
+                                       and getattr(solver, "calibrated_decision", False)):
+            return solver
+        if not fits_loss:
+            raise ValueError("decision='calibrated' fits the logistic and the squared "
+                             "loss; with loss='huber' use decision='auto' or 'fitted'")
+        if getattr(solver, "adaptive_budget", False):
+            # A privacy filter spends as the run goes: nothing to plan the releases
+            # against.
+            raise ValueError(f"decision='calibrated' does not apply to solver={solver.name!r}"
+                             "; use decision='auto' or 'fitted'")
+        # A regression's "auto" refits only where its releases can carry the signal.
+        return CalibratedDecision(solver, where_it_pays=decision == "auto")
 
     def _fitted_attributes(self, public, plan, result):
         attributes = self._linear_attributes(public, result)
@@ -221,22 +241,6 @@ def _check_distributed(name, solver, options):
 
 class LinearClassifierMixin:
     """One-vs-rest targets from the public label set, and class predictions."""
-
-    def _with_decision(self, solver, epsilon):
-        # The ``decision`` parameter: the solver's own decision, or one fitted privately
-        # to its score (:class:`~skdp_sparse.solvers.decision.CalibratedDecision`).
-        from ..solvers.decision import CalibratedDecision
-
-        if not math.isfinite(epsilon) or self.decision == "fitted":
-            return solver
-        if self.decision == "auto" and not getattr(solver, "calibrated_decision", False):
-            return solver
-        if getattr(solver, "adaptive_budget", False):
-            # A privacy filter spends as the run goes: nothing to plan the histograms
-            # against.
-            raise ValueError(f"decision='calibrated' does not apply to solver={solver.name!r}"
-                             "; use decision='auto' or 'fitted'")
-        return CalibratedDecision(solver)
 
     def _public_label_probe(self):
         if self.classes is None:

@@ -258,6 +258,17 @@ class DPOutputPerturbationRegressor(TargetRangeMixin, LinearRegressorMixin, Regr
         mapped back, so ``predict`` returns the targets' units. ``alpha`` and
         ``huber_threshold`` apply to the mapped targets. Never take the range from the
         training targets.
+    decision : {"auto", "calibrated", "fitted"}, default="auto"
+        How the noisy coefficients become a prediction (squared loss). ``"calibrated"``
+        refits the slope and the intercept of their score by least squares on one
+        private release of moment sums of the clipped, scaled scores and the clipped
+        targets, falling back on the private mean of the targets where the noise hides
+        the slope (:mod:`skdp_sparse.solvers.decision`: Laplace releases at a share of
+        epsilon with ``delta=0``, Gaussian ones composed with the output's noise
+        otherwise). ``"auto"``: ``"calibrated"`` where that share gets the moments the
+        noise they need (``n epsilon`` above about 11,000 with ``delta=0``,
+        :func:`~skdp_sparse.solvers.decision.regression_decision_pays`), ``"fitted"``
+        (the noisy coefficients and intercept) otherwise and for the Huber loss.
 
     Attributes
     ----------
@@ -270,13 +281,14 @@ class DPOutputPerturbationRegressor(TargetRangeMixin, LinearRegressorMixin, Regr
     _parameter_constraints = {**_BaseOutputPerturbation._parameter_constraints,
                               "loss": [Options("squared", "huber")],
                               "huber_threshold": [Bound()], "target_bound": [Bound(), None],
-                              "target_bounds": ["no_validation"]}
+                              "target_bounds": ["no_validation"],
+                              "decision": [Options("auto", "calibrated", "fitted")]}
 
     def __init__(self, *, loss="squared", huber_threshold=1.0, target_bound=None,
                  target_bounds=None, epsilon=1.0, delta=0.0, norm_bound=1.0, sparsity=None,
                  alpha=None, domain="none", radius=None, tol=1e-3, fit_intercept=True,
                  intercept_bound=1.0, max_iter=1000, floating_point_safe="auto",
-                 random_state=None, clip_predict=True, ledger=None):
+                 random_state=None, clip_predict=True, ledger=None, decision="auto"):
         super().__init__(epsilon=epsilon, delta=delta, norm_bound=norm_bound,
                          sparsity=sparsity, alpha=alpha, domain=domain, radius=radius,
                          tol=tol, fit_intercept=fit_intercept,
@@ -288,6 +300,7 @@ class DPOutputPerturbationRegressor(TargetRangeMixin, LinearRegressorMixin, Regr
         self.huber_threshold = huber_threshold
         self.target_bound = target_bound
         self.target_bounds = target_bounds
+        self.decision = decision
 
 
 # The short name is the classifier (logistic loss, the paper's main use); an alias,

@@ -211,6 +211,22 @@ class DPGreedyCDRegressor(TargetRangeMixin, LinearRegressorMixin, RegressorMixin
         ``target_bounds``, each prediction is also clipped to that range, as the
         training targets were. False predicts on the rows as given, unclipped. Uses
         only the public bounds: costs no privacy.
+    decision : {"auto", "calibrated", "fitted"}, default="auto"
+        How the fitted score becomes a prediction (squared loss).
+        ``"calibrated"`` runs the solver on part of the budget and refits the slope
+        and the intercept of its score by least squares on one private release of the
+        moment sums of the clipped, scaled scores and the clipped targets
+        (:func:`~skdp_sparse.solvers._calibration.calibrate_regression`; the
+        smallest share of the Gaussian budget ``mu^2`` at which each sum's noise is
+        1% of ``n``, at most 1/12, composed with the solver's steps in one
+        accountant; Laplace releases with ``delta=0``); where the noise hides the
+        slope the prediction is the private mean of the targets, never worse than
+        that constant on the training distribution. ``"fitted"`` keeps the solver's
+        own coefficients and intercept. ``"auto"`` is ``"calibrated"`` for ``"sgd"``,
+        ``"sparse_sgd"``, ``"phased_sgd"``, ``"cd"`` and ``"output_perturbation"``
+        where that share suffices (``n mu`` above about 1,100,
+        :func:`~skdp_sparse.solvers.decision.regression_decision_pays`: a public
+        rule), and ``"fitted"`` otherwise, for the Huber loss and without noise.
     selection_threshold : float, default=None
         ``sparse_sgd`` (DP-AdaFEST) only: a feature's noisy clipped count in the batch
         must exceed it for its coordinate to be updated (and noised) in that step.
@@ -277,6 +293,7 @@ class DPGreedyCDRegressor(TargetRangeMixin, LinearRegressorMixin, RegressorMixin
         "huber_threshold": [Bound()],
         "target_bound": [Bound(), None],
         "target_bounds": ["no_validation"],
+        "decision": [Options("auto", "calibrated", "fitted")],
     }
     _default_alpha = 1e-3
 
@@ -288,7 +305,7 @@ class DPGreedyCDRegressor(TargetRangeMixin, LinearRegressorMixin, RegressorMixin
                  tol=1e-7, random_state=None, verbose=0, floating_point_safe="auto",
                  feature_selection="auto", feature_selection_share=None, clip_predict=True,
                  selection_threshold=None, selection_share=0.5, contribution_bound=1.0,
-                 frequent_features=None, ledger=None):
+                 frequent_features=None, decision="auto", ledger=None):
         self.epsilon = epsilon
         self.delta = delta
         self.loss = loss
@@ -321,3 +338,4 @@ class DPGreedyCDRegressor(TargetRangeMixin, LinearRegressorMixin, RegressorMixin
         self.contribution_bound = contribution_bound
         self.frequent_features = frequent_features
         self.clip_predict = clip_predict
+        self.decision = decision

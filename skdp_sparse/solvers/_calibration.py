@@ -58,7 +58,8 @@ from scipy.special import expit, log_expit
 from ._screening import release, release_pure
 
 __all__ = ["SCALE_LEVELS", "SCALE_QUANTILE", "CALIBRATION_BINS", "GAIN_SENSITIVITY",
-           "calibrate", "fit_binned"]
+           "MOMENT_SENSITIVITY", "MOMENT_SENSITIVITY_L1", "calibrate", "calibrate_regression",
+           "fit_binned", "regression_line"]
 
 #: Dyadic levels of the scale histogram (down to ``C 2^-47``).
 SCALE_LEVELS = 48
@@ -73,6 +74,17 @@ MAJORITY_MARGIN = 1.0
 #: l2 sensitivity of the multiclass release (the argmax rule's correct rows, then each
 #: class's rows): one row moves the first count and two class counts by 1 each.
 GAIN_SENSITIVITY = math.sqrt(3.0)
+#: l2 sensitivity of a regression's moment sums (:func:`calibrate_regression`): a
+#: row adds ``v = (u, u^2, t, u t)`` with ``u, t`` in ``[-1, 1]``. ``|v - v'|^2`` is
+#: convex in ``(t, t')`` for fixed ``(u, u')``, so its maximum has ``t, t' = +-1``;
+#: with ``a = u - u'`` and ``b = u + u'`` (``|a| + |b| <= 2``) it is
+#: ``a^2 (2 + b^2)`` for ``t = t'`` and ``(a^2 + 1)(b^2 + 1) + 3`` for ``t = -t'``,
+#: both at most 8 (at ``a = 2, b = 0``: ``u = -u' = 1``).
+MOMENT_SENSITIVITY = 2.0 * math.sqrt(2.0)
+#: l1 sensitivity of the same sums: convex in ``(t, t')`` as well, it is
+#: ``|a| (2 + |b|) <= 4`` for ``t = t'`` and ``(|a| + 1)(|b| + 1) + 1 <= 5`` for
+#: ``t = -t'`` (at ``|a| = |b| = 1``: ``u = -1, t = -1`` against ``u' = 0, t' = 1``).
+MOMENT_SENSITIVITY_L1 = 5.0
 
 
 def fit_binned(centres, c1, c0, fit_intercept=True):
@@ -187,6 +199,27 @@ def _positive_rows(rows, Y, start):
     return np.array([float(np.count_nonzero(np.asarray(Y)[:, 0] > 0))])
 
 
+def _scored(data, columns, directions, norm_bound, rows_bound):
+    """``(full, bounds, clip)``: the directions over all features, the bound on each
+    problem's ``|s_i|`` of a row within ``norm_bound``, and the row clipping of
+    :meth:`~skdp_sparse.data.LocalData.row_sum` for ``rows_bound``."""
+    bounds = float(norm_bound) * np.linalg.norm(directions, axis=0)
+    full = _full_directions(data.n_features, columns, directions)
+    clip = {} if rows_bound is None else {"norm_bound": float(rows_bound[0]),
+                                          "l1_bound": float(rows_bound[1])}
+    return full, bounds, clip
+
+
+def _release_scales(data, full, bounds, clip, draw, sensitivity, unit, floating_point_safe,
+                    rng):
+    """Each problem's scale ``c``, from the noisy counts of its ``|s_i|`` on the dyadic
+    levels below its bound (one count per row and problem)."""
+    counts = data.row_sum(_scale_counts, full, bounds, **clip)
+    noisy, _ = draw(counts, sensitivity, unit, floating_point_safe, rng)
+    return np.array([_scale_from_counts(noisy[k], bounds[k]) if bounds[k] > 0 else 1.0
+                     for k in range(bounds.size)])
+
+
 def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
               calibration_unit, floating_point_safe, rng, fit_intercept=True,
               rows_bound=None, gain_unit=None, prior_offsets=False, class_count_unit=None,
@@ -216,15 +249,10 @@ def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
     # between two cells of each problem's histogram.
     draw = release_pure if pure else release
     sensitivity = 2.0 * K if pure else math.sqrt(2.0 * K)
-    bounds = float(norm_bound) * np.linalg.norm(directions, axis=0)
-    full = _full_directions(data.n_features, columns, directions)
-    clip = {} if rows_bound is None else {"norm_bound": float(rows_bound[0]),
-                                          "l1_bound": float(rows_bound[1])}
+    full, bounds, clip = _scored(data, columns, directions, norm_bound, rows_bound)
     # 1. the scale of each problem's score
-    counts = data.row_sum(_scale_counts, full, bounds, **clip)
-    noisy, _ = draw(counts, sensitivity, scale_unit, floating_point_safe, rng)
-    scales = np.array([_scale_from_counts(noisy[k], bounds[k]) if bounds[k] > 0 else 1.0
-                       for k in range(K)])
+    scales = _release_scales(data, full, bounds, clip, draw, sensitivity, scale_unit,
+                             floating_point_safe, rng)
     # 2. the class histograms of the clipped, scaled scores
     B = CALIBRATION_BINS
     hist = data.row_sum(_class_histograms, full, scales, **clip)
@@ -298,3 +326,71 @@ def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
             intercept = _log_odds(classes, data.n_samples - classes)
             used[:] = False
     return coef, intercept, used
+
+
+def _score_moments(rows, Y, start, direction, scale, target_bound):
+    """The sums of ``u_i``, ``u_i^2``, ``t_i`` and ``u_i t_i`` over the rows, with
+    ``u_i = clip(s_i / scale, -1, 1)`` and ``t_i = clip(y_i / target_bound, -1, 1)`` (a
+    term of :meth:`~skdp_sparse.data.LocalData.row_sum`)."""
+    scores = np.asarray(rows @ direction, dtype=np.float64).ravel()
+    u = np.nan_to_num(np.clip(scores / scale, -1.0, 1.0), nan=0.0)
+    t = np.clip(np.asarray(Y, dtype=np.float64)[:, 0] / target_bound, -1.0, 1.0)
+    return np.array([u.sum(), u @ u, t.sum(), u @ t])
+
+
+def regression_line(moments, n_samples, moment_sd, fit_intercept=True):
+    """``(a, b)``: least squares of ``t`` on ``u`` from noisy moment sums
+    ``(sum u, sum u^2, sum t, sum u t)``, each with noise of standard deviation
+    ``moment_sd``. The slope is shrunk by ``max(0, 1 - (sd_a / a)^2)``, ``sd_a`` its
+    noise's standard deviation to first order: 0 (the intercept is then the noisy mean
+    of ``t``) where its estimate is within one ``sd_a`` of 0 or the noisy variance of
+    ``u`` within two of its own noise's standard deviations of 0."""
+    su, suu, st, sut = (float(v) for v in moments)
+    n = float(n_samples)
+    if fit_intercept:
+        mean_u, mean_t = su / n, st / n
+        var = suu / n - mean_u * mean_u
+        cov = sut / n - mean_u * mean_t
+        # First-order noise of the centred sums: d(var) = (d suu - 2 mean_u d su) / n,
+        # d(cov) = (d sut - mean_t d su - mean_u d st) / n.
+        var_sd = moment_sd * math.sqrt(1.0 + 4.0 * mean_u * mean_u) / n
+        cov_sd = moment_sd * math.sqrt(1.0 + mean_t * mean_t + mean_u * mean_u) / n
+    else:
+        mean_u = mean_t = 0.0
+        var, cov = suu / n, sut / n
+        var_sd = cov_sd = moment_sd / n
+    a = 0.0
+    if var > 2.0 * var_sd and cov != 0.0:
+        a = cov / var
+        shrink = 1.0 - (cov_sd / cov) ** 2
+        a = a * shrink if shrink > 0 else 0.0
+    b = min(max(mean_t - a * mean_u, -1.0), 1.0) if fit_intercept else 0.0
+    return a, b
+
+
+def calibrate_regression(data, columns, direction, *, norm_bound, target_bound,
+                         scale_unit, moment_unit, floating_point_safe, rng,
+                         fit_intercept=True, rows_bound=None, pure=False):
+    """``(coef, intercept, used)`` of a regression's prediction from its score
+    ``s_i = x_i . w`` (``direction`` of shape (len(columns), 1)): the scale ``c`` as
+    in :func:`calibrate` (step 1), then one release of the moment sums of
+    ``u_i = clip(s_i / c, -1, 1)`` and ``t_i = clip(y_i / target_bound, -1, 1)``
+    (:func:`_score_moments`; each row adds ``(u, u^2, t, u t)``, whose change under
+    replace-one is at most :data:`MOMENT_SENSITIVITY` in l2 norm,
+    :data:`MOMENT_SENSITIVITY_L1` in l1), from which :func:`regression_line` fits
+    ``t ~ a u + b``: the prediction ``target_bound (a s / c + b)``. ``used``: whether
+    the slope survived (False: the prediction is the private mean of the clipped
+    targets). ``pure``: Laplace releases, units being scales per unit of l1
+    sensitivity."""
+    draw = release_pure if pure else release
+    direction = np.asarray(direction, dtype=np.float64).reshape(len(columns), 1)
+    full, bounds, clip = _scored(data, columns, direction, norm_bound, rows_bound)
+    bound = float(target_bound)
+    scale = _release_scales(data, full, bounds, clip, draw, 2.0 if pure else math.sqrt(2.0),
+                            scale_unit, floating_point_safe, rng)[0]
+    moments = data.row_sum(_score_moments, full[:, 0], scale, bound, **clip)
+    sensitivity = MOMENT_SENSITIVITY_L1 if pure else MOMENT_SENSITIVITY
+    noisy, moment_sd = draw(moments, sensitivity, moment_unit, floating_point_safe, rng)
+    a, b = regression_line(noisy, data.n_samples, moment_sd, fit_intercept)
+    coef = direction * (bound * a / scale) if bounds[0] > 0 else np.zeros_like(direction)
+    return coef, np.array([bound * b]), np.array([a != 0.0 and bounds[0] > 0])

@@ -237,6 +237,11 @@ MUTATIONS = [
         "positive, _ = draw(count, 1.0, class_count_unit, floating_point_safe, rng)",
         "positive, _ = draw(count, 1.0, class_count_unit / 2, floating_point_safe, rng)"),
     Mutation(
+        "decision_moments", "the moment sums of a regression's calibrated decision",
+        "solvers/_calibration.py",
+        "noisy, moment_sd = draw(moments, sensitivity, moment_unit, floating_point_safe, rng)",
+        "noisy, moment_sd = draw(moments, sensitivity, moment_unit / 2, floating_point_safe, rng)"),
+    Mutation(
         "decision_laplace", "the Laplace releases of a pure-DP calibrated decision",
         "solvers/_screening.py",
         "    mechanism = LaplaceMechanism(sensitivity, epsilon=1.0 / unit,",
@@ -260,6 +265,7 @@ CALIBRATION_TESTS = (
     "tests/test_private_search.py",
     "tests/test_screening.py",
     "tests/test_decision.py",
+    "tests/test_regression_decision.py",
 )
 #: What step 2 leaves out of tests/test_audits.py: step 1 runs the honest audits, and
 #: the audits of half the noise cannot fail on a copy with less noise.

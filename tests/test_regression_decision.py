@@ -1,0 +1,351 @@
+"""The calibrated decision of a regression (:mod:`skdp_sparse.solvers.decision`).
+
+The solver runs on part of the budget; the scale histogram of its score and one
+release of the moment sums of the clipped, scaled score ``u`` and the clipped target
+``t`` (l2 sensitivity ``2 sqrt(2)``, l1 5) refit the slope and the intercept by least
+squares, shrunk to the private mean of the targets where the noise hides the slope.
+Both releases are composed with the solver's steps, so the fit spends its
+``(epsilon, delta)``.
+"""
+
+import itertools
+import math
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from skdp_sparse import DPGreedyCDRegressor
+from skdp_sparse.data import LocalData
+from skdp_sparse.linear_model import DPOutputPerturbationRegressor
+from skdp_sparse.privacy.accounting import compose, gaussian_mu
+from skdp_sparse.solvers import _calibration
+from skdp_sparse.solvers import decision as D
+from skdp_sparse.solvers._calibration import (
+    MOMENT_SENSITIVITY,
+    MOMENT_SENSITIVITY_L1,
+    calibrate_regression,
+    regression_line,
+)
+from skdp_sparse.testing.bounds import assert_pair_audit
+
+SOLVERS = ["sgd", "sparse_sgd", "phased_sgd", "cd", "output_perturbation"]
+
+
+def _data(n=4000, p=10, noise=0.3, seed=0):
+    """Unit rows and targets in [-1, 1] linear in them, plus noise."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, p))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    w = rng.normal(size=p)
+    y = np.clip(0.8 * X @ w / np.linalg.norm(w) + 0.2 + noise * rng.normal(size=n), -1, 1)
+    return X, y
+
+
+def _split(X, y, n_train=None):
+    """Training rows, then test rows of the same draw (the first half by default)."""
+    n_train = X.shape[0] // 2 if n_train is None else n_train
+    return X[:n_train], y[:n_train], X[n_train:], y[n_train:]
+
+
+def _fit(solver, epsilon=1.0, delta=1e-6, seed=0, X=None, y=None, **kw):
+    if solver == "output_perturbation":
+        kw.setdefault("penalty", "l2")
+    if X is None:
+        X, y = _data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return DPGreedyCDRegressor(epsilon=epsilon, delta=delta, solver=solver,
+                                   random_state=seed, **kw).fit(X, y)
+
+
+def _decision_events(model):
+    return [e for e in model.privacy_events_ if e.name.startswith("decision:")]
+
+
+def _r2(model, X, y):
+    return 1.0 - np.mean((model.predict(X) - y) ** 2) / np.var(y)
+
+
+def test_moment_sensitivities_are_the_largest_change_of_one_row():
+    # A row adds (u, u^2, t, u t) with u, t in [-1, 1]: the largest change over a grid
+    # (which holds the maximisers) is the constant, and no pair exceeds it.
+    grid = np.linspace(-1.0, 1.0, 41)
+    u, t = np.meshgrid(grid, grid, indexing="ij")
+    v = np.stack([u.ravel(), u.ravel() ** 2, t.ravel(), (u * t).ravel()], axis=1)
+    diff = v[:, None, :] - v[None, :, :]
+    assert np.sqrt((diff**2).sum(-1)).max() == pytest.approx(MOMENT_SENSITIVITY, abs=1e-12)
+    assert np.abs(diff).sum(-1).max() == pytest.approx(MOMENT_SENSITIVITY_L1, abs=1e-12)
+
+
+@pytest.mark.parametrize("n, epsilon", [(200, 1.0), (14_000, 0.1), (14_000, 1.0),
+                                        (10**6, 1.0)])
+@pytest.mark.parametrize("safe", [False, True])
+def test_share_and_units_follow_their_formulas(n, epsilon, safe):
+    delta = 1.0 / n**2
+    mu = gaussian_mu(epsilon, delta)
+    split = D.REGRESSION_SPLIT["moments"]
+    need = MOMENT_SENSITIVITY**2 / (D.MOMENT_NOISE**2 * n**2 * mu**2 * split)
+    share = D.decision_share(n, 1, mu, regression=True)
+    assert share == pytest.approx(min(D.MAX_DECISION_SHARE, need), rel=1e-12)
+    units, events = D.decision_units(epsilon, delta, safe, n, 1, regression=True)
+    assert D.decision_splits(1, regression=True) == D.REGRESSION_SPLIT
+    assert [e.name for e in events] == ["decision: scale histogram",
+                                        "decision: moments of score and target"]
+    for (name, part), event in zip(D.REGRESSION_SPLIT.items(), events, strict=True):
+        assert units[name] == pytest.approx(1.0 / (mu * math.sqrt(share * part)), rel=1e-12)
+        if safe:
+            assert 2.0 / event.pld.noise_multiplier == pytest.approx(1.0 / units[name],
+                                                                     rel=1e-4)
+        else:
+            assert event.mu == pytest.approx(1.0 / units[name], rel=1e-12)
+    # Where the share suffices, each moment sum's noise is MOMENT_NOISE of n; that is
+    # where decision="auto" refits.
+    assert D.regression_decision_pays(n, epsilon, delta) == (need < D.MAX_DECISION_SHARE)
+    if need < D.MAX_DECISION_SHARE:
+        assert MOMENT_SENSITIVITY * units["moments"] == pytest.approx(D.MOMENT_NOISE * n,
+                                                                      rel=1e-9)
+
+
+@pytest.mark.parametrize("n, epsilon", [(200, 1.0), (14_000, 1.0), (10**6, 0.1)])
+def test_pure_units_follow_their_formula(n, epsilon):
+    split = D.REGRESSION_SPLIT["moments"]
+    need = math.sqrt(2) * MOMENT_SENSITIVITY_L1 / (D.MOMENT_NOISE * n * epsilon * split)
+    share = D.decision_share_pure(n, 1, epsilon, regression=True)
+    assert share == pytest.approx(min(D.MAX_DECISION_SHARE, need), rel=1e-12)
+    units, events = D.decision_units(epsilon, 0.0, True, n, 1, regression=True)
+    for (name, part), event in zip(D.REGRESSION_SPLIT.items(), events, strict=True):
+        assert event.epsilon == pytest.approx(epsilon * share * part, rel=1e-12)
+        assert event.delta == 0 and units[name] == pytest.approx(1 / event.epsilon)
+    assert D.regression_decision_pays(n, epsilon, 0.0) == (need < D.MAX_DECISION_SHARE)
+    if need < D.MAX_DECISION_SHARE:
+        sd = math.sqrt(2) * MOMENT_SENSITIVITY_L1 * units["moments"]
+        assert sd == pytest.approx(D.MOMENT_NOISE * n, rel=1e-9)
+
+
+def test_decision_events_match_dp_accounting():
+    dpa = pytest.importorskip("dp_accounting")
+
+    from skdp_sparse.privacy.subsampling import subsampled_gaussian_event
+    delta = 1e-8
+    units, events = D.decision_units(1.0, delta, False, 2000, 1, regression=True)
+    steps = subsampled_gaussian_event(3.0, 0.02, count=300)
+    ours = compose([steps, *events], delta)[0]
+    acc = dpa.pld.PLDAccountant(dpa.NeighboringRelation.REPLACE_ONE,
+                                value_discretization_interval=1e-4)
+    acc.compose(dpa.PoissonSampledDpEvent(0.02, dpa.GaussianDpEvent(3.0)), 300)
+    for name in D.REGRESSION_SPLIT:
+        # Noise ``unit`` per unit of l2 sensitivity: dp-accounting's replace-one
+        # GaussianDpEvent(2 unit).
+        acc.compose(dpa.GaussianDpEvent(2.0 * units[name]))
+    assert ours == pytest.approx(acc.get_epsilon(delta), rel=2e-3)
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+@pytest.mark.parametrize("safe", [True, False])
+@pytest.mark.parametrize("epsilon", [0.3, 3.0])
+def test_fit_spends_its_budget_with_the_decision(solver, safe, epsilon):
+    m = _fit(solver, epsilon=epsilon, floating_point_safe=safe, decision="calibrated")
+    assert [e.name for e in _decision_events(m)] == ["decision: scale histogram",
+                                                     "decision: moments of score and target"]
+    assert epsilon * (1 - 0.002) <= m.epsilon_spent_ <= epsilon * (1 + 1e-9)
+    assert m.delta_spent_ <= 1e-6 * (1 + 1e-9)
+    assert compose(m.privacy_events_, 1e-6)[0] == pytest.approx(m.epsilon_spent_)
+
+
+def test_output_perturbation_spends_its_pure_budget_with_the_decision():
+    X, y = _data(n=20_000)
+    m = DPOutputPerturbationRegressor(epsilon=1.0, random_state=0).fit(X, y)
+    assert len(_decision_events(m)) == 2
+    assert all(e.delta == 0 for e in m.privacy_events_) and m.delta_spent_ == 0
+    assert m.epsilon_spent_ == pytest.approx(1.0, rel=1e-12)
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_moments_get_the_planned_noise(solver, monkeypatch):
+    calls = []
+    real = _calibration.release
+
+    def spy(value, sensitivity, unit, floating_point_safe, rng):
+        calls.append((np.shape(value), sensitivity, unit))
+        return real(value, sensitivity, unit, floating_point_safe, rng)
+
+    monkeypatch.setattr(_calibration, "release", spy)
+    X, y = _data()
+    _fit(solver, X=X, y=y, decision="calibrated")
+    units, _ = D.decision_units(1.0, 1e-6, True, X.shape[0], 1, regression=True)
+    assert [c[0] for c in calls] == [(1, _calibration.SCALE_LEVELS), (4,)]
+    assert calls[0][1:] == (pytest.approx(math.sqrt(2)), pytest.approx(units["scale"]))
+    assert calls[1][1:] == (pytest.approx(MOMENT_SENSITIVITY), pytest.approx(units["moments"]))
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_regression_line_without_noise_is_least_squares(fit_intercept):
+    rng = np.random.default_rng(0)
+    u = np.clip(rng.normal(0.1, 0.4, size=500), -1, 1)
+    t = np.clip(0.6 * u - 0.2 + 0.1 * rng.normal(size=500), -1, 1)
+    moments = np.array([u.sum(), u @ u, t.sum(), u @ t])
+    a, b = regression_line(moments, u.size, 0.0, fit_intercept)
+    F = np.column_stack([u, np.ones_like(u)])[:, : 2 if fit_intercept else 1]
+    expected = np.linalg.lstsq(F, t, rcond=None)[0]
+    assert a == pytest.approx(expected[0], rel=1e-10)
+    assert b == (pytest.approx(expected[1], rel=1e-10) if fit_intercept else 0.0)
+
+
+def test_regression_line_shrinks_the_slope_to_the_mean_under_noise():
+    # A slope of 0.05 with cov's noise sd about its size: shrunk by 1 - (sd/a)^2, to 0
+    # within one sd (the prediction is then the mean of t).
+    n = 1000
+    moments = np.array([0.0, 0.3 * n, 0.2 * n, 0.3 * 0.05 * n])
+    # cov = 0.015 with noise sd sqrt(1 + mean_t^2) / n: a small shrink.
+    a_clear, _ = regression_line(moments, n, 1.0)
+    cov_sd = math.sqrt(1 + 0.2**2) / n
+    assert a_clear == pytest.approx(0.05 * (1 - (cov_sd / 0.015) ** 2), rel=1e-12)
+    a, b = regression_line(moments, n, 0.3 * 0.05 * n)
+    assert a == 0.0 and b == pytest.approx(0.2)
+    # A variance of u within two of its noise's sd of 0: no slope either.
+    a, b = regression_line(np.array([0.0, 0.01 * n, 0.2 * n, 0.005 * n]), n, 0.01 * n)
+    assert a == 0.0 and b == pytest.approx(0.2)
+
+
+#: Row 0 of the worst-case pairs, ``(x, y)`` on each side (the score is ``x``, so
+#: ``u = x``): for the l2 norm ``(1, 1)`` against ``(-1, 1)``, a change
+#: ``(u - u', u^2 - u'^2, t - t', ut - u't') = (2, 0, 0, 2)`` of norm ``2 sqrt(2)``; for
+#: the l1 norm ``(-1, -1)`` against ``(0, 1)``, ``(-1, 1, -2, 1)`` of norm 5.
+_WORST_ROWS = {False: ((1.0, 1.0), (-1.0, 1.0)), True: ((-1.0, -1.0), (0.0, 1.0))}
+
+
+def _moment_pair_releases(monkeypatch, pure, index=1):
+    """The worst-case pair of the moment sums through the real calibration: 200 rows on
+    one axis, row 0 as :data:`_WORST_ROWS` says. Returns ``(units, claim, claim_delta,
+    real, releases)``."""
+    n, claim_delta = 200, 0.05
+    units, events = D.decision_units(30.0, 0.0 if pure else 1e-3, True, n, 1,
+                                     regression=True)
+    claim = compose([events[index]], claim_delta)[0]
+    name = "release_pure" if pure else "release"
+    real = getattr(_calibration, name)
+    captured = []
+
+    def spy(value, sensitivity, unit, floating_point_safe, rng):
+        captured.append((np.array(value), sensitivity, unit, floating_point_safe))
+        return real(value, sensitivity, unit, floating_point_safe, rng)
+
+    monkeypatch.setattr(_calibration, name, spy)
+    x = np.linspace(-1, 1, n)
+    y = np.where(np.arange(n) % 2 == 0, 0.5, -0.5)
+    releases = []
+    for x[0], y[0] in _WORST_ROWS[pure]:
+        captured.clear()
+        calibrate_regression(LocalData(sp.csr_matrix(x[:, None]), y[:, None]), np.array([0]),
+                             np.array([[1.0]]), norm_bound=1.0, target_bound=1.0,
+                             scale_unit=units["scale"], moment_unit=units["moments"],
+                             floating_point_safe=True, rng=np.random.default_rng(0),
+                             pure=pure)
+        releases.append(captured[index])
+    return units, claim, claim_delta, real, releases
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["gaussian", "laplace"])
+@pytest.mark.parametrize("undernoised", [False, True])
+def test_moment_audit(undernoised, pure, monkeypatch):
+    # The statistic is the log-likelihood ratio of the two sides' laws (for the
+    # Gaussian, the projection on the sums' difference), of draws by the release the
+    # real calibration calls with the parameters it passed; the honest release stays
+    # within the epsilon its event claims, half the noise is caught above it.
+    units, claim, claim_delta, real, releases = _moment_pair_releases(monkeypatch, pure)
+    (m, sensitivity, unit, fp), (m_prime, *_) = releases
+    assert sensitivity == (MOMENT_SENSITIVITY_L1 if pure else MOMENT_SENSITIVITY)
+    assert unit == units["moments"]
+    (x, y), (x_prime, y_prime) = _WORST_ROWS[pure]
+    row = np.array([x, x * x, y, x * y]) - np.array([x_prime, x_prime**2, y_prime,
+                                                     x_prime * y_prime])
+    np.testing.assert_allclose(m - m_prime, row, atol=1e-12)
+    assert (np.abs(row).sum() if pure else np.linalg.norm(row)) == pytest.approx(sensitivity)
+    if undernoised:
+        unit = unit / 2
+    runs = 4000
+    rng = np.random.default_rng(1)
+
+    def statistic(moments):
+        noisy = np.stack([real(moments, sensitivity, unit, fp, rng)[0] for _ in range(runs)])
+        if pure:
+            return np.abs(noisy - m_prime).sum(axis=1) - np.abs(noisy - m).sum(axis=1)
+        return noisy @ (m - m_prime)
+
+    assert_pair_audit(statistic(m), statistic(m_prime), claim, claim_delta, undernoised)
+
+
+def test_calibrated_regression_is_not_below_the_mean():
+    # phased SGD at n epsilon = 400: its last phase's noise makes the fitted prediction
+    # far worse than the mean of the targets; the calibrated one falls back on it.
+    X, y, Xt, yt = _split(*_data(n=8000, noise=0.5, seed=1))
+    fitted = [_r2(_fit("phased_sgd", epsilon=0.1, seed=s, X=X, y=y, decision="fitted"),
+                  Xt, yt) for s in range(3)]
+    calibrated = [_r2(_fit("phased_sgd", epsilon=0.1, seed=s, X=X, y=y,
+                           decision="calibrated"), Xt, yt) for s in range(3)]
+    assert np.mean(fitted) < -0.5
+    # A slope whose estimate passes one sd by noise keeps a little of it: near the
+    # mean's R^2 of 0, never far below.
+    assert np.mean(calibrated) > -0.05
+
+
+def test_calibrated_regression_rescales_a_shrunk_prediction():
+    # Output perturbation's default ridge shrinks the prediction toward 0; the refit
+    # slope undoes it (decision="auto" refits here: n mu is large).
+    X, y, Xt, yt = _split(*_data(n=60_000, noise=0.2, seed=3), n_train=40_000)
+    assert D.regression_decision_pays(X.shape[0], 1.0, 0.0)
+    auto = [_r2(DPOutputPerturbationRegressor(epsilon=1.0, random_state=s).fit(X, y), Xt, yt)
+            for s in range(3)]
+    fitted = [_r2(DPOutputPerturbationRegressor(epsilon=1.0, random_state=s,
+                                                decision="fitted").fit(X, y), Xt, yt)
+              for s in range(3)]
+    assert np.mean(auto) > np.mean(fitted) + 0.1
+
+
+def test_auto_refits_only_where_it_pays():
+    X, y = _data(n=4000)
+    # n mu = 4000 * mu(0.1, 1e-6): the share would exceed its cap, so the solver's own
+    # decision stays; at epsilon 3 it refits.
+    assert not D.regression_decision_pays(4000, 0.1, 1e-6)
+    assert D.regression_decision_pays(4000, 3.0, 1e-6)
+    assert not _decision_events(_fit("sgd", epsilon=0.1, X=X, y=y))
+    assert len(_decision_events(_fit("sgd", epsilon=3.0, X=X, y=y))) == 2
+    assert len(_decision_events(_fit("sgd", epsilon=0.1, X=X, y=y,
+                                     decision="calibrated"))) == 2
+    # greedy CD fits its own intercept: refit only when asked.
+    assert not _decision_events(_fit("greedy_cd", epsilon=3.0, X=X, y=y))
+    assert len(_decision_events(_fit("greedy_cd", epsilon=3.0, X=X, y=y,
+                                     decision="calibrated"))) == 2
+
+
+def test_huber_loss_and_runs_without_noise_keep_the_solver_own():
+    X, y = _data()
+    assert not _decision_events(_fit("sgd", epsilon=3.0, X=X, y=y, loss="huber"))
+    with pytest.raises(ValueError, match="logistic and the squared"):
+        _fit("sgd", X=X, y=y, loss="huber", decision="calibrated")
+    exact = _fit("sgd", epsilon=math.inf, X=X, y=y, decision="calibrated")
+    fitted = _fit("sgd", epsilon=math.inf, X=X, y=y, decision="fitted")
+    assert not _decision_events(exact)
+    np.testing.assert_array_equal(exact.coef_, fitted.coef_)
+
+
+@pytest.mark.parametrize("target_bounds", [None, (100.0, 300.0)])
+def test_calibrated_regression_predicts_in_the_target_units(target_bounds):
+    # Targets in their own units through target_bounds: the refit is on the mapped
+    # targets, and the coefficients are mapped back.
+    X, y = _data(n=30_000, noise=0.2, seed=4)
+    if target_bounds is not None:
+        y = 200.0 + 100.0 * y
+    m = _fit("sgd", epsilon=3.0, X=X, y=y, target_bounds=target_bounds,
+             decision="calibrated")
+    assert m.epsilon_spent_ <= 3.0 * (1 + 1e-9)
+    assert _r2(m, X, y) > 0.5
+    assert np.all(np.isfinite(m.coef_))
+
+
+def test_every_decision_release_combination_is_named():
+    for regression, K in itertools.product([False, True], [1, 3]):
+        for name in D.decision_splits(K, regression):
+            assert name in D._EVENT_NAMES
