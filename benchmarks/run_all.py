@@ -31,6 +31,7 @@ SCRIPTS = {
     "bench_bias_reduced": {"quick": ["--quick"], "full": []},
     "bench_model_selection": {"quick": ["--quick"], "full": []},
     "bench_preprocessing": {"quick": ["--quick"], "full": []},
+    "bench_regression_decision": {"quick": ["--seeds", "1"], "full": []},
     "bench_sufficient_statistics": {"quick": ["--quick"], "full": []},
     "bench_fp_safe": {"quick": ["--quick"], "full": []},
     "bench_fp_safe_cd": {"quick": ["--quick"], "full": []},

@@ -7,8 +7,15 @@ import tempfile
 # Compiled kernels are cached per source file; a kernel that inlines a function of
 # another module keeps stale code when only that module changes. The suite compiles
 # everything afresh into a directory of its own (set before the package is imported;
-# numba itself may already be, for the warning filters of the configuration).
-_NUMBA_CACHE = tempfile.mkdtemp(prefix="skdp_sparse-numba-")
+# numba itself may already be, for the warning filters of the configuration). The
+# processes of a parallel run (pytest-xdist) share the directory of the process that
+# started them, which alone removes it.
+_WORKER = "PYTEST_XDIST_WORKER" in os.environ
+if _WORKER and "SKDP_SPARSE_TEST_NUMBA_CACHE" in os.environ:
+    _NUMBA_CACHE = os.environ["SKDP_SPARSE_TEST_NUMBA_CACHE"]
+else:
+    _NUMBA_CACHE = tempfile.mkdtemp(prefix="skdp_sparse-numba-")
+    os.environ["SKDP_SPARSE_TEST_NUMBA_CACHE"] = _NUMBA_CACHE
 os.environ["NUMBA_CACHE_DIR"] = _NUMBA_CACHE
 
 import numba.core.config  # noqa: E402
@@ -20,7 +27,8 @@ import skdp_sparse.solvers.coordinate_descent as cd_module  # noqa: E402
 
 
 def pytest_sessionfinish(session, exitstatus):
-    shutil.rmtree(_NUMBA_CACHE, ignore_errors=True)
+    if not _WORKER:
+        shutil.rmtree(_NUMBA_CACHE, ignore_errors=True)
 
 
 @pytest.fixture

@@ -47,8 +47,8 @@ import scipy.sparse as sp
 from scipy.optimize import minimize
 from scipy.sparse.linalg import LinearOperator, cg
 from scipy.special import expit
-from threadpoolctl import ThreadpoolController
 
+from ..utils._threads import single_threaded_blas
 from .linf_projections import DOMAINS, linf_project_l1_ball
 from .losses import HuberLoss, LogisticLoss, SquaredLoss
 from .projections import project_l2_ball
@@ -58,20 +58,15 @@ __all__ = ["ERMResult", "ERMConvergenceError", "solve_l2_erm", "euclidean_projec
 
 _U = np.finfo(np.float64).eps / 2  # unit roundoff
 
-# L-BFGS-B works on length-d vectors through BLAS; multithreaded BLAS on such short
-# vectors spends more time waking threads than computing, and on a busy machine its
-# spin-waiting slows small fits tenfold. Built once: discovering the libraries costs ms.
-_THREADPOOLS = None
+# L-BFGS-B works on length-d vectors through BLAS: one thread, except for large dense
+# products, which do gain from threads.
 _DENSE_THREADED_SIZE = 1_000_000
 
 
 def _blas_limit(X):
-    global _THREADPOOLS
     if not sp.issparse(X) and X.size > _DENSE_THREADED_SIZE:
-        return contextlib.nullcontext()  # large dense products do gain from threads
-    if _THREADPOOLS is None:
-        _THREADPOOLS = ThreadpoolController()
-    return _THREADPOOLS.limit(limits=1, user_api="blas")
+        return contextlib.nullcontext()
+    return single_threaded_blas()
 
 
 class ERMConvergenceError(RuntimeError):

@@ -80,6 +80,13 @@ def gaussian_delta(mu, epsilon):
 
 def gaussian_epsilon(mu, delta):
     """Smallest epsilon for which a Gaussian mechanism with ratio ``mu`` is (eps, delta)-DP."""
+    return _gaussian_epsilon(float(mu), float(delta))
+
+
+# A pure function of two public floats, asked again by every fit of a configuration
+# (each root search costs a few hundred evaluations of gaussian_delta).
+@functools.lru_cache(maxsize=4096)
+def _gaussian_epsilon(mu, delta):
     if mu <= 0:
         return 0.0
     if not np.isfinite(mu) or delta <= 0:
@@ -453,4 +460,10 @@ def calibrate_scale(events_for_scale, epsilon, delta, *, lo=1e-12, hi=1.0, rtol=
 def gaussian_mu(epsilon, delta):
     """``mu = Delta / sigma`` of the Gaussian mechanism that is exactly
     ``(epsilon, delta)``-DP (the budget of ``T`` composed steps as one GDP ``mu``)."""
+    return _gaussian_mu(float(epsilon), float(delta))
+
+
+@functools.lru_cache(maxsize=4096)
+def _gaussian_mu(epsilon, delta):
+    # Pure in its two public floats, like _gaussian_epsilon.
     return 1.0 / calibrate_scale(lambda s: [PrivacyEvent.gaussian(1.0 / s)], epsilon, delta)

@@ -4,7 +4,7 @@ with a :class:`~skdp_sparse.exceptions.PrivacyLeakWarning`."""
 from __future__ import annotations
 
 import numpy as np
-from sklearn.utils.multiclass import check_classification_targets, type_of_target
+from sklearn.utils.multiclass import type_of_target
 
 from ..exceptions import PrivacyLeakWarning
 from ._warnings import warn
@@ -43,9 +43,14 @@ def encode_labels(y, classes, estimator_name):
     with a rare label changes ``classes_`` and the shape of ``coef_``): the
     function emits :class:`~skdp_sparse.exceptions.PrivacyLeakWarning`.
     """
-    check_classification_targets(y)
-    kind = type_of_target(y)
+    # One type_of_target (check_classification_targets would run it again).
+    kind = type_of_target(y, input_name="y")
     if kind not in ("binary", "multiclass"):
+        if kind not in ("multilabel-indicator", "multiclass-multioutput"):
+            # scikit-learn's wording for targets that are not labels.
+            raise ValueError(f"Unknown label type: {kind}. Maybe you are trying to fit a "
+                             "classifier, which expects discrete classes on a regression "
+                             "target with continuous values.")
         raise ValueError(f"y must hold binary or multiclass labels, got {kind} targets")
     public = check_classes(classes)
     if public is None:
