@@ -840,3 +840,88 @@ def _expected_failed_checks(search):
 @parametrize_with_checks(_checked_searches(), expected_failed_checks=_expected_failed_checks)
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+# --------------------------------------------------------------------------
+# Pipelines: the private steps share each fit's budget
+# --------------------------------------------------------------------------
+def _tabular(n=2000, seed=0):
+    """Raw columns in [0, 100] whose first decides the label, with public ranges."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 100, size=(n, 4))
+    y = (X[:, 0] + rng.normal(0, 15, n) > 50).astype(int)
+    return X, y, (np.zeros(4), np.full(4, 100.0))
+
+
+def _bounded_pipeline(bounds, **model):
+    from sklearn.pipeline import make_pipeline
+
+    from skdp_sparse import DPSparseLogisticRegression
+    from skdp_sparse.preprocessing import BoundedScaler
+    return make_pipeline(BoundedScaler(bounds=bounds),
+                         DPSparseLogisticRegression(norm_bound=2.0, **model))
+
+
+def test_pipeline_with_a_public_scaler_is_searched():
+    X, y, bounds = _tabular()
+    search = PrivateHyperparameterSearch(
+        _bounded_pipeline(bounds), {"dpsparselogisticregression__alpha": [1e-4, 1e-2]},
+        epsilon=2.0, delta=1e-6, classes=[0, 1], random_state=0).fit(X, y)
+    assert search.epsilon_spent_ <= 2.0 * (1 + 1e-9)
+    model = search.best_estimator_[-1]
+    # Each fit got the calibrated per-fit budget, the public label set, and a generator
+    # that the released pipeline does not keep.
+    assert model.epsilon_spent_ == pytest.approx(search.fit_epsilon_, rel=1e-6)
+    assert model.classes == [0, 1] and model.random_state is None
+    assert search.best_estimator_.score(X, y) > 0.7
+
+
+def test_pipeline_private_steps_share_each_fit_budget():
+    from sklearn.pipeline import make_pipeline
+
+    from skdp_sparse import DPSparseLogisticRegression
+    from skdp_sparse.preprocessing import DPStandardScaler
+    X, y, bounds = _tabular()
+    pipe = make_pipeline(DPStandardScaler(bounds=bounds, clip_output=3.0),
+                         DPSparseLogisticRegression(norm_bound=6.0))
+    search = PrivateHyperparameterSearch(
+        pipe, {"dpsparselogisticregression__alpha": [1e-4, 1e-2]}, epsilon=3.0,
+        delta=1e-6, classes=[0, 1], random_state=0, refit=False).fit(X, y)
+    scaler, model = search.best_estimator_[0], search.best_estimator_[-1]
+    # split_budget: half of the per-fit budget each, both recorded in the search's
+    # accounting (the events it composes are those of both steps).
+    assert scaler.epsilon_spent_ == pytest.approx(search.fit_epsilon_ / 2, rel=1e-6)
+    assert model.epsilon_spent_ <= search.fit_epsilon_ / 2 * (1 + 1e-9)
+    assert scaler.random_state is None and model.random_state is None
+    from skdp_sparse.model_selection._public import PrivateSteps
+    steps = PrivateSteps(pipe)
+    assert steps.paths == ["dpstandardscaler", "dpsparselogisticregression"]
+    events = steps.events(search.best_estimator_)
+    assert events == tuple(scaler.privacy_events_) + tuple(model.privacy_events_)
+    assert search.epsilon_spent_ <= 3.0 * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("case", ["learning step", "grid sets a budget", "grid sets classes",
+                                  "no private step"])
+def test_pipeline_that_cannot_be_searched_is_refused_before_any_work(case):
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from skdp_sparse import DPSparseLogisticRegression
+    X, y, bounds = _tabular(n=200)
+    grid = {"dpsparselogisticregression__alpha": [1e-3]}
+    pipe, match = _bounded_pipeline(bounds), None
+    if case == "learning step":
+        pipe = make_pipeline(StandardScaler(), DPSparseLogisticRegression())
+        match = "'standardscaler' of Pipeline .StandardScaler. fits on the data"
+    elif case == "grid sets a budget":
+        grid, match = {"dpsparselogisticregression__epsilon": [1.0]}, "may not set"
+    elif case == "grid sets classes":
+        grid, match = {"dpsparselogisticregression__classes": [[0, 1]]}, "may not set"
+    else:
+        from sklearn.linear_model import LogisticRegression
+        pipe, grid = make_pipeline(StandardScaler(), LogisticRegression()), {
+            "logisticregression__C": [1.0]}
+        match = "holds no step that has one"
+    with pytest.raises(ValueError, match=match):
+        PrivateHyperparameterSearch(pipe, grid, classes=[0, 1]).fit(X, y)

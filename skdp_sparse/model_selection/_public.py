@@ -17,7 +17,81 @@ from ..privacy.selection import events_rdp
 from ..utils._warnings import warn
 
 __all__ = ["PublicData", "take_rows", "n_rows", "same_events", "fit_events", "fit_generator",
-           "released", "WarningsAtCallersLine"]
+           "released", "WarningsAtCallersLine", "SEARCH_SET_PARAMS", "PrivateSteps"]
+
+#: Parameters the search sets on every fit itself (a grid may not).
+SEARCH_SET_PARAMS = ("epsilon", "delta", "random_state", "ledger", "classes")
+
+
+class PrivateSteps:
+    """Where a fit's budget goes: the estimator itself if it is private, or the
+    private steps of a pipeline (column transformer, feature union, nested;
+    :func:`~skdp_sparse.pipeline.private_steps`), which then share each fit's budget
+    by :func:`~skdp_sparse.pipeline.split_budget`. Every other step of a pipeline must
+    learn nothing from the data (``requires_fit`` false in its tags, like
+    :class:`~skdp_sparse.preprocessing.BoundedScaler` or a ``FunctionTransformer``),
+    or be frozen: a step that fits on the private rows without noise is not covered
+    by any guarantee."""
+
+    def __init__(self, estimator):
+        from sklearn.base import BaseEstimator
+        from sklearn.frozen import FrozenEstimator
+        from sklearn.utils import get_tags
+
+        from ..pipeline import private_steps
+
+        name = type(estimator).__name__
+        self.paths = list(private_steps(estimator))
+        if not self.paths:
+            raise ValueError(
+                f"{name} has no 'epsilon' parameter and holds no step that has one; the "
+                "private search needs a private estimator of skdp_sparse (or a pipeline "
+                "of them)")
+        if self.paths == [""]:
+            return
+        params = estimator.get_params(deep=True)
+        estimators = {path: v for path, v in params.items() if isinstance(v, BaseEstimator)}
+        covered = [*self.paths, *(p for p, v in estimators.items()
+                                  if isinstance(v, FrozenEstimator))]
+        for path, step in estimators.items():
+            inner = any(other.startswith(path + "__") for other in estimators)
+            if inner or any(path == c or path.startswith(c + "__") for c in covered):
+                continue
+            if get_tags(step).requires_fit:
+                raise ValueError(
+                    f"step {path!r} of {name} ({type(step).__name__}) fits on the data "
+                    "without privacy; in a private search every step must be private, "
+                    "frozen or fit nothing (requires_fit false, as BoundedScaler)")
+
+    def _param(self, path, name):
+        return f"{path}__{name}" if path else name
+
+    def budget_params(self, estimator):
+        """``(path, epsilon, delta)`` of each private step of ``estimator``."""
+        params = estimator.get_params(deep=True)
+        return [(path, params[self._param(path, "epsilon")], params[self._param(path, "delta")])
+                for path in self.paths]
+
+    def set_budget(self, estimator, epsilon, delta):
+        from ..pipeline import split_budget
+
+        if self.paths == [""]:
+            return estimator.set_params(epsilon=epsilon, delta=delta)
+        return split_budget(estimator, epsilon, delta)
+
+    def classes_param(self, estimator):
+        """The parameter of the label set: ``classes`` of the one private step that has
+        it, or None."""
+        params = estimator.get_params(deep=True)
+        names = [self._param(path, "classes") for path in self.paths
+                 if self._param(path, "classes") in params]
+        return names[0] if len(names) == 1 else None
+
+    def events(self, fitted):
+        """The privacy events a fit recorded, private step by private step."""
+        params = fitted.get_params(deep=True)
+        steps = [fitted if not path else params[path] for path in self.paths]
+        return tuple(e for step in steps for e in (getattr(step, "privacy_events_", None) or ()))
 
 
 def take_rows(X, rows):
@@ -49,6 +123,7 @@ class PublicData:
         self.classes = classes
         self.cache = {}
         self._X, self._y = X, y
+        self.steps = PrivateSteps(estimator)
 
     def dummy(self, n_rows):
         """Stand-in data of ``n_rows`` rows: same width, type and label set, no
@@ -75,14 +150,14 @@ class PublicData:
 
 
     def configured(self, index, epsilon, random_state):
-        """A fit of candidate ``index``: the per-fit budget, the public label set and
-        the given randomness."""
-        est = clone(self.estimator).set_params(**self.candidates[index], epsilon=epsilon,
-                                               delta=self.fit_delta)
+        """A fit of candidate ``index``: the per-fit budget (shared by a pipeline's
+        private steps), the public label set and the given randomness."""
+        est = clone(self.estimator).set_params(**self.candidates[index])
+        self.steps.set_budget(est, epsilon, self.fit_delta)
         if self.classes is not None:
-            est.set_params(classes=self.classes.tolist())
-        if "random_state" in est.get_params(deep=False):
-            est.set_params(random_state=random_state)
+            est.set_params(**{self.steps.classes_param(est): self.classes.tolist()})
+        for name in _random_state_params(est):
+            est.set_params(**{name: random_state})
         return est
 
     def probe(self, index, fit_epsilon, n_rows):
@@ -94,7 +169,7 @@ class PublicData:
             est = self.configured(index, fit_epsilon, 0)
             with suspended_reporting():
                 est.fit(Xd) if yd is None else est.fit(Xd, yd)
-            events = fit_events(est)
+            events = fit_events(est, self.steps)
             self.cache[key] = (events, events_rdp(events), est)
         return self.cache[key]
 
@@ -121,14 +196,21 @@ def same_events(a, b):
     )
 
 
-def fit_events(estimator):
-    events = getattr(estimator, "privacy_events_", None)
-    if events is None:
+def fit_events(estimator, steps):
+    """The events of a fit on public data; a private step that records none is not a
+    private estimator of skdp_sparse."""
+    if steps.paths == [""] and getattr(estimator, "privacy_events_", None) is None:
         raise TypeError(
             f"{type(estimator).__name__} records no privacy_events_; the private search "
             "needs an estimator of skdp_sparse (DPEstimatorMixin)"
         )
-    return tuple(events)
+    return steps.events(estimator)
+
+
+def _random_state_params(estimator):
+    """Every ``random_state`` parameter of ``estimator`` and of its steps."""
+    return [name for name in estimator.get_params(deep=True)
+            if name == "random_state" or name.endswith("__random_state")]
 
 
 def fit_generator(fit_seeds):
@@ -139,9 +221,9 @@ def fit_generator(fit_seeds):
 
 def released(estimator):
     """The estimator as released: without the generator its noise came from (whose
-    state, even advanced, can be rewound to regenerate that noise)."""
-    if "random_state" in estimator.get_params(deep=False):
-        estimator.set_params(random_state=None)
+    state, even advanced, can be rewound to regenerate that noise), in any step."""
+    for name in _random_state_params(estimator):
+        estimator.set_params(**{name: None})
     return estimator
 
 

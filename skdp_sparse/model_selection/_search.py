@@ -39,6 +39,8 @@ from ..utils._labels import check_classes, encode_labels
 from ..utils._warnings import warn
 from ..utils.validation import check_privacy_params, smallest_epsilon
 from ._public import (
+    SEARCH_SET_PARAMS,
+    PrivateSteps,
     PublicData,
     WarningsAtCallersLine,
     fit_generator,
@@ -144,11 +146,17 @@ class PrivateHyperparameterSearch(DPEstimatorMixin, MetaEstimatorMixin, BaseEsti
 
     Parameters
     ----------
-    estimator : estimator of skdp_sparse
-        A private estimator with ``epsilon`` and ``delta`` parameters.
+    estimator : estimator of skdp_sparse, or a pipeline of them
+        A private estimator with ``epsilon`` and ``delta`` parameters, or a pipeline
+        (column transformer, feature union, nested) whose private steps share each
+        fit's budget (:func:`~skdp_sparse.pipeline.split_budget`, equal weights) and
+        whose other steps are frozen or learn nothing from the data (``requires_fit``
+        false, like :class:`~skdp_sparse.preprocessing.BoundedScaler`); a step that
+        fits on the rows without privacy is refused.
     param_grid : dict or list of dicts
-        As for :class:`~sklearn.model_selection.ParameterGrid`; may not set
-        ``epsilon``, ``delta``, ``random_state``, ``ledger`` or ``classes``.
+        As for :class:`~sklearn.model_selection.ParameterGrid` (``"step__name"`` for a
+        pipeline's steps); may not set ``epsilon``, ``delta``, ``random_state``,
+        ``ledger`` or ``classes`` of any step.
     epsilon : float, default=1.0
         Total privacy budget of the search (and of the refit, if any).
     delta : float, default=1e-6
@@ -271,29 +279,24 @@ default=None
         epsilon, delta = check_privacy_params(self.epsilon, self.delta, require_delta=True)
         if not math.isfinite(epsilon):
             raise ValueError("the private search needs a finite epsilon")
-        base_params = self.estimator.get_params(deep=False)
-        for name in ("epsilon", "delta"):
-            if name not in base_params:
-                raise ValueError(
-                    f"{type(self.estimator).__name__} has no {name!r} parameter; the "
-                    "private search needs a private estimator of skdp_sparse"
-                )
+        steps = PrivateSteps(self.estimator)
         candidates = list(ParameterGrid(self.param_grid))
         if not candidates:
             raise ValueError("param_grid is empty")
         for cand in candidates:
-            bad = {"epsilon", "delta", "random_state", "ledger", "classes"} & set(cand)
+            bad = sorted(name for name in cand
+                         if name.rpartition("__")[2] in SEARCH_SET_PARAMS)
             if bad:
                 raise ValueError(
-                    f"param_grid may not set {sorted(bad)}: the search sets the per-fit "
+                    f"param_grid may not set {bad}: the search sets the per-fit "
                     "budget, the seeds and the label set itself"
                 )
         if is_classifier(self.estimator):
-            if "classes" not in base_params:
+            if steps.classes_param(self.estimator) is None:
                 raise ValueError(
-                    f"{type(self.estimator).__name__} has no 'classes' parameter; the "
-                    "private search passes the public label set to every fit, so that "
-                    "none reads it from its part of the data"
+                    f"{type(self.estimator).__name__} has no 'classes' parameter (in one "
+                    "private step); the private search passes the public label set to "
+                    "every fit, so that none reads it from its part of the data"
                 )
         elif self.classes is not None:
             raise ValueError("classes is the label set of a classifier; "
@@ -315,8 +318,10 @@ default=None
         if not (isinstance(mean, numbers.Real) and mean > 1 and math.isfinite(mean)):
             raise ValueError(f"expected_repetitions must be a number > 1, got {mean!r}")
         scorer, bounds = resolve_scoring(self.scoring, self.score_bounds, self.estimator)
-        base_delta = base_params["delta"]
-        fit_delta = 0.0 if isinstance(base_delta, numbers.Real) and base_delta == 0 else delta
+        # Fits whose every private step is pure DP (delta = 0) stay so.
+        pure = all(isinstance(d, numbers.Real) and d == 0
+                   for _, _, d in steps.budget_params(self.estimator))
+        fit_delta = 0.0 if pure else delta
         return epsilon, delta, candidates, float(mean), scorer, bounds, fit_delta
 
     def _check_data(self, X, y):
@@ -357,7 +362,8 @@ default=None
 
     def _public_classes(self):
         """The search's ``classes``, else the estimator's, else None; they must agree."""
-        own = check_classes(self.estimator.get_params(deep=False)["classes"])
+        param = PrivateSteps(self.estimator).classes_param(self.estimator)
+        own = check_classes(self.estimator.get_params(deep=True)[param])
         given = check_classes(self.classes)
         if given is None:
             return own
@@ -515,7 +521,7 @@ default=None
         except Exception:
             realised.extend(expected)
             return None
-        events = tuple(getattr(est, "privacy_events_", None) or ())
+        events = public.steps.events(est)
         realised.extend(events or expected)
         if not same_events(events, expected):
             raise _SpendMismatch
