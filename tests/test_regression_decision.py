@@ -1,9 +1,10 @@
 """The calibrated decision of a regression (:mod:`skdp_sparse.solvers.decision`).
 
-The solver runs on part of the budget; the scale histogram of its score and one
-release of the moment sums of the clipped, scaled score ``u`` and the clipped target
-``t`` (l2 sensitivity ``2 sqrt(2)``, l1 5) refit the slope and the intercept by least
-squares, shrunk to the private mean of the targets where the noise hides the slope.
+The solver runs on part of the budget; the centre of its scores (sensitivity 2), the
+scale histogram of the centred scores (sqrt(2); l1 2) and one release of the moment
+sums of the clipped, centred, scaled score ``u`` and the clipped target ``t`` (l2
+sensitivity ``2 sqrt(2)``, l1 5) refit the slope and the intercept by least squares,
+shrunk to the private mean of the targets where the noise hides the slope.
 Both releases are composed with the solver's steps, so the fit spends its
 ``(epsilon, delta)``.
 """
@@ -91,7 +92,8 @@ def test_share_and_units_follow_their_formulas(n, epsilon, safe):
     assert share == pytest.approx(min(D.MAX_DECISION_SHARE, need), rel=1e-12)
     units, events = D.decision_units(epsilon, delta, safe, n, 1, regression=True)
     assert D.decision_splits(1, regression=True) == D.REGRESSION_SPLIT
-    assert [e.name for e in events] == ["decision: scale histogram",
+    assert [e.name for e in events] == ["decision: centre of the scores",
+                                        "decision: scale histogram",
                                         "decision: moments of score and target"]
     for (name, part), event in zip(D.REGRESSION_SPLIT.items(), events, strict=True):
         assert units[name] == pytest.approx(1.0 / (mu * math.sqrt(share * part)), rel=1e-12)
@@ -147,8 +149,9 @@ def test_decision_events_match_dp_accounting():
 @pytest.mark.parametrize("epsilon", [0.3, 3.0])
 def test_fit_spends_its_budget_with_the_decision(solver, safe, epsilon):
     m = _fit(solver, epsilon=epsilon, floating_point_safe=safe, decision="calibrated")
-    assert [e.name for e in _decision_events(m)] == ["decision: scale histogram",
-                                                     "decision: moments of score and target"]
+    assert [e.name for e in _decision_events(m)] == [
+        "decision: centre of the scores", "decision: scale histogram",
+        "decision: moments of score and target"]
     assert epsilon * (1 - 0.002) <= m.epsilon_spent_ <= epsilon * (1 + 1e-9)
     assert m.delta_spent_ <= 1e-6 * (1 + 1e-9)
     assert compose(m.privacy_events_, 1e-6)[0] == pytest.approx(m.epsilon_spent_)
@@ -157,7 +160,7 @@ def test_fit_spends_its_budget_with_the_decision(solver, safe, epsilon):
 def test_output_perturbation_spends_its_pure_budget_with_the_decision():
     X, y = _data(n=20_000)
     m = DPOutputPerturbationRegressor(epsilon=1.0, random_state=0).fit(X, y)
-    assert len(_decision_events(m)) == 2
+    assert len(_decision_events(m)) == 3
     assert all(e.delta == 0 for e in m.privacy_events_) and m.delta_spent_ == 0
     assert m.epsilon_spent_ == pytest.approx(1.0, rel=1e-12)
 
@@ -175,9 +178,10 @@ def test_moments_get_the_planned_noise(solver, monkeypatch):
     X, y = _data()
     _fit(solver, X=X, y=y, decision="calibrated")
     units, _ = D.decision_units(1.0, 1e-6, True, X.shape[0], 1, regression=True)
-    assert [c[0] for c in calls] == [(1, _calibration.SCALE_LEVELS), (4,)]
-    assert calls[0][1:] == (pytest.approx(math.sqrt(2)), pytest.approx(units["scale"]))
-    assert calls[1][1:] == (pytest.approx(MOMENT_SENSITIVITY), pytest.approx(units["moments"]))
+    assert [c[0] for c in calls] == [(1,), (1, _calibration.SCALE_LEVELS), (4,)]
+    assert calls[0][1:] == (2.0, pytest.approx(units["location"]))
+    assert calls[1][1:] == (pytest.approx(math.sqrt(2)), pytest.approx(units["scale"]))
+    assert calls[2][1:] == (pytest.approx(MOMENT_SENSITIVITY), pytest.approx(units["moments"]))
 
 
 @pytest.mark.parametrize("fit_intercept", [True, False])
@@ -209,53 +213,86 @@ def test_regression_line_shrinks_the_slope_to_the_mean_under_noise():
     assert a == 0.0 and b == pytest.approx(0.2)
 
 
-#: Row 0 of the worst-case pairs, ``(x, y)`` on each side (the score is ``x``, so
-#: ``u = x``): for the l2 norm ``(1, 1)`` against ``(-1, 1)``, a change
-#: ``(u - u', u^2 - u'^2, t - t', ut - u't') = (2, 0, 0, 2)`` of norm ``2 sqrt(2)``; for
-#: the l1 norm ``(-1, -1)`` against ``(0, 1)``, ``(-1, 1, -2, 1)`` of norm 5.
+#: Row 0 of the worst-case pairs of the moment sums, ``(x, y)`` on each side (the
+#: score is ``x``, so ``u = x``): for the l2 norm ``(1, 1)`` against ``(-1, 1)``, a
+#: change ``(u - u', u^2 - u'^2, t - t', ut - u't') = (2, 0, 0, 2)`` of norm
+#: ``2 sqrt(2)``; for the l1 norm ``(-1, -1)`` against ``(0, 1)``, ``(-1, 1, -2, 1)``
+#: of norm 5.
 _WORST_ROWS = {False: ((1.0, 1.0), (-1.0, 1.0)), True: ((-1.0, -1.0), (0.0, 1.0))}
 
 
-def _moment_pair_releases(monkeypatch, pure, index=1):
-    """The worst-case pair of the moment sums through the real calibration: 200 rows on
-    one axis, row 0 as :data:`_WORST_ROWS` says. Returns ``(units, claim, claim_delta,
-    real, releases)``."""
-    n, claim_delta = 200, 0.05
-    units, events = D.decision_units(30.0, 0.0 if pure else 1e-3, True, n, 1,
+def _pair_releases(monkeypatch, name, pure, rows, epsilon=30.0, n=200):
+    """The release ``name`` (of :data:`~skdp_sparse.solvers.decision.REGRESSION_SPLIT`)
+    of the real calibration at ``epsilon`` on a pair: ``n`` rows on one axis (the score
+    is ``x``, its bound 1), row 0 being ``rows[0]`` on one side and ``rows[1]`` on the other, as
+    ``(x, y)``. Without an intercept, so that the centre is 0 on both sides. Returns
+    ``(units, claim, claim_delta, real, releases)``, ``releases`` holding each side's
+    ``(value, sensitivity, unit, floating_point_safe)`` and ``claim`` the epsilon the
+    release's event claims."""
+    claim_delta = 0.05
+    index = list(D.REGRESSION_SPLIT).index(name)
+    units, events = D.decision_units(epsilon, 0.0 if pure else 1e-3, True, n, 1,
                                      regression=True)
     claim = compose([events[index]], claim_delta)[0]
-    name = "release_pure" if pure else "release"
-    real = getattr(_calibration, name)
+    draw = "release_pure" if pure else "release"
+    real = getattr(_calibration, draw)
     captured = []
 
     def spy(value, sensitivity, unit, floating_point_safe, rng):
         captured.append((np.array(value), sensitivity, unit, floating_point_safe))
         return real(value, sensitivity, unit, floating_point_safe, rng)
 
-    monkeypatch.setattr(_calibration, name, spy)
+    monkeypatch.setattr(_calibration, draw, spy)
+    if name != "scale":
+        # The releases compose adaptively: an audit of one may fix the outputs of the
+        # others. The scale is 1 (half the centred scores' bound of 2) on both sides,
+        # whatever its noisy counts, so that u = x.
+        monkeypatch.setattr(_calibration, "_scale_from_counts", lambda c, bound, n: bound / 2)
     x = np.linspace(-1, 1, n)
     y = np.where(np.arange(n) % 2 == 0, 0.5, -0.5)
     releases = []
-    for x[0], y[0] in _WORST_ROWS[pure]:
+    for x[0], y[0] in rows:
         captured.clear()
         calibrate_regression(LocalData(sp.csr_matrix(x[:, None]), y[:, None]), np.array([0]),
                              np.array([[1.0]]), norm_bound=1.0, target_bound=1.0,
-                             scale_unit=units["scale"], moment_unit=units["moments"],
-                             floating_point_safe=True, rng=np.random.default_rng(0),
-                             pure=pure)
+                             location_unit=units["location"], scale_unit=units["scale"],
+                             moment_unit=units["moments"], floating_point_safe=True,
+                             rng=np.random.default_rng(0), fit_intercept=False, pure=pure)
+        assert len(captured) == len(D.REGRESSION_SPLIT)
         releases.append(captured[index])
     return units, claim, claim_delta, real, releases
+
+
+def _audit(releases, real, claim, claim_delta, undernoised, pure):
+    """The pair audit of one release, its draws made by the release the real
+    calibration calls, with the parameters it passed (the unit halved if
+    ``undernoised``). The statistic is the log-likelihood ratio of the two sides' laws:
+    for the Gaussian, the projection on the values' difference."""
+    (v, sensitivity, unit, fp), (v_prime, *_) = releases
+    if undernoised:
+        unit = unit / 2
+    runs = 4000
+    rng = np.random.default_rng(1)
+
+    def statistic(value):
+        noisy = np.stack([np.ravel(real(value, sensitivity, unit, fp, rng)[0])
+                          for _ in range(runs)])
+        if pure:
+            return (np.abs(noisy - np.ravel(v_prime)).sum(axis=1)
+                    - np.abs(noisy - np.ravel(v)).sum(axis=1))
+        return noisy @ np.ravel(v - v_prime)
+
+    assert_pair_audit(statistic(v), statistic(v_prime), claim, claim_delta, undernoised)
 
 
 @pytest.mark.parametrize("pure", [False, True], ids=["gaussian", "laplace"])
 @pytest.mark.parametrize("undernoised", [False, True])
 def test_moment_audit(undernoised, pure, monkeypatch):
-    # The statistic is the log-likelihood ratio of the two sides' laws (for the
-    # Gaussian, the projection on the sums' difference), of draws by the release the
-    # real calibration calls with the parameters it passed; the honest release stays
-    # within the epsilon its event claims, half the noise is caught above it.
-    units, claim, claim_delta, real, releases = _moment_pair_releases(monkeypatch, pure)
-    (m, sensitivity, unit, fp), (m_prime, *_) = releases
+    # The honest release stays within the epsilon its event claims, half the noise is
+    # caught above it.
+    units, claim, claim_delta, real, releases = _pair_releases(
+        monkeypatch, "moments", pure, _WORST_ROWS[pure])
+    (m, sensitivity, unit, _), (m_prime, *_) = releases
     assert sensitivity == (MOMENT_SENSITIVITY_L1 if pure else MOMENT_SENSITIVITY)
     assert unit == units["moments"]
     (x, y), (x_prime, y_prime) = _WORST_ROWS[pure]
@@ -263,18 +300,41 @@ def test_moment_audit(undernoised, pure, monkeypatch):
                                                      x_prime * y_prime])
     np.testing.assert_allclose(m - m_prime, row, atol=1e-12)
     assert (np.abs(row).sum() if pure else np.linalg.norm(row)) == pytest.approx(sensitivity)
-    if undernoised:
-        unit = unit / 2
-    runs = 4000
-    rng = np.random.default_rng(1)
+    _audit(releases, real, claim, claim_delta, undernoised, pure)
 
-    def statistic(moments):
-        noisy = np.stack([real(moments, sensitivity, unit, fp, rng)[0] for _ in range(runs)])
-        if pure:
-            return np.abs(noisy - m_prime).sum(axis=1) - np.abs(noisy - m).sum(axis=1)
-        return noisy @ (m - m_prime)
 
-    assert_pair_audit(statistic(m), statistic(m_prime), claim, claim_delta, undernoised)
+#: The location and scale releases take 10% and 20% of the share: under pure DP, on 50
+#: rows at epsilon 120 (the share at its cap) their claims are 1 and 2, where 4,000
+#: draws can see half the noise.
+_SMALL_SPLIT = {False: {}, True: {"epsilon": 120.0, "n": 50}}
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["gaussian", "laplace"])
+@pytest.mark.parametrize("undernoised", [False, True])
+def test_location_audit(undernoised, pure, monkeypatch):
+    # Row 0's score at +B on one side and -B on the other: the sum of clip(s / B)
+    # moves by 2, its sensitivity (l1 and l2).
+    units, claim, claim_delta, real, releases = _pair_releases(
+        monkeypatch, "location", pure, ((1.0, 0.5), (-1.0, 0.5)), **_SMALL_SPLIT[pure])
+    (v, sensitivity, unit, _), (v_prime, *_) = releases
+    assert sensitivity == 2.0 and unit == units["location"]
+    np.testing.assert_allclose(v - v_prime, [2.0], atol=1e-12)
+    _audit(releases, real, claim, claim_delta, undernoised, pure)
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["gaussian", "laplace"])
+@pytest.mark.parametrize("undernoised", [False, True])
+def test_scale_audit(undernoised, pure, monkeypatch):
+    # Row 0's score 1 on one side (level 1 below the bound 2) and 1e-3 on the other
+    # (level 10): one count moves between two cells, the full sensitivity (sqrt(2) in
+    # l2, 2 in l1).
+    units, claim, claim_delta, real, releases = _pair_releases(
+        monkeypatch, "scale", pure, ((1.0, 0.5), (1e-3, 0.5)), **_SMALL_SPLIT[pure])
+    (v, sensitivity, unit, _), (v_prime, *_) = releases
+    assert sensitivity == (2.0 if pure else math.sqrt(2.0)) and unit == units["scale"]
+    diff = np.ravel(v - v_prime)
+    assert np.flatnonzero(diff).tolist() == [1, 10] and diff[1] == 1 and diff[10] == -1
+    _audit(releases, real, claim, claim_delta, undernoised, pure)
 
 
 def test_calibrated_regression_is_not_below_the_mean():
@@ -293,7 +353,7 @@ def test_calibrated_regression_is_not_below_the_mean():
 
 def test_calibrated_regression_rescales_a_shrunk_prediction():
     # Output perturbation's default ridge shrinks the prediction toward 0; the refit
-    # slope undoes it (decision="auto" refits here: n mu is large).
+    # slope undoes it (decision="auto" refits here: n epsilon is large).
     X, y, Xt, yt = _split(*_data(n=60_000, noise=0.2, seed=3), n_train=40_000)
     assert D.regression_decision_pays(X.shape[0], 1.0, 0.0)
     auto = [_r2(DPOutputPerturbationRegressor(epsilon=1.0, random_state=s).fit(X, y), Xt, yt)
@@ -311,13 +371,13 @@ def test_auto_refits_only_where_it_pays():
     assert not D.regression_decision_pays(4000, 0.1, 1e-6)
     assert D.regression_decision_pays(4000, 3.0, 1e-6)
     assert not _decision_events(_fit("sgd", epsilon=0.1, X=X, y=y))
-    assert len(_decision_events(_fit("sgd", epsilon=3.0, X=X, y=y))) == 2
+    assert len(_decision_events(_fit("sgd", epsilon=3.0, X=X, y=y))) == 3
     assert len(_decision_events(_fit("sgd", epsilon=0.1, X=X, y=y,
-                                     decision="calibrated"))) == 2
+                                     decision="calibrated"))) == 3
     # greedy CD fits its own intercept: refit only when asked.
     assert not _decision_events(_fit("greedy_cd", epsilon=3.0, X=X, y=y))
     assert len(_decision_events(_fit("greedy_cd", epsilon=3.0, X=X, y=y,
-                                     decision="calibrated"))) == 2
+                                     decision="calibrated"))) == 3
 
 
 def test_huber_loss_and_runs_without_noise_keep_the_solver_own():

@@ -327,8 +327,17 @@ def test_fit_binned_is_the_weighted_logistic_regression():
 def test_scale_from_counts():
     counts = np.zeros(SCALE_LEVELS)
     counts[3], counts[5] = 11.0, 189.0  # 5.5% of the mass in level 3, (2^-4, 2^-3]
-    assert _scale_from_counts(counts, 8.0) == 8.0 * 2.0**-3
-    assert _scale_from_counts(-counts, 8.0) == 8.0  # no mass: no clipping
+    assert _scale_from_counts(counts, 8.0, 200) == 8.0 * 2.0**-3
+    assert _scale_from_counts(-counts, 8.0, 200) == 8.0  # no mass: no clipping
+    # Noise on the empty levels above the scores is summed, not clamped at 0: ten
+    # empty levels drawing +-3 (each under 5% of the rows) leave the scale where the
+    # scores are; clamped, their positive draws alone reached 5% at level 6.
+    noisy = np.zeros(SCALE_LEVELS)
+    noisy[:10] = np.resize([3.0, -3.0], 10)
+    noisy[12], noisy[14] = 11.0, 189.0
+    assert _scale_from_counts(noisy, 8.0, 200) == 8.0 * 2.0**-12
+    clamped = np.cumsum(np.maximum(noisy, 0))
+    assert np.searchsorted(clamped, 0.05 * clamped[-1]) == 6
 
 
 def test_no_signal_predicts_the_majority():

@@ -9,8 +9,8 @@ under replace-one is ``sqrt(2)`` per problem (``sqrt(2K)`` for K one-vs-rest pro
 1. **scale**: counts of ``|s_i|`` on the dyadic grid ``C 2^-j``, ``j = 0..SCALE_LEVELS-1``
    (``C = L ||w||_2`` bounds every ``|s_i|`` of a row clipped to ``L``; the last bin
    takes everything below). The scale ``c`` is the upper edge of the first bin at
-   which the noisy mass above reaches ``1 - SCALE_QUANTILE`` of the noisy total: about
-   5% of the scores lie beyond ``c``, within a factor 2.
+   which the noisy mass above reaches ``1 - SCALE_QUANTILE`` of the rows (their
+   number is public): about 5% of the scores lie beyond ``c``, within a factor 2.
 2. **decision**: counts of ``u_i = clip(s_i / c, -1, 1)`` on ``CALIBRATION_BINS`` equal
    bins of ``[-1, 1]``, one histogram per class. Logistic regression of the class on
    the bin centres, weighted by the noisy counts (clamped at 0), gives ``(a, b)``
@@ -134,14 +134,18 @@ def _scale_levels(abs_scores, bound):
                    0, SCALE_LEVELS - 1).astype(np.int64)
 
 
-def _scale_from_counts(counts, bound):
-    counts = np.maximum(counts, 0.0)
-    total = counts.sum()
-    if not total > 0:
-        return bound
+def _scale_from_counts(counts, bound, n_rows):
+    """The upper edge of the first level at which the noisy mass above reaches
+    ``1 - SCALE_QUANTILE`` of the ``n_rows`` rows (each counted once: the total is
+    public); ``bound`` if none does. The noisy counts are summed as they are: clamping
+    each at 0 would add the positive part of the noise of every empty level above the
+    scores (most of the 48 where the bound is loose), which reached the threshold
+    before any score did and left the scale at the bound."""
     above = np.cumsum(counts)
-    j = int(np.searchsorted(above, (1.0 - SCALE_QUANTILE) * total))
-    return bound * 2.0 ** -min(j, SCALE_LEVELS - 1)
+    reached = np.flatnonzero(above >= (1.0 - SCALE_QUANTILE) * float(n_rows))
+    if reached.size == 0:
+        return bound
+    return bound * 2.0 ** -min(int(reached[0]), SCALE_LEVELS - 1)
 
 
 def _full_directions(n_features, columns, directions):
@@ -150,11 +154,12 @@ def _full_directions(n_features, columns, directions):
     return full
 
 
-def _scale_counts(rows, Y, start, directions, bounds):
-    """Counts of each problem's ``|s_i|`` on the dyadic levels below ``bounds[k]`` (a
-    term of :meth:`~skdp_sparse.data.LocalData.row_sum`: one count per row and
-    problem)."""
+def _scale_counts(rows, Y, start, directions, bounds, centres=0.0):
+    """Counts of each problem's ``|s_i - centres[k]|`` on the dyadic levels below
+    ``bounds[k]`` (a term of :meth:`~skdp_sparse.data.LocalData.row_sum`: one count per
+    row and problem)."""
     scores = np.asarray(rows @ directions, dtype=np.float64).reshape(-1, directions.shape[1])
+    scores = scores - centres
     counts = np.zeros((directions.shape[1], SCALE_LEVELS))
     for k in range(directions.shape[1]):
         levels = _scale_levels(np.abs(scores[:, k]), bounds[k]) if bounds[k] > 0 \
@@ -211,13 +216,13 @@ def _scored(data, columns, directions, norm_bound, rows_bound):
 
 
 def _release_scales(data, full, bounds, clip, draw, sensitivity, unit, floating_point_safe,
-                    rng):
-    """Each problem's scale ``c``, from the noisy counts of its ``|s_i|`` on the dyadic
-    levels below its bound (one count per row and problem)."""
-    counts = data.row_sum(_scale_counts, full, bounds, **clip)
+                    rng, centres=0.0):
+    """Each problem's scale ``c``, from the noisy counts of its ``|s_i - centres[k]|``
+    on the dyadic levels below its bound (one count per row and problem)."""
+    counts = data.row_sum(_scale_counts, full, bounds, centres, **clip)
     noisy, _ = draw(counts, sensitivity, unit, floating_point_safe, rng)
-    return np.array([_scale_from_counts(noisy[k], bounds[k]) if bounds[k] > 0 else 1.0
-                     for k in range(bounds.size)])
+    return np.array([_scale_from_counts(noisy[k], bounds[k], data.n_samples)
+                     if bounds[k] > 0 else 1.0 for k in range(bounds.size)])
 
 
 def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
@@ -328,12 +333,20 @@ def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
     return coef, intercept, used
 
 
-def _score_moments(rows, Y, start, direction, scale, target_bound):
-    """The sums of ``u_i``, ``u_i^2``, ``t_i`` and ``u_i t_i`` over the rows, with
-    ``u_i = clip(s_i / scale, -1, 1)`` and ``t_i = clip(y_i / target_bound, -1, 1)`` (a
-    term of :meth:`~skdp_sparse.data.LocalData.row_sum`)."""
+def _score_location(rows, Y, start, direction, bound):
+    """The sum of ``clip(s_i / bound, -1, 1)`` over the rows (a term of
+    :meth:`~skdp_sparse.data.LocalData.row_sum`)."""
     scores = np.asarray(rows @ direction, dtype=np.float64).ravel()
-    u = np.nan_to_num(np.clip(scores / scale, -1.0, 1.0), nan=0.0)
+    return np.array([np.nan_to_num(np.clip(scores / bound, -1.0, 1.0), nan=0.0).sum()])
+
+
+def _score_moments(rows, Y, start, direction, centre, scale, target_bound):
+    """The sums of ``u_i``, ``u_i^2``, ``t_i`` and ``u_i t_i`` over the rows, with
+    ``u_i = clip((s_i - centre) / scale, -1, 1)`` and
+    ``t_i = clip(y_i / target_bound, -1, 1)`` (a term of
+    :meth:`~skdp_sparse.data.LocalData.row_sum`)."""
+    scores = np.asarray(rows @ direction, dtype=np.float64).ravel()
+    u = np.nan_to_num(np.clip((scores - centre) / scale, -1.0, 1.0), nan=0.0)
     t = np.clip(np.asarray(Y, dtype=np.float64)[:, 0] / target_bound, -1.0, 1.0)
     return np.array([u.sum(), u @ u, t.sum(), u @ t])
 
@@ -369,28 +382,50 @@ def regression_line(moments, n_samples, moment_sd, fit_intercept=True):
 
 
 def calibrate_regression(data, columns, direction, *, norm_bound, target_bound,
-                         scale_unit, moment_unit, floating_point_safe, rng,
+                         location_unit, scale_unit, moment_unit, floating_point_safe, rng,
                          fit_intercept=True, rows_bound=None, pure=False):
     """``(coef, intercept, used)`` of a regression's prediction from its score
-    ``s_i = x_i . w`` (``direction`` of shape (len(columns), 1)): the scale ``c`` as
-    in :func:`calibrate` (step 1), then one release of the moment sums of
-    ``u_i = clip(s_i / c, -1, 1)`` and ``t_i = clip(y_i / target_bound, -1, 1)``
-    (:func:`_score_moments`; each row adds ``(u, u^2, t, u t)``, whose change under
-    replace-one is at most :data:`MOMENT_SENSITIVITY` in l2 norm,
-    :data:`MOMENT_SENSITIVITY_L1` in l1), from which :func:`regression_line` fits
-    ``t ~ a u + b``: the prediction ``target_bound (a s / c + b)``. ``used``: whether
-    the slope survived (False: the prediction is the private mean of the clipped
-    targets). ``pure``: Laplace releases, units being scales per unit of l1
+    ``s_i = x_i . w`` (``direction`` of shape (len(columns), 1); ``|s_i| <= B`` for a row
+    within the bounds):
+
+    1. the centre ``m``: ``B`` times the noisy mean of ``clip(s_i / B, -1, 1)``
+       (sensitivity 2); the scores of tabular rows share a large offset (features of
+       non-zero mean), beside which their spread, which the slope is fitted on, is
+       small;
+    2. the scale ``c`` of ``|s_i - m|``, as in :func:`calibrate` (step 1);
+    3. one release of the moment sums of ``u_i = clip((s_i - m) / c, -1, 1)`` and
+       ``t_i = clip(y_i / target_bound, -1, 1)`` (:func:`_score_moments`; each row adds
+       ``(u, u^2, t, u t)``, whose change under replace-one is at most
+       :data:`MOMENT_SENSITIVITY` in l2 norm, :data:`MOMENT_SENSITIVITY_L1` in l1),
+       from which :func:`regression_line` fits ``t ~ a u + b``.
+
+    The prediction is ``target_bound (a (s - m) / c + b)``. Without an intercept the
+    centre is 0 (its release is made all the same: the plan is public). ``used``:
+    whether the slope survived (False: the prediction is the private mean of the
+    clipped targets). ``pure``: Laplace releases, units being scales per unit of l1
     sensitivity."""
     draw = release_pure if pure else release
     direction = np.asarray(direction, dtype=np.float64).reshape(len(columns), 1)
     full, bounds, clip = _scored(data, columns, direction, norm_bound, rows_bound)
-    bound = float(target_bound)
-    scale = _release_scales(data, full, bounds, clip, draw, 2.0 if pure else math.sqrt(2.0),
-                            scale_unit, floating_point_safe, rng)[0]
-    moments = data.row_sum(_score_moments, full[:, 0], scale, bound, **clip)
+    bound, score_bound = float(target_bound), float(bounds[0])
+    if not score_bound > 0:
+        score_bound = 1.0  # no direction: every score is 0
+    # 1. the centre of the scores (one row moves a term in [-1, 1] by 2)
+    total = data.row_sum(_score_location, full[:, 0], score_bound, **clip)
+    noisy_total, _ = draw(total, 2.0, location_unit, floating_point_safe, rng)
+    centre = 0.0
+    if fit_intercept:
+        centre = score_bound * min(max(float(noisy_total[0]) / data.n_samples, -1.0), 1.0)
+    # 2. the scale of the centred scores, each within 2B of 0
+    scale = _release_scales(data, full, np.array([2.0 * score_bound]), clip, draw,
+                            2.0 if pure else math.sqrt(2.0), scale_unit, floating_point_safe,
+                            rng, centres=centre)[0]
+    # 3. the moments of the clipped, centred, scaled scores and the clipped targets
+    moments = data.row_sum(_score_moments, full[:, 0], centre, scale, bound, **clip)
     sensitivity = MOMENT_SENSITIVITY_L1 if pure else MOMENT_SENSITIVITY
     noisy, moment_sd = draw(moments, sensitivity, moment_unit, floating_point_safe, rng)
     a, b = regression_line(noisy, data.n_samples, moment_sd, fit_intercept)
-    coef = direction * (bound * a / scale) if bounds[0] > 0 else np.zeros_like(direction)
-    return coef, np.array([bound * b]), np.array([a != 0.0 and bounds[0] > 0])
+    if not bounds[0] > 0:
+        a = 0.0
+    coef = direction * (bound * a / scale)
+    return coef, np.array([bound * (b - a * centre / scale)]), np.array([a != 0.0])

@@ -26,9 +26,10 @@ K > 1 classes it compares the argmax rule with the most frequent class
 fit falls back on (:data:`CLASS_COUNT_SPLIT`; :func:`._calibration.calibrate`).
 Everything after the releases is post-processing.
 
-Regression (the squared loss). The score's prediction is refitted the same way: the
-scale release, then one release of the moment sums of the clipped, scaled scores and
-the clipped targets (:func:`._calibration.calibrate_regression`), from which least
+Regression (the squared loss). The score's prediction is refitted the same way: a
+release of the scores' centre, the scale release of the centred scores, then one
+release of the moment sums of the clipped, centred, scaled scores and the clipped
+targets (:func:`._calibration.calibrate_regression`), from which least
 squares gives the slope and the intercept, shrunk to the privately estimated mean of
 the targets where the noise hides the slope. Its share is the smallest at which the
 noise of each sum is ``MOMENT_NOISE`` of ``n`` (a mean known to 1% of the targets'
@@ -87,12 +88,14 @@ CLASS_COUNT_SPLIT = 0.25
 #: target (:func:`._calibration.calibrate_regression`) relative to ``n``, each term of
 #: a sum being at most 1 in absolute value.
 MOMENT_NOISE = 0.01
-#: Regression: split of the share between the scale histogram and the moment sums.
-REGRESSION_SPLIT = {"scale": 0.25, "moments": 0.75}
+#: Regression: split of the share between the scores' centre, the scale histogram
+#: and the moment sums.
+REGRESSION_SPLIT = {"location": 0.1, "scale": 0.2, "moments": 0.7}
 
 _EVENT_NAMES = {"scale": "scale histogram", "calibration": "calibration histogram",
                 "gain": "multiclass comparison with the majority",
-                "classes": "class count", "moments": "moments of score and target"}
+                "classes": "class count", "location": "centre of the scores",
+                "moments": "moments of score and target"}
 
 _TOLERANCE = 0.001
 _MAX_ROUNDS = 12
@@ -245,8 +248,9 @@ def regression_decision_pays(n_samples, epsilon, delta):
     :data:`MAX_DECISION_SHARE` (:func:`decision_share`; ``delta = 0``:
     :func:`decision_share_pure`), so that ``decision="auto"`` refits it. Below that
     ``n mu`` (about 1,100) the moments' noise hides the variance of the score: the refit
-    falls back on the mean of the targets, and a solver's own fit is worth more (on
-    California housing at epsilon 0.1, R^2 0.29 for sgd against 0 for the mean)."""
+    falls back on the mean of the targets, and a solver's own fit that averages many
+    noisy steps is worth more (on California housing at epsilon 0.1, R^2 0.29 for sgd
+    against 0 for the mean)."""
     if delta == 0:
         return decision_share_pure(n_samples, 1, epsilon, True) < MAX_DECISION_SHARE
     return decision_share(n_samples, 1, gaussian_mu(float(epsilon), float(delta)),
@@ -318,7 +322,8 @@ class CalibratedDecision(Solver):
                 data, columns, coef[:, columns].T,
                 norm_bound=norm_bound if math.isfinite(norm_bound) else problem.norm_bound,
                 target_bound=1.0 if problem.target_bound is None else problem.target_bound,
-                scale_unit=plan.units["scale"], moment_unit=plan.units["moments"],
+                location_unit=plan.units["location"], scale_unit=plan.units["scale"],
+                moment_unit=plan.units["moments"],
                 floating_point_safe=plan.floating_point_safe, rng=rng,
                 fit_intercept=bool(problem.fit_intercept),
                 rows_bound=(norm_bound, l1_bound) if clipped else None,

@@ -237,6 +237,16 @@ MUTATIONS = [
         "positive, _ = draw(count, 1.0, class_count_unit, floating_point_safe, rng)",
         "positive, _ = draw(count, 1.0, class_count_unit / 2, floating_point_safe, rng)"),
     Mutation(
+        "decision_scale", "the scale histogram of a calibrated decision",
+        "solvers/_calibration.py",
+        "noisy, _ = draw(counts, sensitivity, unit, floating_point_safe, rng)",
+        "noisy, _ = draw(counts, sensitivity, unit / 2, floating_point_safe, rng)"),
+    Mutation(
+        "decision_location", "the centre of a regression's scores (calibrated decision)",
+        "solvers/_calibration.py",
+        "noisy_total, _ = draw(total, 2.0, location_unit, floating_point_safe, rng)",
+        "noisy_total, _ = draw(total, 2.0, location_unit / 2, floating_point_safe, rng)"),
+    Mutation(
         "decision_moments", "the moment sums of a regression's calibrated decision",
         "solvers/_calibration.py",
         "noisy, moment_sd = draw(moments, sensitivity, moment_unit, floating_point_safe, rng)",
