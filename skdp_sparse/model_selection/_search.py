@@ -147,16 +147,13 @@ class PrivateHyperparameterSearch(DPEstimatorMixin, MetaEstimatorMixin, BaseEsti
     Parameters
     ----------
     estimator : estimator of skdp_sparse, or a pipeline of them
-        A private estimator with ``epsilon`` and ``delta`` parameters, or a pipeline
-        (column transformer, feature union, nested) whose private steps share each
-        fit's budget (:func:`~skdp_sparse.pipeline.split_budget`, equal weights) and
-        whose other steps are frozen or learn nothing from the data (``requires_fit``
-        false, like :class:`~skdp_sparse.preprocessing.BoundedScaler`); a step that
-        fits on the rows without privacy is refused.
+        A private estimator (``epsilon`` and ``delta`` parameters), or a pipeline whose
+        private steps share each fit's budget (:func:`~skdp_sparse.pipeline.split_budget`)
+        and whose other steps are frozen or fit nothing (``requires_fit`` false, like
+        :class:`~skdp_sparse.preprocessing.BoundedScaler`).
     param_grid : dict or list of dicts
-        As for :class:`~sklearn.model_selection.ParameterGrid` (``"step__name"`` for a
-        pipeline's steps); may not set ``epsilon``, ``delta``, ``random_state``,
-        ``ledger`` or ``classes`` of any step.
+        As for :class:`~sklearn.model_selection.ParameterGrid`; may not set
+        ``epsilon``, ``delta``, ``random_state``, ``ledger`` or ``classes`` of any step.
     epsilon : float, default=1.0
         Total privacy budget of the search (and of the refit, if any).
     delta : float, default=1e-6
@@ -291,14 +288,13 @@ default=None
                     f"param_grid may not set {bad}: the search sets the per-fit "
                     "budget, the seeds and the label set itself"
                 )
-        if is_classifier(self.estimator):
-            if steps.classes_param(self.estimator) is None:
-                raise ValueError(
-                    f"{type(self.estimator).__name__} has no 'classes' parameter (in one "
-                    "private step); the private search passes the public label set to "
-                    "every fit, so that none reads it from its part of the data"
-                )
-        elif self.classes is not None:
+        if is_classifier(self.estimator) and steps.classes_param(self.estimator) is None:
+            raise ValueError(
+                f"{type(self.estimator).__name__} has no 'classes' parameter (in one "
+                "private step); the private search passes the public label set to "
+                "every fit, so that none reads it from its part of the data"
+            )
+        if not is_classifier(self.estimator) and self.classes is not None:
             raise ValueError("classes is the label set of a classifier; "
                              f"{type(self.estimator).__name__} is not one")
         if not (isinstance(self.validation_fraction, numbers.Real)
