@@ -19,6 +19,7 @@ else:
 os.environ["NUMBA_CACHE_DIR"] = _NUMBA_CACHE
 
 import numba.core.config  # noqa: E402
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 numba.core.config.reload_config()
@@ -44,3 +45,26 @@ def cd_calls(monkeypatch):
 
     monkeypatch.setattr(cd_module, "coordinate_descent", wrapper)
     return calls
+
+
+@pytest.fixture
+def spy_on_releases(monkeypatch):
+    """``spy(pure=False) -> (captured, real)``: every release the calibrated decisions
+    make (Laplace ones with ``pure``) is recorded in ``captured`` as ``(value,
+    sensitivity, unit, floating_point_safe)``, then drawn by ``real``, the release
+    itself."""
+    from skdp_sparse.solvers import _calibration
+
+    def spy(pure=False):
+        captured = []
+        name = "release_pure" if pure else "release"
+        real = getattr(_calibration, name)
+
+        def recording(value, sensitivity, unit, floating_point_safe, rng):
+            captured.append((np.array(value), sensitivity, unit, floating_point_safe))
+            return real(value, sensitivity, unit, floating_point_safe, rng)
+
+        monkeypatch.setattr(_calibration, name, recording)
+        return captured, real
+
+    return spy

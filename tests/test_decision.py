@@ -175,15 +175,8 @@ def test_fit_spends_its_budget_with_the_decision(solver, safe, epsilon):
 
 @pytest.mark.parametrize("solver", SOLVERS)
 @pytest.mark.parametrize("n_classes", [2, 3])
-def test_histograms_get_the_planned_noise(solver, n_classes, monkeypatch):
-    calls = []
-    real = _calibration.release
-
-    def spy(value, sensitivity, unit, floating_point_safe, rng):
-        calls.append((np.shape(value), sensitivity, unit))
-        return real(value, sensitivity, unit, floating_point_safe, rng)
-
-    monkeypatch.setattr(_calibration, "release", spy)
+def test_histograms_get_the_planned_noise(solver, n_classes, spy_on_releases):
+    captured, _ = spy_on_releases()
     X, y = _data()
     if n_classes == 3:
         y = y + (np.arange(y.size) % 3 == 0) * (1 - y) * 2
@@ -194,6 +187,7 @@ def test_histograms_get_the_planned_noise(solver, n_classes, monkeypatch):
     # K > 1: the argmax rule's correct rows and the K class counts (sensitivity sqrt(3));
     # one problem: its positive rows (sensitivity 1).
     sensitivities = [math.sqrt(2 * K)] * 2 + [math.sqrt(3) if K > 1 else 1.0]
+    calls = [(c[0].shape, c[1], c[2]) for c in captured]
     assert [c[0] for c in calls] == shapes + [(1 + K,) if K > 1 else (1,)]
     for (_, sensitivity, unit), name, expected in zip(calls, D.decision_splits(K),
                                                       sensitivities, strict=True):
@@ -238,22 +232,6 @@ def test_calibrated_decision_follows_the_ranking():
     assert np.mean(gains) > 0.03
 
 
-def _spy_on_releases(monkeypatch, pure=False):
-    """``(captured, real)``: every release the calibration makes (Laplace ones with
-    ``pure``) is recorded in ``captured`` as ``(value, sensitivity, unit,
-    floating_point_safe)``, then drawn by ``real``, the release itself."""
-    captured = []
-    name = "release_pure" if pure else "release"
-    real = getattr(_calibration, name)
-
-    def spy(value, sensitivity, unit, floating_point_safe, rng):
-        captured.append((np.array(value), sensitivity, unit, floating_point_safe))
-        return real(value, sensitivity, unit, floating_point_safe, rng)
-
-    monkeypatch.setattr(_calibration, name, spy)
-    return captured, real
-
-
 def _audited_release(n, K, name, claim_delta, pure=False):
     """``(units, claim)``: the decision's units at epsilon 30 and delta 1e-3 (0 with
     ``pure``; few rows, so that half the noise shows), and the epsilon that the event
@@ -263,7 +241,7 @@ def _audited_release(n, K, name, claim_delta, pure=False):
     return units, compose([event], claim_delta)[0]
 
 
-def _flipped_label_releases(monkeypatch, name, pure, index):
+def _flipped_label_releases(spy_on_releases, name, pure, index):
     """The worst-case pair of one flipped label (200 rows on one axis, one class every
     other row) through the real calibration: ``(units, claim, claim_delta, real,
     releases)``, ``releases`` holding on each side the ``index``-th release it made as
@@ -272,7 +250,7 @@ def _flipped_label_releases(monkeypatch, name, pure, index):
     from skdp_sparse.data import LocalData
     n, claim_delta = 200, 0.05
     units, claim = _audited_release(n, 1, name, claim_delta, pure)
-    captured, real = _spy_on_releases(monkeypatch, pure)
+    captured, real = spy_on_releases(pure)
     X = sp.csr_matrix(np.linspace(-1, 1, n)[:, None])
     y = np.where(np.arange(n) % 2 == 0, 1.0, -1.0)
     y_prime = y.copy()
@@ -291,7 +269,7 @@ def _flipped_label_releases(monkeypatch, name, pure, index):
 
 @pytest.mark.parametrize("pure", [False, True], ids=["gaussian", "laplace"])
 @pytest.mark.parametrize("undernoised", [False, True])
-def test_decision_audit(undernoised, pure, monkeypatch):
+def test_decision_audit(undernoised, pure, spy_on_releases):
     # Worst-case pair: one row's label flips, its score stays in the same bin, so one
     # positive cell loses a count and the negative cell of that bin gains one (the
     # full sensitivity sqrt(2)). The statistic is the difference of the two noisy
@@ -299,7 +277,7 @@ def test_decision_audit(undernoised, pure, monkeypatch):
     # passed; the honest release stays within the epsilon its recorded event claims,
     # the same release at half the noise is caught above it.
     units, claim, claim_delta, real, hists = _flipped_label_releases(
-        monkeypatch, "calibration", pure, 1)
+        spy_on_releases, "calibration", pure, 1)
     (h, sensitivity, unit, fp), (h_prime, *_) = hists
     # One count moves between two cells: l2 sensitivity sqrt(2), l1 2.
     assert sensitivity == pytest.approx(2.0 if pure else math.sqrt(2.0))
@@ -415,13 +393,13 @@ def test_multiclass_counts_are_the_planned_statistic():
 
 
 @pytest.mark.parametrize("undernoised", [False, True])
-def test_multiclass_comparison_audit(undernoised, monkeypatch):
+def test_multiclass_comparison_audit(undernoised, spy_on_releases):
     # Worst-case pair of _multiclass_pair; the statistic is the noisy counts projected
     # on their difference (a shift of the full sensitivity sqrt(3) in noise units).
     from skdp_sparse.data import LocalData
     safe, n, claim_delta = True, 60, 0.05
     units, claim = _audited_release(n, 3, "gain", claim_delta)
-    captured, real = _spy_on_releases(monkeypatch)
+    captured, real = spy_on_releases()
     X, y, y_prime, coef, intercept = _multiclass_pair(n)
     releases = []
     for labels in (y, y_prime):
@@ -453,13 +431,13 @@ def test_multiclass_comparison_audit(undernoised, monkeypatch):
 
 @pytest.mark.parametrize("pure", [False, True], ids=["gaussian", "laplace"])
 @pytest.mark.parametrize("undernoised", [False, True])
-def test_class_count_audit(undernoised, pure, monkeypatch):
+def test_class_count_audit(undernoised, pure, spy_on_releases):
     # Worst-case pair: one row's label flips, so the positive rows differ by one, the
     # full sensitivity. The statistic is the noisy count, drawn by the release the real
     # calibration calls with the parameters it passed.
     n = 200
     units, claim, claim_delta, real, releases = _flipped_label_releases(
-        monkeypatch, "classes", pure, 2)
+        spy_on_releases, "classes", pure, 2)
     (c, sensitivity, unit, fp), (c_prime, *_) = releases
     assert list(c) == [n // 2] and list(c_prime) == [n // 2 - 1]
     assert sensitivity == 1.0 and unit == units["classes"]

@@ -166,18 +166,12 @@ def test_output_perturbation_spends_its_pure_budget_with_the_decision():
 
 
 @pytest.mark.parametrize("solver", SOLVERS)
-def test_moments_get_the_planned_noise(solver, monkeypatch):
-    calls = []
-    real = _calibration.release
-
-    def spy(value, sensitivity, unit, floating_point_safe, rng):
-        calls.append((np.shape(value), sensitivity, unit))
-        return real(value, sensitivity, unit, floating_point_safe, rng)
-
-    monkeypatch.setattr(_calibration, "release", spy)
+def test_moments_get_the_planned_noise(solver, spy_on_releases):
+    captured, _ = spy_on_releases()
     X, y = _data()
     _fit(solver, X=X, y=y, decision="calibrated")
     units, _ = D.decision_units(1.0, 1e-6, True, X.shape[0], 1, regression=True)
+    calls = [(c[0].shape, c[1], c[2]) for c in captured]
     assert [c[0] for c in calls] == [(1,), (1, _calibration.SCALE_LEVELS), (4,)]
     assert calls[0][1:] == (2.0, pytest.approx(units["location"]))
     assert calls[1][1:] == (pytest.approx(math.sqrt(2)), pytest.approx(units["scale"]))
@@ -221,7 +215,7 @@ def test_regression_line_shrinks_the_slope_to_the_mean_under_noise():
 _WORST_ROWS = {False: ((1.0, 1.0), (-1.0, 1.0)), True: ((-1.0, -1.0), (0.0, 1.0))}
 
 
-def _pair_releases(monkeypatch, name, pure, rows, epsilon=30.0, n=200):
+def _pair_releases(monkeypatch, spy_on_releases, name, pure, rows, epsilon=30.0, n=200):
     """The release ``name`` (of :data:`~skdp_sparse.solvers.decision.REGRESSION_SPLIT`)
     of the real calibration at ``epsilon`` on a pair: ``n`` rows on one axis (the score
     is ``x``, its bound 1), row 0 being ``rows[0]`` on one side and ``rows[1]`` on the other, as
@@ -234,15 +228,7 @@ def _pair_releases(monkeypatch, name, pure, rows, epsilon=30.0, n=200):
     units, events = D.decision_units(epsilon, 0.0 if pure else 1e-3, True, n, 1,
                                      regression=True)
     claim = compose([events[index]], claim_delta)[0]
-    draw = "release_pure" if pure else "release"
-    real = getattr(_calibration, draw)
-    captured = []
-
-    def spy(value, sensitivity, unit, floating_point_safe, rng):
-        captured.append((np.array(value), sensitivity, unit, floating_point_safe))
-        return real(value, sensitivity, unit, floating_point_safe, rng)
-
-    monkeypatch.setattr(_calibration, draw, spy)
+    captured, real = spy_on_releases(pure)
     if name != "scale":
         # The releases compose adaptively: an audit of one may fix the outputs of the
         # others. The scale is 1 (half the centred scores' bound of 2) on both sides,
@@ -287,11 +273,11 @@ def _audit(releases, real, claim, claim_delta, undernoised, pure):
 
 @pytest.mark.parametrize("pure", [False, True], ids=["gaussian", "laplace"])
 @pytest.mark.parametrize("undernoised", [False, True])
-def test_moment_audit(undernoised, pure, monkeypatch):
+def test_moment_audit(undernoised, pure, monkeypatch, spy_on_releases):
     # The honest release stays within the epsilon its event claims, half the noise is
     # caught above it.
     units, claim, claim_delta, real, releases = _pair_releases(
-        monkeypatch, "moments", pure, _WORST_ROWS[pure])
+        monkeypatch, spy_on_releases, "moments", pure, _WORST_ROWS[pure])
     (m, sensitivity, unit, _), (m_prime, *_) = releases
     assert sensitivity == (MOMENT_SENSITIVITY_L1 if pure else MOMENT_SENSITIVITY)
     assert unit == units["moments"]
@@ -311,11 +297,12 @@ _SMALL_SPLIT = {False: {}, True: {"epsilon": 120.0, "n": 50}}
 
 @pytest.mark.parametrize("pure", [False, True], ids=["gaussian", "laplace"])
 @pytest.mark.parametrize("undernoised", [False, True])
-def test_location_audit(undernoised, pure, monkeypatch):
+def test_location_audit(undernoised, pure, monkeypatch, spy_on_releases):
     # Row 0's score at +B on one side and -B on the other: the sum of clip(s / B)
     # moves by 2, its sensitivity (l1 and l2).
     units, claim, claim_delta, real, releases = _pair_releases(
-        monkeypatch, "location", pure, ((1.0, 0.5), (-1.0, 0.5)), **_SMALL_SPLIT[pure])
+        monkeypatch, spy_on_releases, "location", pure, ((1.0, 0.5), (-1.0, 0.5)),
+        **_SMALL_SPLIT[pure])
     (v, sensitivity, unit, _), (v_prime, *_) = releases
     assert sensitivity == 2.0 and unit == units["location"]
     np.testing.assert_allclose(v - v_prime, [2.0], atol=1e-12)
@@ -324,12 +311,13 @@ def test_location_audit(undernoised, pure, monkeypatch):
 
 @pytest.mark.parametrize("pure", [False, True], ids=["gaussian", "laplace"])
 @pytest.mark.parametrize("undernoised", [False, True])
-def test_scale_audit(undernoised, pure, monkeypatch):
+def test_scale_audit(undernoised, pure, monkeypatch, spy_on_releases):
     # Row 0's score 1 on one side (level 1 below the bound 2) and 1e-3 on the other
     # (level 10): one count moves between two cells, the full sensitivity (sqrt(2) in
     # l2, 2 in l1).
     units, claim, claim_delta, real, releases = _pair_releases(
-        monkeypatch, "scale", pure, ((1.0, 0.5), (1e-3, 0.5)), **_SMALL_SPLIT[pure])
+        monkeypatch, spy_on_releases, "scale", pure, ((1.0, 0.5), (1e-3, 0.5)),
+        **_SMALL_SPLIT[pure])
     (v, sensitivity, unit, _), (v_prime, *_) = releases
     assert sensitivity == (2.0 if pure else math.sqrt(2.0)) and unit == units["scale"]
     diff = np.ravel(v - v_prime)
