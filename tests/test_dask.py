@@ -173,6 +173,14 @@ def test_sgd_multiclass_and_regression_on_dask_equal_in_memory(sparse_data):
     remote = DPGreedyCDRegressor(**kw).fit(as_dask(X, (100, 500)), target)
     _same(remote.coef_, local.coef_)
     _same(remote.intercept_, local.intercept_)
+    # The regression's refit (centre, scale, moments) sums its statistics where the rows
+    # are.
+    kw["decision"] = "calibrated"
+    local = DPGreedyCDRegressor(**kw).fit(X, target)
+    remote = DPGreedyCDRegressor(**kw).fit(as_dask(X, (100, 500)), target)
+    assert len([e for e in local.privacy_events_ if e.name.startswith("decision:")]) == 3
+    _same(remote.coef_, local.coef_)
+    _same(remote.intercept_, local.intercept_)
 
 
 def test_sgd_without_noise_on_dask_matches_in_memory_optimum(sparse_data):
