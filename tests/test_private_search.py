@@ -925,3 +925,30 @@ def test_pipeline_that_cannot_be_searched_is_refused_before_any_work(case):
         match = "holds no step that has one"
     with pytest.raises(ValueError, match=match):
         PrivateHyperparameterSearch(pipe, grid, classes=[0, 1]).fit(X, y)
+
+
+class _UnrecordedScaler(TransformerMixin, BaseEstimator):
+    """Takes a budget but records no privacy events."""
+
+    def __init__(self, *, epsilon=1.0, delta=0.0):
+        self.epsilon = epsilon
+        self.delta = delta
+
+    def fit(self, X, y=None):
+        return self
+
+    def transform(self, X):
+        return X
+
+
+def test_pipeline_step_that_records_no_spend_is_refused():
+    # Its spend would go uncounted in the search's total: refused on the public dummy
+    # fits, as a lone estimator without privacy_events_ is.
+    from sklearn.pipeline import make_pipeline
+
+    from skdp_sparse import DPSparseLogisticRegression
+    X, y, _ = _tabular(n=200)
+    pipe = make_pipeline(_UnrecordedScaler(), DPSparseLogisticRegression())
+    with pytest.raises(TypeError, match="_UnrecordedScaler records no privacy_events_"):
+        PrivateHyperparameterSearch(pipe, {"dpsparselogisticregression__alpha": [1e-3]},
+                                    classes=[0, 1]).fit(X, y)

@@ -47,9 +47,14 @@ class PrivateSteps:
                 f"{name} has no 'epsilon' parameter and holds no step that has one; the "
                 "private search needs a private estimator of skdp_sparse (or a pipeline "
                 "of them)")
+        params = estimator.get_params(deep=True)
+        # The parameter of the label set: ``classes`` of the one private step that has
+        # it, or None (the same in every clone).
+        names = [self._param(path, "classes") for path in self.paths
+                 if self._param(path, "classes") in params]
+        self.classes_param = names[0] if len(names) == 1 else None
         if self.paths == [""]:
             return
-        params = estimator.get_params(deep=True)
         estimators = {path: v for path, v in params.items() if isinstance(v, BaseEstimator)}
         covered = [*self.paths, *(p for p, v in estimators.items()
                                   if isinstance(v, FrozenEstimator))]
@@ -63,7 +68,8 @@ class PrivateSteps:
                     "without privacy; in a private search every step must be private, "
                     "frozen or fit nothing (requires_fit false, as BoundedScaler)")
 
-    def _param(self, path, name):
+    @staticmethod
+    def _param(path, name):
         return f"{path}__{name}" if path else name
 
     def budget_params(self, estimator):
@@ -79,19 +85,15 @@ class PrivateSteps:
             return estimator.set_params(epsilon=epsilon, delta=delta)
         return split_budget(estimator, epsilon, delta)
 
-    def classes_param(self, estimator):
-        """The parameter of the label set: ``classes`` of the one private step that has
-        it, or None."""
-        params = estimator.get_params(deep=True)
-        names = [self._param(path, "classes") for path in self.paths
-                 if self._param(path, "classes") in params]
-        return names[0] if len(names) == 1 else None
+    def fitted_steps(self, fitted):
+        """The private steps of a fitted ``estimator``, in order."""
+        params = fitted.get_params(deep=True)
+        return [fitted if not path else params[path] for path in self.paths]
 
     def events(self, fitted):
         """The privacy events a fit recorded, private step by private step."""
-        params = fitted.get_params(deep=True)
-        steps = [fitted if not path else params[path] for path in self.paths]
-        return tuple(e for step in steps for e in (getattr(step, "privacy_events_", None) or ()))
+        return tuple(e for step in self.fitted_steps(fitted)
+                     for e in (getattr(step, "privacy_events_", None) or ()))
 
 
 def take_rows(X, rows):
@@ -112,9 +114,10 @@ class PublicData:
     delta, the shape and type of the data, the public label set, the part sizes, and
     the dummy fits (cached)."""
 
-    def __init__(self, estimator, candidates, fit_delta, X, y, classes, n, n_train, *,
+    def __init__(self, estimator, steps, candidates, fit_delta, X, y, classes, n, n_train, *,
                  refit=True):
         self.estimator = estimator
+        self.steps = steps
         self.refit = refit
         self.candidates = candidates
         self.fit_delta = fit_delta
@@ -123,7 +126,6 @@ class PublicData:
         self.classes = classes
         self.cache = {}
         self._X, self._y = X, y
-        self.steps = PrivateSteps(estimator)
 
     def dummy(self, n_rows):
         """Stand-in data of ``n_rows`` rows: same width, type and label set, no
@@ -155,7 +157,7 @@ class PublicData:
         est = clone(self.estimator).set_params(**self.candidates[index])
         self.steps.set_budget(est, epsilon, self.fit_delta)
         if self.classes is not None:
-            est.set_params(**{self.steps.classes_param(est): self.classes.tolist()})
+            est.set_params(**{self.steps.classes_param: self.classes.tolist()})
         for name in _random_state_params(est):
             est.set_params(**{name: random_state})
         return est
@@ -198,12 +200,14 @@ def same_events(a, b):
 
 def fit_events(estimator, steps):
     """The events of a fit on public data; a private step that records none is not a
-    private estimator of skdp_sparse."""
-    if steps.paths == [""] and getattr(estimator, "privacy_events_", None) is None:
-        raise TypeError(
-            f"{type(estimator).__name__} records no privacy_events_; the private search "
-            "needs an estimator of skdp_sparse (DPEstimatorMixin)"
-        )
+    private estimator of skdp_sparse (in a pipeline as on its own: its spend would go
+    uncounted)."""
+    for step in steps.fitted_steps(estimator):
+        if getattr(step, "privacy_events_", None) is None:
+            raise TypeError(
+                f"{type(step).__name__} records no privacy_events_; the private search "
+                "needs an estimator of skdp_sparse (DPEstimatorMixin)"
+            )
     return steps.events(estimator)
 
 

@@ -288,7 +288,7 @@ default=None
                     f"param_grid may not set {bad}: the search sets the per-fit "
                     "budget, the seeds and the label set itself"
                 )
-        if is_classifier(self.estimator) and steps.classes_param(self.estimator) is None:
+        if is_classifier(self.estimator) and steps.classes_param is None:
             raise ValueError(
                 f"{type(self.estimator).__name__} has no 'classes' parameter (in one "
                 "private step); the private search passes the public label set to "
@@ -318,11 +318,11 @@ default=None
         pure = all(isinstance(d, numbers.Real) and d == 0
                    for _, _, d in steps.budget_params(self.estimator))
         fit_delta = 0.0 if pure else delta
-        return epsilon, delta, candidates, float(mean), scorer, bounds, fit_delta
+        return epsilon, delta, candidates, float(mean), scorer, bounds, fit_delta, steps
 
-    def _check_data(self, X, y):
+    def _check_data(self, X, y, steps):
         """``(X, y, classes)`` checked; ``classes`` is the public label set of a
-        classifier (None otherwise).
+        classifier (None otherwise), ``steps`` the estimator's :class:`PrivateSteps`.
 
         ``X`` and ``y`` are passed on to the fits as given (a DataFrame keeps its
         column names), once a checked copy has shown that they are usable.
@@ -350,16 +350,15 @@ default=None
                  "flattened to shape (n_samples,).", DataConversionWarning)
             y = y_checked = y_checked.ravel()
         if is_classifier(self.estimator):
-            classes, _ = encode_labels(y_checked, self._public_classes(), name)
+            classes, _ = encode_labels(y_checked, self._public_classes(steps), name)
         else:
             check_array(y_checked, ensure_2d=False, dtype="numeric", ensure_all_finite=True,
                         ensure_min_samples=4, input_name="y")
         return X, y, classes
 
-    def _public_classes(self):
+    def _public_classes(self, steps):
         """The search's ``classes``, else the estimator's, else None; they must agree."""
-        param = PrivateSteps(self.estimator).classes_param(self.estimator)
-        own = check_classes(self.estimator.get_params(deep=True)[param])
+        own = check_classes(self.estimator.get_params(deep=True)[steps.classes_param])
         given = check_classes(self.classes)
         if given is None:
             return own
@@ -398,7 +397,7 @@ default=None
     # -- the fit sequence's steps ---------------------------------------------
     def _validate_fit_data(self, X, y):
         setup = self._check_setup()
-        X, y, classes = self._check_data(X, y)
+        X, y, classes = self._check_data(X, y, setup[-1])
         n = n_rows(X)
         n_val = int(math.ceil(self.validation_fraction * n))
         n_train = n - n_val
@@ -410,12 +409,12 @@ default=None
 
     def _plan(self, facts):
         (epsilon, delta, candidates, mean_k, scorer, (low, high),
-         fit_delta) = facts["setup"]
+         fit_delta, steps) = facts["setup"]
         eta = float(self.eta)
         gamma = truncated_negative_binomial_gamma(eta, mean_k)
         # Public work only: calibration and checks on dummy data.
-        public = PublicData(self.estimator, candidates, fit_delta, facts["X"], facts["y"],
-                            facts["classes"], facts["n"], facts["n_train"],
+        public = PublicData(self.estimator, steps, candidates, fit_delta, facts["X"],
+                            facts["y"], facts["classes"], facts["n"], facts["n_train"],
                             refit=bool(self.refit))
         with WarningsAtCallersLine():
             fit_epsilon, _, run_curve, total_curve = self._calibrate(
