@@ -261,7 +261,7 @@ class DPOutputPerturbationRegressor(TargetRangeMixin, LinearRegressorMixin, Regr
     decision : {"auto", "calibrated", "fitted"}, default="auto"
         How the noisy coefficients become a prediction (squared loss). ``"calibrated"``
         refits the slope and the intercept of their score by least squares on one
-        private release of moment sums of the clipped, scaled scores and the clipped
+        private release of moment sums of the clipped, centred, scaled scores and the clipped
         targets, falling back on the private mean of the targets where the noise hides
         the slope (:mod:`skdp_sparse.solvers.decision`: Laplace releases at a share of
         epsilon with ``delta=0``, Gaussian ones composed with the output's noise

@@ -215,13 +215,12 @@ class DPGreedyCDRegressor(TargetRangeMixin, LinearRegressorMixin, RegressorMixin
         How the fitted score becomes a prediction (squared loss).
         ``"calibrated"`` runs the solver on part of the budget and refits the slope
         and the intercept of its score by least squares on one private release of the
-        moment sums of the clipped, scaled scores and the clipped targets
+        moment sums of the clipped, centred, scaled scores and the clipped targets
         (:func:`~skdp_sparse.solvers._calibration.calibrate_regression`; the
         smallest share of the Gaussian budget ``mu^2`` at which each sum's noise is
         1% of ``n``, at most 1/12, composed with the solver's steps in one
         accountant; Laplace releases with ``delta=0``); where the noise hides the
-        slope the prediction is the private mean of the targets, never worse than
-        that constant on the training distribution. ``"fitted"`` keeps the solver's
+        slope the prediction is the private mean of the targets. ``"fitted"`` keeps the solver's
         own coefficients and intercept. ``"auto"`` is ``"calibrated"`` for ``"sgd"``,
         ``"sparse_sgd"``, ``"phased_sgd"``, ``"cd"`` and ``"output_perturbation"``
         where that share suffices (``n mu`` above about 1,100,

@@ -148,6 +148,12 @@ def _scale_from_counts(counts, bound, n_rows):
     return bound * 2.0 ** -min(int(reached[0]), SCALE_LEVELS - 1)
 
 
+def _unit_ratio(scores, scale):
+    """``clip(scores / scale, -1, 1)``, 0 where a score is ``inf - inf`` (a row of huge
+    opposite entries): each row still adds one bounded term."""
+    return np.nan_to_num(np.clip(scores / scale, -1.0, 1.0), nan=0.0)
+
+
 def _full_directions(n_features, columns, directions):
     full = np.zeros((n_features, directions.shape[1]))
     full[np.asarray(columns, dtype=np.int64)] = directions
@@ -173,8 +179,7 @@ def _class_histograms(rows, Y, start, directions, scales):
     bins, positive rows then negative rows (one count per row and problem)."""
     B = CALIBRATION_BINS
     scores = np.asarray(rows @ directions, dtype=np.float64).reshape(-1, directions.shape[1])
-    # A score of inf - inf (a row of huge opposite entries) still gets one bin.
-    u = np.nan_to_num(np.clip(scores / scales, -1.0, 1.0), nan=0.0)
+    u = _unit_ratio(scores, scales)
     bins = np.minimum(np.floor((u + 1.0) * (B / 2.0)), B - 1).astype(np.int64)
     positive = Y > 0
     return np.stack([np.concatenate([np.bincount(bins[positive[:, k], k], minlength=B),
@@ -215,12 +220,20 @@ def _scored(data, columns, directions, norm_bound, rows_bound):
     return full, bounds, clip
 
 
-def _release_scales(data, full, bounds, clip, draw, sensitivity, unit, floating_point_safe,
-                    rng, centres=0.0):
+def _count_sensitivity(n_problems, pure):
+    """Sensitivity of histograms that count each row once per problem: one row moves one
+    count between two cells of each problem's histogram (l2 ``sqrt(2K)``, l1 ``2K``)."""
+    return 2.0 * n_problems if pure else math.sqrt(2.0 * n_problems)
+
+
+def _release_scales(data, full, bounds, clip, unit, floating_point_safe, rng, pure,
+                    centres=0.0):
     """Each problem's scale ``c``, from the noisy counts of its ``|s_i - centres[k]|``
     on the dyadic levels below its bound (one count per row and problem)."""
+    draw = release_pure if pure else release
     counts = data.row_sum(_scale_counts, full, bounds, centres, **clip)
-    noisy, _ = draw(counts, sensitivity, unit, floating_point_safe, rng)
+    noisy, _ = draw(counts, _count_sensitivity(bounds.size, pure), unit,
+                    floating_point_safe, rng)
     return np.array([_scale_from_counts(noisy[k], bounds[k], data.n_samples)
                      if bounds[k] > 0 else 1.0 for k in range(bounds.size)])
 
@@ -253,11 +266,11 @@ def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
     # Gaussian releases take l2 sensitivities, Laplace ones l1: one row moves one count
     # between two cells of each problem's histogram.
     draw = release_pure if pure else release
-    sensitivity = 2.0 * K if pure else math.sqrt(2.0 * K)
+    sensitivity = _count_sensitivity(K, pure)
     full, bounds, clip = _scored(data, columns, directions, norm_bound, rows_bound)
     # 1. the scale of each problem's score
-    scales = _release_scales(data, full, bounds, clip, draw, sensitivity, scale_unit,
-                             floating_point_safe, rng)
+    scales = _release_scales(data, full, bounds, clip, scale_unit, floating_point_safe, rng,
+                             pure)
     # 2. the class histograms of the clipped, scaled scores
     B = CALIBRATION_BINS
     hist = data.row_sum(_class_histograms, full, scales, **clip)
@@ -337,7 +350,7 @@ def _score_location(rows, Y, start, direction, bound):
     """The sum of ``clip(s_i / bound, -1, 1)`` over the rows (a term of
     :meth:`~skdp_sparse.data.LocalData.row_sum`)."""
     scores = np.asarray(rows @ direction, dtype=np.float64).ravel()
-    return np.array([np.nan_to_num(np.clip(scores / bound, -1.0, 1.0), nan=0.0).sum()])
+    return np.array([_unit_ratio(scores, bound).sum()])
 
 
 def _score_moments(rows, Y, start, direction, centre, scale, target_bound):
@@ -346,7 +359,7 @@ def _score_moments(rows, Y, start, direction, centre, scale, target_bound):
     ``t_i = clip(y_i / target_bound, -1, 1)`` (a term of
     :meth:`~skdp_sparse.data.LocalData.row_sum`)."""
     scores = np.asarray(rows @ direction, dtype=np.float64).ravel()
-    u = np.nan_to_num(np.clip((scores - centre) / scale, -1.0, 1.0), nan=0.0)
+    u = _unit_ratio(scores - centre, scale)
     t = np.clip(np.asarray(Y, dtype=np.float64)[:, 0] / target_bound, -1.0, 1.0)
     return np.array([u.sum(), u @ u, t.sum(), u @ t])
 
@@ -417,9 +430,8 @@ def calibrate_regression(data, columns, direction, *, norm_bound, target_bound,
     if fit_intercept:
         centre = score_bound * min(max(float(noisy_total[0]) / data.n_samples, -1.0), 1.0)
     # 2. the scale of the centred scores, each within 2B of 0
-    scale = _release_scales(data, full, np.array([2.0 * score_bound]), clip, draw,
-                            2.0 if pure else math.sqrt(2.0), scale_unit, floating_point_safe,
-                            rng, centres=centre)[0]
+    scale = _release_scales(data, full, np.array([2.0 * score_bound]), clip, scale_unit,
+                            floating_point_safe, rng, pure, centres=centre)[0]
     # 3. the moments of the clipped, centred, scaled scores and the clipped targets
     moments = data.row_sum(_score_moments, full[:, 0], centre, scale, bound, **clip)
     sensitivity = MOMENT_SENSITIVITY_L1 if pure else MOMENT_SENSITIVITY

@@ -317,32 +317,23 @@ class CalibratedDecision(Solver):
         columns = np.flatnonzero(np.any(coef != 0, axis=0))
         _, norm_bound, l1_bound = self.inner.input_clipping(problem, plan.inner)
         clipped = math.isfinite(norm_bound) or math.isfinite(l1_bound)
+        common = dict(
+            norm_bound=norm_bound if math.isfinite(norm_bound) else problem.norm_bound,
+            scale_unit=plan.units["scale"], floating_point_safe=plan.floating_point_safe,
+            rng=rng, fit_intercept=bool(problem.fit_intercept),
+            rows_bound=(norm_bound, l1_bound) if clipped else None, pure=plan.delta == 0)
         if _regression(problem):
             coef_S, intercept, used = calibrate_regression(
                 data, columns, coef[:, columns].T,
-                norm_bound=norm_bound if math.isfinite(norm_bound) else problem.norm_bound,
                 target_bound=1.0 if problem.target_bound is None else problem.target_bound,
-                location_unit=plan.units["location"], scale_unit=plan.units["scale"],
-                moment_unit=plan.units["moments"],
-                floating_point_safe=plan.floating_point_safe, rng=rng,
-                fit_intercept=bool(problem.fit_intercept),
-                rows_bound=(norm_bound, l1_bound) if clipped else None,
-                pure=plan.delta == 0)
-            return self._result(result, plan, coef, columns, coef_S, intercept, used)
-        coef_S, intercept, used = calibrate(
-            data, columns, coef[:, columns].T,
-            norm_bound=norm_bound if math.isfinite(norm_bound) else problem.norm_bound,
-            offsets=np.asarray(result.intercept, dtype=np.float64),
-            scale_unit=plan.units["scale"], calibration_unit=plan.units["calibration"],
-            floating_point_safe=plan.floating_point_safe, rng=rng,
-            fit_intercept=bool(problem.fit_intercept),
-            rows_bound=(norm_bound, l1_bound) if clipped else None,
-            gain_unit=plan.units.get("gain"), class_count_unit=plan.units.get("classes"),
-            pure=plan.delta == 0)
-        return self._result(result, plan, coef, columns, coef_S, intercept, used)
-
-    @staticmethod
-    def _result(result, plan, coef, columns, coef_S, intercept, used):
+                location_unit=plan.units["location"], moment_unit=plan.units["moments"],
+                **common)
+        else:
+            coef_S, intercept, used = calibrate(
+                data, columns, coef[:, columns].T,
+                offsets=np.asarray(result.intercept, dtype=np.float64),
+                calibration_unit=plan.units["calibration"], gain_unit=plan.units.get("gain"),
+                class_count_unit=plan.units.get("classes"), **common)
         calibrated = np.zeros_like(coef)
         calibrated[:, columns] = coef_S.T
         info = {**result.info, "decision_used": used}

@@ -239,8 +239,8 @@ MUTATIONS = [
     Mutation(
         "decision_scale", "the scale histogram of a calibrated decision",
         "solvers/_calibration.py",
-        "noisy, _ = draw(counts, sensitivity, unit, floating_point_safe, rng)",
-        "noisy, _ = draw(counts, sensitivity, unit / 2, floating_point_safe, rng)"),
+        "noisy, _ = draw(counts, _count_sensitivity(bounds.size, pure), unit,",
+        "noisy, _ = draw(counts, _count_sensitivity(bounds.size, pure), unit / 2,"),
     Mutation(
         "decision_location", "the centre of a regression's scores (calibrated decision)",
         "solvers/_calibration.py",
