@@ -5,12 +5,12 @@ public ranges of :mod:`bench_preprocessing` (California housing and abalone, in 
 own units; the targets' ranges go in as ``target_bounds``), ``delta = 1/n^2``:
 
 * ``fitted``: the solver's own coefficients and intercept;
-* ``calibrated``: the slope and intercept of the solver's score refitted on the
-  private moment sums (:func:`skdp_sparse.solvers._calibration.calibrate_regression`),
-  falling back on the private mean of the targets where the noise hides the slope;
-* ``auto``: the default, ``calibrated`` where
-  :func:`~skdp_sparse.solvers.decision.regression_decision_pays` (``n mu`` above
-  about 1,100), ``fitted`` otherwise.
+* ``auto``: the default, which for these solvers is ``calibrated``: the slope and
+  intercept of the solver's score refitted on the private moment sums
+  (:func:`skdp_sparse.solvers._calibration.calibrate_regression`), falling back on
+  the private mean of the targets where the noise hides the slope; the share of the
+  budget the refit takes grows as ``n mu`` falls, up to a half below ``n mu`` of
+  about 480 (:data:`~skdp_sparse.solvers.decision.MAX_REGRESSION_SHARE`).
 
 Split: 70% train, 30% test (``train_test_split(random_state=0)``); R^2 on the test
 part, mean (and minimum) over the seeds. The mean of the training targets scores
@@ -41,7 +41,7 @@ from skdp_sparse.linear_model import DPGreedyCDRegressor  # noqa: E402
 from skdp_sparse.preprocessing import BoundedScaler  # noqa: E402
 
 SOLVERS = ["sgd", "sparse_sgd", "phased_sgd", "cd", "output_perturbation"]
-DECISIONS = ["fitted", "calibrated", "auto"]
+DECISIONS = ["fitted", "auto"]
 EPSILONS = [0.1, 1.0, 10.0]
 
 

@@ -72,7 +72,8 @@ CASES = {
         lambda: _logistic(solver="sgd", max_iter=10, decision="fitted"), "multi"),
     "regressor_greedy_cd": (
         lambda: DPGreedyCDRegressor(epsilon=2.0, delta=1e-5, max_iter=40, random_state=7,
-                                    floating_point_safe=False), "reg"),
+                                    floating_point_safe=False,
+                                    decision="fitted"), "reg"),
     "regressor_huber_cd": (
         lambda: DPGreedyCDRegressor(epsilon=2.0, delta=1e-5, loss="huber", solver="cd",
                                     curvature="private", max_iter=3, random_state=7,
@@ -80,7 +81,14 @@ CASES = {
         "reg"),
     "regressor_sgd": (
         lambda: DPGreedyCDRegressor(epsilon=2.0, delta=1e-5, solver="sgd", max_iter=20,
-                                    random_state=7, floating_point_safe=False), "reg"),
+                                    random_state=7, floating_point_safe=False,
+                                    decision="fitted"), "reg"),
+    # The refit of its prediction (n mu about 400: the decision takes half the budget,
+    # and the slope survives).
+    "regressor_sgd_calibrated": (
+        lambda: DPGreedyCDRegressor(epsilon=20.0, delta=1e-5, solver="sgd", max_iter=20,
+                                    random_state=7, floating_point_safe=False,
+                                    decision="calibrated"), "reg"),
     "op_classifier_gaussian": (
         lambda: DPOutputPerturbationClassifier(epsilon=2.0, delta=1e-5, random_state=7),
         "bin"),
@@ -88,7 +96,8 @@ CASES = {
         lambda: DPOutputPerturbationClassifier(epsilon=2.0, random_state=7), "multi"),
     "op_regressor_float": (
         lambda: DPOutputPerturbationRegressor(epsilon=2.0, delta=1e-5, random_state=7,
-                                              floating_point_safe=False), "reg"),
+                                              floating_point_safe=False,
+                                              decision="fitted"), "reg"),
     "mean_projection_gaussian": (
         lambda: DPSparseMeanEstimator(epsilon=2.0, delta=1e-5, sparsity=5, random_state=7),
         None),

@@ -34,7 +34,11 @@ REGRESSORS = [
                          str(e.get_params().get("solver", "op")))
 def test_one_outlying_row_cannot_produce_a_huge_prediction(estimator):
     X, y = _data()
+    # The solver's own decision: a refit of 400 rows may shrink the slope to the mean,
+    # leaving nothing to extrapolate.
     est = estimator.set_params(epsilon=2.0, target_bounds=(0.0, 600.0), random_state=0)
+    if "decision" in est.get_params():
+        est.set_params(decision="fitted")
     est.fit(X, y)
     # The largest prediction any row within the bounds can get:
     fb, nb, _ = est.input_clipping_
@@ -55,7 +59,11 @@ def test_one_outlying_row_cannot_produce_a_huge_prediction(estimator):
                          ids=lambda e: str(e.get_params().get("solver", "op")))
 def test_rows_inside_the_bounds_are_predicted_unchanged(estimator):
     X, y = _data()
+    # The solver's own decision: a refit of 400 rows may shrink the slope to the mean,
+    # leaving nothing to extrapolate.
     est = estimator.set_params(epsilon=2.0, target_bounds=(0.0, 600.0), random_state=0)
+    if "decision" in est.get_params():
+        est.set_params(decision="fitted")
     est.fit(X, y)
     inside = X / np.maximum(1.0, np.linalg.norm(X, axis=1) / 2.0)[:, None]
     np.testing.assert_allclose(est.predict(inside), inside @ est.coef_ + est.intercept_,

@@ -89,7 +89,7 @@ def test_share_and_units_follow_their_formulas(n, epsilon, safe):
     split = D.REGRESSION_SPLIT["moments"]
     need = MOMENT_SENSITIVITY**2 / (D.MOMENT_NOISE**2 * n**2 * mu**2 * split)
     share = D.decision_share(n, 1, mu, regression=True)
-    assert share == pytest.approx(min(D.MAX_DECISION_SHARE, need), rel=1e-12)
+    assert share == pytest.approx(min(D.MAX_REGRESSION_SHARE, need), rel=1e-12)
     units, events = D.decision_units(epsilon, delta, safe, n, 1, regression=True)
     assert D.decision_splits(1, regression=True) == D.REGRESSION_SPLIT
     assert [e.name for e in events] == ["decision: centre of the scores",
@@ -102,10 +102,8 @@ def test_share_and_units_follow_their_formulas(n, epsilon, safe):
                                                                      rel=1e-4)
         else:
             assert event.mu == pytest.approx(1.0 / units[name], rel=1e-12)
-    # Where the share suffices, each moment sum's noise is MOMENT_NOISE of n; that is
-    # where decision="auto" refits.
-    assert D.regression_decision_pays(n, epsilon, delta) == (need < D.MAX_DECISION_SHARE)
-    if need < D.MAX_DECISION_SHARE:
+    # Where the share suffices, each moment sum's noise is MOMENT_NOISE of n.
+    if need < D.MAX_REGRESSION_SHARE:
         assert MOMENT_SENSITIVITY * units["moments"] == pytest.approx(D.MOMENT_NOISE * n,
                                                                       rel=1e-9)
 
@@ -115,13 +113,12 @@ def test_pure_units_follow_their_formula(n, epsilon):
     split = D.REGRESSION_SPLIT["moments"]
     need = math.sqrt(2) * MOMENT_SENSITIVITY_L1 / (D.MOMENT_NOISE * n * epsilon * split)
     share = D.decision_share_pure(n, 1, epsilon, regression=True)
-    assert share == pytest.approx(min(D.MAX_DECISION_SHARE, need), rel=1e-12)
+    assert share == pytest.approx(min(D.MAX_REGRESSION_SHARE, need), rel=1e-12)
     units, events = D.decision_units(epsilon, 0.0, True, n, 1, regression=True)
     for (name, part), event in zip(D.REGRESSION_SPLIT.items(), events, strict=True):
         assert event.epsilon == pytest.approx(epsilon * share * part, rel=1e-12)
         assert event.delta == 0 and units[name] == pytest.approx(1 / event.epsilon)
-    assert D.regression_decision_pays(n, epsilon, 0.0) == (need < D.MAX_DECISION_SHARE)
-    if need < D.MAX_DECISION_SHARE:
+    if need < D.MAX_REGRESSION_SHARE:
         sd = math.sqrt(2) * MOMENT_SENSITIVITY_L1 * units["moments"]
         assert sd == pytest.approx(D.MOMENT_NOISE * n, rel=1e-9)
 
@@ -196,15 +193,30 @@ def test_regression_line_shrinks_the_slope_to_the_mean_under_noise():
     # within one sd (the prediction is then the mean of t).
     n = 1000
     moments = np.array([0.0, 0.3 * n, 0.2 * n, 0.3 * 0.05 * n])
-    # cov = 0.015 with noise sd sqrt(1 + mean_t^2) / n: a small shrink.
+    # cov = 0.015 with noise sd sqrt(1 + mean_t^2) / n, var = 0.3 with sd 1 / n: a
+    # small shrink of each.
     a_clear, _ = regression_line(moments, n, 1.0)
-    cov_sd = math.sqrt(1 + 0.2**2) / n
-    assert a_clear == pytest.approx(0.05 * (1 - (cov_sd / 0.015) ** 2), rel=1e-12)
+    cov_sd, var_sd = math.sqrt(1 + 0.2**2) / n, 1.0 / n
+    expected = 0.015 * 0.3 / (0.3**2 + 4 * var_sd**2) * (1 - (cov_sd / 0.015) ** 2)
+    assert a_clear == pytest.approx(expected, rel=1e-12)
     a, b = regression_line(moments, n, 0.3 * 0.05 * n)
     assert a == 0.0 and b == pytest.approx(0.2)
-    # A variance of u within two of its noise's sd of 0: no slope either.
-    a, b = regression_line(np.array([0.0, 0.01 * n, 0.2 * n, 0.005 * n]), n, 0.01 * n)
+    # A variance of u not above 0 (noise): no slope either.
+    a, b = regression_line(np.array([0.0, -0.01 * n, 0.2 * n, 0.005 * n]), n, 0.01 * n)
     assert a == 0.0 and b == pytest.approx(0.2)
+
+
+def test_regression_line_keeps_a_clear_covariance_over_a_noisy_variance():
+    # The fit that lost its slope (California housing, sgd at epsilon 10): var 0.018
+    # with noise sd 0.01, cov 0.06 with sd 0.01. The slope stays, at most
+    # cov / (4 sd_v) however close the noisy variance comes to 0.
+    n, sd = 14448, 144.48
+    moments = np.array([-44.7, 262.5, -2488.6, 874.2])
+    a, _ = regression_line(moments, n, sd)
+    assert 1.0 < a < 3.0
+    for var in (1e-6, 1e-3, 0.01, 0.05):
+        a, _ = regression_line(np.array([0.0, var * n, 0.0, 0.06 * n]), n, sd)
+        assert 0 < a <= 0.06 / (4 * sd / n) * (1 + 1e-12)
 
 
 #: Row 0 of the worst-case pairs of the moment sums, ``(x, y)`` on each side (the
@@ -325,14 +337,15 @@ def test_scale_audit(undernoised, pure, monkeypatch, spy_on_releases):
     _audit(releases, real, claim, claim_delta, undernoised, pure)
 
 
-def test_calibrated_regression_is_not_below_the_mean():
-    # phased SGD at n epsilon = 400: its last phase's noise makes the fitted prediction
-    # far worse than the mean of the targets; the calibrated one falls back on it.
+def test_default_regression_is_not_below_the_mean():
+    # phased SGD at n epsilon = 400 (n mu about 100): its last phase's noise makes the
+    # fitted prediction far worse than the mean of the targets; the default decision
+    # refits it there (on half the budget) and falls back on the mean.
     X, y, Xt, yt = _split(*_data(n=8000, noise=0.5, seed=1))
     fitted = [_r2(_fit("phased_sgd", epsilon=0.1, seed=s, X=X, y=y, decision="fitted"),
                   Xt, yt) for s in range(3)]
-    calibrated = [_r2(_fit("phased_sgd", epsilon=0.1, seed=s, X=X, y=y,
-                           decision="calibrated"), Xt, yt) for s in range(3)]
+    calibrated = [_r2(_fit("phased_sgd", epsilon=0.1, seed=s, X=X, y=y), Xt, yt)
+                  for s in range(3)]
     assert np.mean(fitted) < -0.5
     # A slope whose estimate passes one sd by noise keeps a little of it: near the
     # mean's R^2 of 0, never far below.
@@ -341,9 +354,8 @@ def test_calibrated_regression_is_not_below_the_mean():
 
 def test_calibrated_regression_rescales_a_shrunk_prediction():
     # Output perturbation's default ridge shrinks the prediction toward 0; the refit
-    # slope undoes it (decision="auto" refits here: n epsilon is large).
+    # slope undoes it.
     X, y, Xt, yt = _split(*_data(n=60_000, noise=0.2, seed=3), n_train=40_000)
-    assert D.regression_decision_pays(X.shape[0], 1.0, 0.0)
     auto = [_r2(DPOutputPerturbationRegressor(epsilon=1.0, random_state=s).fit(X, y), Xt, yt)
             for s in range(3)]
     fitted = [_r2(DPOutputPerturbationRegressor(epsilon=1.0, random_state=s,
@@ -352,16 +364,20 @@ def test_calibrated_regression_rescales_a_shrunk_prediction():
     assert np.mean(auto) > np.mean(fitted) + 0.1
 
 
-def test_auto_refits_only_where_it_pays():
+def test_auto_refits_at_every_size():
     X, y = _data(n=4000)
-    # n mu = 4000 * mu(0.1, 1e-6): the share would exceed its cap, so the solver's own
-    # decision stays; at epsilon 3 it refits.
-    assert not D.regression_decision_pays(4000, 0.1, 1e-6)
-    assert D.regression_decision_pays(4000, 3.0, 1e-6)
-    assert not _decision_events(_fit("sgd", epsilon=0.1, X=X, y=y))
+    # n mu = 4000 * mu(0.1, 1e-6) is below 480: the decision takes its cap of the
+    # budget, where the solver's own fit is mostly noise; at epsilon 3 its need.
+    mu = gaussian_mu(0.1, 1e-6)
+    assert D.decision_share(4000, 1, mu, regression=True) == D.MAX_REGRESSION_SHARE
+    assert D.decision_share(4000, 1, gaussian_mu(3.0, 1e-6),
+                            regression=True) < D.MAX_DECISION_SHARE
+    small = _decision_events(_fit("sgd", epsilon=0.1, X=X, y=y))
+    assert len(small) == 3
+    # Each release's mu (the lattice release's, on the default floating-point-safe path).
+    share = sum((e.mu or 2.0 / e.pld.noise_multiplier) ** 2 for e in small) / mu**2
+    assert share == pytest.approx(D.MAX_REGRESSION_SHARE, rel=1e-4)
     assert len(_decision_events(_fit("sgd", epsilon=3.0, X=X, y=y))) == 3
-    assert len(_decision_events(_fit("sgd", epsilon=0.1, X=X, y=y,
-                                     decision="calibrated"))) == 3
     # greedy CD fits its own intercept: refit only when asked.
     assert not _decision_events(_fit("greedy_cd", epsilon=3.0, X=X, y=y))
     assert len(_decision_events(_fit("greedy_cd", epsilon=3.0, X=X, y=y,

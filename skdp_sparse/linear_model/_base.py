@@ -207,8 +207,7 @@ class DPLinearModel(DPEstimatorMixin, BaseEstimator):
             # against.
             raise ValueError(f"decision='calibrated' does not apply to solver={solver.name!r}"
                              "; use decision='auto' or 'fitted'")
-        # A regression's "auto" refits only where its releases can carry the signal.
-        return CalibratedDecision(solver, where_it_pays=decision == "auto")
+        return CalibratedDecision(solver)
 
     def _fitted_attributes(self, public, plan, result):
         attributes = self._linear_attributes(public, result)

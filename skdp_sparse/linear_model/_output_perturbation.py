@@ -265,10 +265,11 @@ class DPOutputPerturbationRegressor(TargetRangeMixin, LinearRegressorMixin, Regr
         targets, falling back on the private mean of the targets where the noise hides
         the slope (:mod:`skdp_sparse.solvers.decision`: Laplace releases at a share of
         epsilon with ``delta=0``, Gaussian ones composed with the output's noise
-        otherwise). ``"auto"``: ``"calibrated"`` where that share gets the moments the
-        noise they need (``n epsilon`` above about 11,000 with ``delta=0``,
-        :func:`~skdp_sparse.solvers.decision.regression_decision_pays`), ``"fitted"``
-        (the noisy coefficients and intercept) otherwise and for the Huber loss.
+        otherwise; the smallest share at which each sum's noise is 1% of ``n``, at most
+        a half: below ``n epsilon`` of about 2,000 with ``delta=0`` the noisy
+        coefficients are mostly noise, and the refit's fallback on the mean is what
+        the budget buys). ``"auto"``: ``"calibrated"``, except for the Huber loss,
+        where it is ``"fitted"`` (the noisy coefficients and intercept).
 
     Attributes
     ----------

@@ -218,14 +218,15 @@ class DPGreedyCDRegressor(TargetRangeMixin, LinearRegressorMixin, RegressorMixin
         moment sums of the clipped, centred, scaled scores and the clipped targets
         (:func:`~skdp_sparse.solvers._calibration.calibrate_regression`; the
         smallest share of the Gaussian budget ``mu^2`` at which each sum's noise is
-        1% of ``n``, at most 1/12, composed with the solver's steps in one
-        accountant; Laplace releases with ``delta=0``); where the noise hides the
-        slope the prediction is the private mean of the targets. ``"fitted"`` keeps the solver's
-        own coefficients and intercept. ``"auto"`` is ``"calibrated"`` for ``"sgd"``,
-        ``"sparse_sgd"``, ``"phased_sgd"``, ``"cd"`` and ``"output_perturbation"``
-        where that share suffices (``n mu`` above about 1,100,
-        :func:`~skdp_sparse.solvers.decision.regression_decision_pays`: a public
-        rule), and ``"fitted"`` otherwise, for the Huber loss and without noise.
+        1% of ``n``, at most 1/2, composed with the solver's steps in one accountant;
+        Laplace releases with ``delta=0``); where the noise hides the slope the
+        prediction is the private mean of the targets. The share reaches its cap below
+        ``n mu`` of about 480, where a solver's own fit is mostly noise and the mean is
+        what the budget buys (:data:`~skdp_sparse.solvers.decision.MAX_REGRESSION_SHARE`).
+        ``"fitted"`` keeps the solver's own coefficients and intercept. ``"auto"`` is
+        ``"calibrated"`` for ``"sgd"``, ``"sparse_sgd"``, ``"phased_sgd"``, ``"cd"``
+        and ``"output_perturbation"``, and ``"fitted"`` for the other solvers, for the
+        Huber loss and without noise.
     selection_threshold : float, default=None
         ``sparse_sgd`` (DP-AdaFEST) only: a feature's noisy clipped count in the batch
         must exceed it for its coordinate to be updated (and noised) in that step.

@@ -367,10 +367,20 @@ def _score_moments(rows, Y, start, direction, centre, scale, target_bound):
 def regression_line(moments, n_samples, moment_sd, fit_intercept=True):
     """``(a, b)``: least squares of ``t`` on ``u`` from noisy moment sums
     ``(sum u, sum u^2, sum t, sum u t)``, each with noise of standard deviation
-    ``moment_sd``. The slope is shrunk by ``max(0, 1 - (sd_a / a)^2)``, ``sd_a`` its
-    noise's standard deviation to first order: 0 (the intercept is then the noisy mean
-    of ``t``) where its estimate is within one ``sd_a`` of 0 or the noisy variance of
-    ``u`` within two of its own noise's standard deviations of 0."""
+    ``moment_sd``. With ``var`` and ``cov`` the noisy centred sums over ``n`` and
+    ``sd_v``, ``sd_c`` their noise's standard deviations to first order, the slope is
+    ``cov var / (var^2 + (2 sd_v)^2)`` (``cov / var`` where the variance is clear of
+    its noise, and never above ``cov / (4 sd_v)``: a variance that noise brought near
+    0 cannot blow the slope up), shrunk by ``max(0, 1 - (sd_c / cov)^2)``: 0 where the
+    covariance is within one ``sd_c`` of 0, or the variance not above 0. The intercept
+    is then the noisy mean of ``t`` less the slope times that of ``u``.
+
+    A hard rule (no slope unless ``var > 2 sd_v``) lost the slope of a score whose
+    covariance was six of its sds from 0 (California housing at epsilon 10: R^2 0.60
+    to 0 in one fit of five). With ``sd_v`` in place of ``2 sd_v`` the slopes that
+    noise alone gave a score without signal cost up to 0.15 of R^2 (phased SGD at
+    ``n mu`` near 100); with ``2 sd_v``, 0.04.
+    """
     su, suu, st, sut = (float(v) for v in moments)
     n = float(n_samples)
     if fit_intercept:
@@ -386,10 +396,10 @@ def regression_line(moments, n_samples, moment_sd, fit_intercept=True):
         var, cov = suu / n, sut / n
         var_sd = cov_sd = moment_sd / n
     a = 0.0
-    if var > 2.0 * var_sd and cov != 0.0:
-        a = cov / var
+    if var > 0.0 and cov != 0.0:
         shrink = 1.0 - (cov_sd / cov) ** 2
-        a = a * shrink if shrink > 0 else 0.0
+        if shrink > 0.0:
+            a = cov * var / (var * var + 4.0 * var_sd * var_sd) * shrink
     b = min(max(mean_t - a * mean_u, -1.0), 1.0) if fit_intercept else 0.0
     return a, b
 
