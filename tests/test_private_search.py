@@ -276,6 +276,26 @@ def test_released_score_lies_on_the_lattice(safe):
         assert (units == round(units)) is safe
 
 
+@pytest.mark.parametrize("safe", [True, False], ids=["fp_safe", "float"])
+def test_released_score_lies_within_the_score_bounds(safe):
+    # At epsilon 0.05 the score's noise (sd near 1) carries the best of the noisy
+    # scores past 1 in most searches; the release is clipped to [0, 1], to the
+    # lattice's points inside it on the safe path.
+    X, y = _data()
+    scores = []
+    for seed in range(8):
+        search = PrivateHyperparameterSearch(ConstantLabelClassifier(), GRID, epsilon=0.05,
+                                             refit=False, floating_point_safe=safe,
+                                             random_state=seed).fit(X, y)
+        assert search.score_noise_ > 0.5
+        scores.append(search.best_score_)
+        if safe:
+            units = _in_units(search.best_score_, _score_lattice(search, 40))
+            assert units == round(units)
+    assert all(0.0 <= s <= 1.0 for s in scores)
+    assert max(scores) > 0.99
+
+
 def _low_bits_score(est, X, y):
     # Row-wise score read from the (public-range) first feature, clipped to [0, 1].
     return np.asarray(X)[:, 0]

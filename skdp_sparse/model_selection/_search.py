@@ -226,7 +226,7 @@ default=None
     best_estimator_ : estimator
         The released model, with ``random_state=None`` (see ``random_state``).
     best_score_ : float
-        Noisy validation score of the winning run.
+        Noisy validation score of the winning run, clipped to ``score_bounds``.
     classes_ : ndarray
         The public label set (classifiers).
     candidate_params_ : list of dict
@@ -542,6 +542,7 @@ default=None
             if best is None or noisy > best[0]:
                 best = (noisy, index, est)
         best_score, best_index, best_estimator = best
+        best_score = score_mechanism.clip(best_score, low, high)
         if self.refit:
             est = self._fit_or_fail(public, best_index, fit_epsilon, X, y, fit_seeds,
                                     realised)

@@ -215,6 +215,16 @@ class GaussianMechanism:
             return discrete.release_gaussian(value, self.sensitivity, self.sigma, rng, n_draws)
         return _noisy(value, lambda s: rng.normal(0.0, self.sigma, size=s), n_draws)
 
+    def clip(self, released, low, high):
+        """A release clipped to the public range ``[low, high]`` (post-processing: a
+        noisy score can leave the range its statistic lies in). On the safe path the
+        ends are the lattice points just inside the range, so the result stays on the
+        release's lattice."""
+        if self.floating_point_safe and self.sigma > 0:
+            step = float(discrete.plan_gaussian(self.sensitivity, self.sigma, 1).gamma)
+            low, high = math.ceil(low / step) * step, math.floor(high / step) * step
+        return min(max(float(released), low), high)
+
     def event(self, count=1):
         if self.floating_point_safe:
             if self.sigma == 0:
