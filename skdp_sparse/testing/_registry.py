@@ -1,7 +1,10 @@
 """The audits of the linear models: pairs, statistics, claims and sizes.
 
 :mod:`._registry_mean` has those of the mean and of the private search;
-:mod:`skdp_sparse.testing.audits` describes them all.
+:mod:`skdp_sparse.testing.audits` describes them all. The regressors audited here
+run with ``decision="fitted"``: each audit claims its solver's own releases, and the
+calibrated decision's releases have audits of their own (``tests/test_decision.py``,
+``tests/test_regression_decision.py``).
 """
 
 from __future__ import annotations
@@ -65,7 +68,8 @@ _ONE_GAUSSIAN = gaussian_claim()
 # -- coordinate descent ------------------------------------------------------
 def _cd_make(epsilon, delta, seed):
     return DPGreedyCDRegressor(
-        epsilon=epsilon, delta=delta, solver="cd", max_iter=1, penalty=None,
+        epsilon=epsilon, delta=delta, decision="fitted",
+        solver="cd", max_iter=1, penalty=None,
         fit_intercept=False, random_state=seed)
 
 
@@ -88,7 +92,8 @@ register(Audit(
 # -- noisy gradient descent --------------------------------------------------
 def _sgd_make(epsilon, delta, seed):
     return DPGreedyCDRegressor(
-        epsilon=epsilon, delta=delta, solver="sgd", max_iter=1, penalty=None,
+        epsilon=epsilon, delta=delta, decision="fitted",
+        solver="sgd", max_iter=1, penalty=None,
         random_state=seed)
 
 
@@ -108,7 +113,8 @@ register(Audit(
 # -- phased SGD --------------------------------------------------------------
 def _phased_make(epsilon, delta, seed):
     return DPGreedyCDRegressor(
-        epsilon=epsilon, delta=delta, solver="phased_sgd", max_iter=1, penalty=None,
+        epsilon=epsilon, delta=delta, decision="fitted",
+        solver="phased_sgd", max_iter=1, penalty=None,
         random_state=seed)
 
 
@@ -172,7 +178,8 @@ SSP_ROWS = 400
 
 def _ssp_make(epsilon, delta, seed):
     return DPGreedyCDRegressor(
-        epsilon=epsilon, delta=delta, solver="sufficient_statistics", penalty=None,
+        epsilon=epsilon, delta=delta, decision="fitted",
+        solver="sufficient_statistics", penalty=None,
         fit_intercept=False, random_state=seed)
 
 
@@ -268,7 +275,8 @@ def _greedy_pair(p):
 def _greedy_make(selection, curvature, p):
     def make(epsilon, delta, seed):
         return DPGreedyCDRegressor(
-            epsilon=epsilon, delta=delta, solver="greedy_cd", selection=selection,
+            epsilon=epsilon, delta=delta, decision="fitted",
+            solver="greedy_cd", selection=selection,
             curvature=curvature, max_iter=1, penalty=None, fit_intercept=False,
             # The rows' l2 norm is sqrt(p); a hair above it so that no row is clipped.
             norm_bound=math.sqrt(p) * (1 + 1e-9), random_state=seed)
@@ -367,7 +375,8 @@ _POISSON_N, _POISSON_BATCH = 100, 99
 
 def _sgd_poisson_make(epsilon, delta, seed):
     return DPGreedyCDRegressor(
-        epsilon=epsilon, delta=delta, solver="sgd", batch_size=_POISSON_BATCH, max_iter=1,
+        epsilon=epsilon, delta=delta, decision="fitted",
+        solver="sgd", batch_size=_POISSON_BATCH, max_iter=1,
         penalty=None, fit_intercept=False, random_state=seed)
 
 
@@ -399,7 +408,8 @@ register(Audit(
 # -- sparsity-preserving SGD -----------------------------------------------------
 def _sparse_make(epsilon, delta, seed, fit_intercept=True):
     return DPGreedyCDRegressor(
-        epsilon=epsilon, delta=delta, solver="sparse_sgd", batch_size=2, max_iter=1,
+        epsilon=epsilon, delta=delta, decision="fitted",
+        solver="sparse_sgd", batch_size=2, max_iter=1,
         penalty=None, fit_intercept=fit_intercept, random_state=seed)
 
 
@@ -426,7 +436,8 @@ _SELECTION_D = 6
 
 def _sparse_selection_make(epsilon, delta, seed):
     return DPGreedyCDRegressor(
-        epsilon=epsilon, delta=delta, solver="sparse_sgd", batch_size=1, max_iter=1,
+        epsilon=epsilon, delta=delta, decision="fitted",
+        solver="sparse_sgd", batch_size=1, max_iter=1,
         penalty=None, fit_intercept=False, random_state=seed)
 
 
@@ -465,7 +476,8 @@ register(Audit(
 
 def _frequent_make(epsilon, delta, seed):
     return DPGreedyCDRegressor(
-        epsilon=epsilon, delta=delta, solver="sparse_sgd", frequent_features=1,
+        epsilon=epsilon, delta=delta, decision="fitted",
+        solver="sparse_sgd", frequent_features=1,
         batch_size=1, max_iter=1, penalty=None, fit_intercept=False, random_state=seed)
 
 
@@ -489,7 +501,8 @@ register(Audit(
 def _bias_reduced_make(epsilon, delta, seed):
     # The privacy filter stops a private run; without noise a step count is needed.
     return DPGreedyCDRegressor(
-        epsilon=epsilon, delta=delta, solver="bias_reduced_sgd", penalty=None,
+        epsilon=epsilon, delta=delta, decision="fitted",
+        solver="bias_reduced_sgd", penalty=None,
         max_iter=None if math.isfinite(epsilon) else 1, random_state=seed)
 
 
