@@ -33,6 +33,7 @@ from skdp_sparse.solvers._calibration import (
 from skdp_sparse.solvers._screening import (
     SCREENING_THRESHOLD,
     noise_units,
+    null_curvature,
     null_residuals,
     plan_screening,
     screen,
@@ -306,6 +307,43 @@ def test_screened_newton_without_noise_is_the_diagonal_newton_step():
     cosine = coef @ step / (np.linalg.norm(coef) * np.linalg.norm(step))
     assert cosine == pytest.approx(1.0, abs=1e-12)
     assert coef @ step > 0
+
+
+def test_screened_newton_floors_each_curvature_at_its_noise(monkeypatch):
+    # The step divides by max(M~_j, sigma_M): a curvature the release sees clearly is
+    # not damped by the noise, one it cannot see is not divided by noise.
+    import skdp_sparse.solvers.screened_newton as sn
+
+    seen = {}
+    real_release, real_screen, real_calibrate = sn.release, sn.screen, sn.calibrate
+
+    def release(*args, **kw):
+        seen["curvature"], seen["sigma"] = real_release(*args, **kw)
+        return seen["curvature"], seen["sigma"]
+
+    def screen(*args, **kw):
+        seen["screened"] = real_screen(*args, **kw)
+        return seen["screened"]
+
+    def calibrate(data, columns, directions, **kw):
+        seen["directions"] = np.asarray(directions)[:, 0]
+        return real_calibrate(data, columns, directions, **kw)
+
+    monkeypatch.setattr(sn, "release", release)
+    monkeypatch.setattr(sn, "screen", screen)
+    monkeypatch.setattr(sn, "calibrate", calibrate)
+    X, y = _data(n=2000, p=30, seed=3)
+    # Columns of entries 100 times smaller: curvatures far below the noise.
+    X = sp.csr_matrix(X @ sp.diags(np.r_[np.ones(15), np.full(15, 0.01)]))
+    _fit(data=(X, y), solver="screened_newton", epsilon=3.0, penalty=None, norm_bound=10.0)
+    curvature, sigma = seen["curvature"], seen["sigma"]
+    screened = seen["screened"]
+    null = null_curvature(_problem(), screened)[0]
+    divisor = screened.weights[:, 0] / (seen["directions"] * null)
+    clear = curvature > sigma
+    assert clear.any() and (~clear).any()
+    np.testing.assert_allclose(divisor[clear], curvature[clear], rtol=1e-12)
+    np.testing.assert_allclose(divisor[~clear], sigma, rtol=1e-12)
 
 
 # --------------------------------------------------------------------------
