@@ -142,7 +142,8 @@ def test_cd_events_and_calibration(cd_calls, monkeypatch):
     X, y = _regression(seed=2)
     eps, delta = 1.0, 1e-5
     reg = DPGreedyCDRegressor(epsilon=eps, delta=delta, solver="cd", max_iter=3,
-                              curvature="bound", random_state=0).fit(X, y)
+                              curvature="bound", decision="fitted",
+                              random_state=0).fit(X, y)
     kw = cd_calls[0]
     k = 3 * (X.shape[1] + 1)
     assert kw["n_updates"] == k and kw["update_noise"] == "discrete_gaussian"

@@ -156,7 +156,7 @@ def test_cd_calibration_includes_curvature_share(cd_calls, safe):
     eps, delta = 1.0, 1e-5
     reg = DPGreedyCDRegressor(epsilon=eps, delta=delta, solver="cd", max_iter=2,
                               curvature="private", floating_point_safe=safe,
-                              random_state=0).fit(X, y)
+                              decision="fitted", random_state=0).fit(X, y)
     kw = cd_calls[0]
     k = 2 * (p + 1)
     if safe:
