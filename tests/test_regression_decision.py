@@ -29,6 +29,7 @@ from skdp_sparse.solvers._calibration import (
     calibrate_regression,
     regression_line,
 )
+from skdp_sparse.solvers._screening import release_mu
 from skdp_sparse.testing.bounds import assert_pair_audit
 
 SOLVERS = ["sgd", "sparse_sgd", "phased_sgd", "cd", "output_perturbation"]
@@ -374,8 +375,7 @@ def test_auto_refits_at_every_size():
                             regression=True) < D.MAX_DECISION_SHARE
     small = _decision_events(_fit("sgd", epsilon=0.1, X=X, y=y))
     assert len(small) == 3
-    # Each release's mu (the lattice release's, on the default floating-point-safe path).
-    share = sum((e.mu or 2.0 / e.pld.noise_multiplier) ** 2 for e in small) / mu**2
+    share = sum(release_mu(e) ** 2 for e in small) / mu**2
     assert share == pytest.approx(D.MAX_REGRESSION_SHARE, rel=1e-4)
     assert len(_decision_events(_fit("sgd", epsilon=3.0, X=X, y=y))) == 3
     # greedy CD fits its own intercept: refit only when asked.

@@ -36,6 +36,7 @@ from skdp_sparse.solvers._screening import (
     null_curvature,
     null_residuals,
     plan_screening,
+    release_mu,
     screen,
 )
 from skdp_sparse.solvers.screened_newton import SHARES, newton_shares
@@ -153,7 +154,7 @@ def test_noise_units_split_the_budget(safe):
     # The safe path's lattice releases pay (1 + 2^-16)(1 + 2^-20) in their unit.
     slack = (1 + 2.0**-16) * (1 + 2.0**-20) if safe else 1.0
     for unit, share, event in zip(units, shares, events, strict=True):
-        assert _event_mu(event) == pytest.approx(mu * math.sqrt(share), rel=1e-9)
+        assert release_mu(event) == pytest.approx(mu * math.sqrt(share), rel=1e-9)
         assert unit == pytest.approx(slack / (mu * math.sqrt(share)), rel=1e-9)
         assert (event.pld is not None and event.pld.lattice) if safe else event.mu
     assert noise_units(math.inf, delta, shares, safe, ["a", "b", "c"])[0] == [0.0] * 3
@@ -171,7 +172,7 @@ def test_screened_newton_spends_exactly_its_budget(safe):
                                                 "curvature", "score scale",
                                                 "score calibration")]
     shares = newton_shares()
-    mus = [_event_mu(e) for e in events]
+    mus = [release_mu(e) for e in events]
     assert [m * m for m in mus] == pytest.approx(
         [gaussian_mu(eps, delta) ** 2 * s for s in shares.values()], rel=1e-9)
     assert gaussian_epsilon(math.sqrt(sum(m * m for m in mus)), delta) == \
@@ -186,8 +187,8 @@ def test_sgd_screening_spends_exactly_its_budget():
     assert clf.epsilon_spent_ <= eps and clf.epsilon_spent_ == pytest.approx(eps, rel=1e-6)
     count, association, steps = clf.privacy_events_
     mu = gaussian_mu(eps, delta)
-    assert _event_mu(count) ** 2 == pytest.approx(SGD_COUNT_SHARE * mu**2, rel=1e-9)
-    assert _event_mu(association) ** 2 == pytest.approx(SGD_SCREENING_SHARE * mu**2,
+    assert release_mu(count) ** 2 == pytest.approx(SGD_COUNT_SHARE * mu**2, rel=1e-9)
+    assert release_mu(association) ** 2 == pytest.approx(SGD_SCREENING_SHARE * mu**2,
                                                         rel=1e-9)
     # The steps take the rest, composed with the screening in one accountant.
     assert compose([count, association, steps], delta)[0] == pytest.approx(eps, rel=1e-6)
@@ -202,11 +203,6 @@ def test_sgd_screening_of_a_regression_releases_no_count():
     assert [e.name for e in reg.privacy_events_][:1] == ["sgd: label association"]
     assert reg.epsilon_spent_ == pytest.approx(2.0, rel=1e-6)
     assert np.count_nonzero(reg.coef_) <= 5 and reg.coef_.shape == (X.shape[1],)
-
-
-def _event_mu(event):
-    """``Delta / sigma`` of a Gaussian release's event (its PLD's on the safe path)."""
-    return event.mu if event.mu is not None else 2.0 / event.pld.noise_multiplier
 
 
 def _problem(**kw):

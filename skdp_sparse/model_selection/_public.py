@@ -50,8 +50,8 @@ class PrivateSteps:
         params = estimator.get_params(deep=True)
         # The parameter of the label set: ``classes`` of the one private step that has
         # it, or None (the same in every clone).
-        names = [self._param(path, "classes") for path in self.paths
-                 if self._param(path, "classes") in params]
+        names = [name for name in (self._param(path, "classes") for path in self.paths)
+                 if name in params]
         self.classes_param = names[0] if len(names) == 1 else None
         if self.paths == [""]:
             return

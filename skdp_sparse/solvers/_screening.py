@@ -65,6 +65,7 @@ __all__ = [
     "SCREENING_THRESHOLD",
     "class_balance_start",
     "gaussian_release_event",
+    "release_mu",
     "plan_class_balance",
     "ScreeningPlan",
     "Screened",
@@ -169,6 +170,13 @@ def gaussian_release_event(unit, floating_point_safe, name):
     the full-batch step of per-example bound 1/2 and multiplier ``2 unit``."""
     event = subsampled_gaussian_event(2.0 * unit, 1.0, floating_point_safe=floating_point_safe)
     return dataclasses.replace(event, name=name)
+
+
+def release_mu(event):
+    """``Delta / sigma`` of the release an event of :func:`gaussian_release_event`
+    records: its own ``mu``, or on the floating-point-safe path that of its privacy
+    loss distribution (multiplier ``2 unit``)."""
+    return event.mu if event.mu is not None else 2.0 / event.pld.noise_multiplier
 
 
 def release(value, sensitivity, unit, floating_point_safe, rng):

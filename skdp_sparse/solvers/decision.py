@@ -55,7 +55,7 @@ from ._calibration import (
     calibrate,
     calibrate_regression,
 )
-from ._screening import gaussian_release_event
+from ._screening import gaussian_release_event, release_mu
 
 __all__ = ["MAX_DECISION_SHARE", "CELL_NOISE", "DECISION_SPLIT", "MULTICLASS_GAIN_SPLIT",
            "CLASS_COUNT_SPLIT", "MOMENT_NOISE", "MAX_REGRESSION_SHARE", "REGRESSION_SPLIT",
@@ -211,8 +211,7 @@ def inner_epsilon(plan_at, epsilon, delta, extra_events):
     steps are not exactly Gaussian (subsampled ones)."""
     extra_mu2 = 0.0
     for event in extra_events:
-        mu_event = event.mu if event.mu is not None else 2.0 / event.pld.noise_multiplier
-        extra_mu2 += mu_event**2 * event.count
+        extra_mu2 += release_mu(event) ** 2 * event.count
     mu = gaussian_mu(float(epsilon), float(delta))
     remaining = max(mu * mu - extra_mu2, 1e-300)
     guess = gaussian_epsilon(math.sqrt(remaining), delta)
