@@ -93,10 +93,11 @@ def _entries_clipped_block(block, feature_bound, norm_bound):
     return X, Y
 
 
-def _block_second_moments(X, Y, start, feature_bound, norm_bound):
+def _block_second_moments(X, Y, start, feature_bound, norm_bound, square_norm):
     """The block's ``column_second_moment_sums`` of its entries clipped to
     ``feature_bound``, the count of clipped rows last."""
-    sums, n_clipped = column_second_moment_sums(clip_entries(X, feature_bound), norm_bound)
+    sums, n_clipped = column_second_moment_sums(clip_entries(X, feature_bound), norm_bound,
+                                                square_norm)
     return np.append(sums, float(n_clipped))
 
 
@@ -344,13 +345,13 @@ class DaskData:
         :meth:`DaskRows.greedy_margins` reads them by."""
         return int(k)
 
-    def column_second_moment_sums(self, feature_bound, norm_bound):
+    def column_second_moment_sums(self, feature_bound, norm_bound, square_norm=None):
         """``(sums, n_clipped)`` of the rows of :meth:`entries_clipped` clipped to
         ``norm_bound`` in l2: the blocks' partial sums, tree-reduced (see
         :meth:`LocalData.column_second_moment_sums
         <skdp_sparse.data.LocalData.column_second_moment_sums>`)."""
         b = np.asarray(feature_bound, dtype=float)
-        total = self.row_sum(_block_second_moments, b, float(norm_bound))
+        total = self.row_sum(_block_second_moments, b, float(norm_bound), square_norm)
         return total[:-1], int(round(total[-1]))
 
     def row_sum(self, func, *args, norm_bound=None, l1_bound=math.inf):

@@ -108,10 +108,13 @@ class LocalData:
             X = np.ascontiguousarray(self.X[:, columns])
         return LocalData(X, self.Y)
 
-    def column_second_moment_sums(self, feature_bound, norm_bound):
+    def column_second_moment_sums(self, feature_bound, norm_bound, square_norm=None):
         """``(sums, n_clipped)`` of the rows of :meth:`entries_clipped` clipped to
-        ``norm_bound`` in l2 (the statistic a curvature estimate perturbs)."""
-        return column_second_moment_sums(self.entries_clipped(feature_bound), norm_bound)
+        ``norm_bound`` in l2 (the statistic a curvature estimate perturbs), each row's
+        vector of squares rescaled to l2 norm ``square_norm`` if given
+        (:func:`~skdp_sparse.privacy.statistics.column_second_moment_sums`)."""
+        return column_second_moment_sums(self.entries_clipped(feature_bound), norm_bound,
+                                         square_norm)
 
     def row_sum(self, func, *args, norm_bound=None, l1_bound=math.inf):
         """``func(rows, Y, 0, *args)``: a sum over the rows that ``func`` computes, on

@@ -12,16 +12,21 @@ import scipy.sparse as sp
 from .clipping import with_summed_duplicates
 from .mechanisms import GaussianMechanism, LaplaceMechanism, gaussian_sigma_for_rho
 
-__all__ = ["column_second_moment_sums", "release_column_second_moments",
+__all__ = ["column_second_moment_sums", "row_square_norms", "release_column_second_moments",
            "second_moment_sensitivities", "second_moment_noise_std"]
 
 
-def column_second_moment_sums(X, norm_bound=np.inf):
+def column_second_moment_sums(X, norm_bound=np.inf, square_norm=None):
     """``sum_i xt_ij^2`` for every column j, with ``xt_i = x_i min(1, L / ||x_i||_2)``.
 
     Not private: this is the statistic :func:`release_column_second_moments`
     perturbs. Rows are clipped to l2 norm ``L = norm_bound`` (no clipping for
     ``np.inf``); O(nnz) on sparse input, nothing is densified.
+
+    With ``square_norm = c``, each row's vector of squares ``(xt_ij^2)_j`` is rescaled
+    to l2 norm ``c`` (a row of zeros adds nothing): every row then moves the sums by
+    the same amount, and two rows' vectors, non-negative, differ by at most
+    ``sqrt(2) c`` in l2, whatever the entries.
 
     Returns
     -------
@@ -29,18 +34,50 @@ def column_second_moment_sums(X, norm_bound=np.inf):
     n_clipped : int
         Number of rows whose norm exceeds ``norm_bound``.
     """
-    if sp.issparse(X):
-        X = with_summed_duplicates(X)
-    squares = X.multiply(X) if sp.issparse(X) else np.square(np.asarray(X, dtype=float))
-    if sp.issparse(squares):
-        squares = sp.csr_matrix(squares)
-    if math.isinf(norm_bound):
+    squares, weights, n_clipped = _squares_and_row_weights(X, norm_bound)
+    if square_norm is not None:
+        # The clipped row's squares are the raw ones times its weight: so is their norm.
+        norms = weights * _row_norms(squares)
+        weights = np.divide(weights * float(square_norm), norms, out=np.zeros_like(norms),
+                            where=norms > 0)
+    elif math.isinf(norm_bound):
         return np.asarray(squares.sum(axis=0), dtype=float).ravel(), 0
+    return np.asarray(squares.T @ weights, dtype=float).ravel(), n_clipped
+
+
+def row_square_norms(X, norm_bound=np.inf):
+    """``||(xt_ij^2)_j||_2`` of every row, ``xt_i`` the row clipped to l2 norm
+    ``norm_bound``: the norms :func:`column_second_moment_sums` rescales with
+    ``square_norm``. Not private."""
+    squares, weights, _ = _squares_and_row_weights(X, norm_bound)
+    return weights * _row_norms(squares)
+
+
+def _squares_and_row_weights(X, norm_bound):
+    """``(squares, weights, n_clipped)``: the entries' squares (CSR or an array), each
+    row's factor ``min(1, L / ||x_i||_2)^2`` and the number of rows it shrinks."""
+    squares = _squared(X)
     row_norm_sq = np.asarray(squares.sum(axis=1), dtype=float).ravel()
-    clipped = row_norm_sq > norm_bound**2
     weights = np.ones_like(row_norm_sq)
+    clipped = row_norm_sq > norm_bound**2
     weights[clipped] = norm_bound**2 / row_norm_sq[clipped]
-    return np.asarray(squares.T @ weights, dtype=float).ravel(), int(clipped.sum())
+    return squares, weights, int(clipped.sum())
+
+
+def _squared(X):
+    """The entries of ``X`` squared, in its own format (CSR, CSC or an array; other
+    sparse formats as CSR), each ``x_ij`` with its duplicates summed first."""
+    if not sp.issparse(X):
+        return np.square(np.asarray(X, dtype=float))
+    if X.format not in ("csr", "csc"):
+        X = sp.csr_matrix(X)
+    squares = with_summed_duplicates(X).astype(np.float64, copy=True)
+    np.square(squares.data, out=squares.data)
+    return squares
+
+
+def _row_norms(M):
+    return np.sqrt(np.asarray(_squared(M).sum(axis=1), dtype=float).ravel())
 
 
 def second_moment_sensitivities(norm_bound, max_entry):
