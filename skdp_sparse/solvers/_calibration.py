@@ -134,15 +134,15 @@ def _scale_levels(abs_scores, bound):
                    0, SCALE_LEVELS - 1).astype(np.int64)
 
 
-def _scale_from_counts(counts, bound, n_rows):
+def _scale_from_counts(counts, bound, n_rows, quantile=SCALE_QUANTILE):
     """The upper edge of the first level at which the noisy mass above reaches
-    ``1 - SCALE_QUANTILE`` of the ``n_rows`` rows (each counted once: the total is
+    ``1 - quantile`` of the ``n_rows`` rows (each counted once: the total is
     public); ``bound`` if none does. The noisy counts are summed as they are: clamping
     each at 0 would add the positive part of the noise of every empty level above the
     scores (most of the 48 where the bound is loose), which reached the threshold
     before any score did and left the scale at the bound."""
     above = np.cumsum(counts)
-    reached = np.flatnonzero(above >= (1.0 - SCALE_QUANTILE) * float(n_rows))
+    reached = np.flatnonzero(above >= (1.0 - quantile) * float(n_rows))
     if reached.size == 0:
         return bound
     return bound * 2.0 ** -min(int(reached[0]), SCALE_LEVELS - 1)

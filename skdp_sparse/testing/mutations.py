@@ -172,6 +172,16 @@ MUTATIONS = [
         "plan.association_unit, plan.floating_point_safe, rng)",
         "plan.association_unit / 2, plan.floating_point_safe, rng)"),
     Mutation(
+        "screened_newton_square_norm", "the histogram of the rows' norms the screened "
+        "Newton step rescales its curvature to", "solvers/screened_newton.py",
+        "noisy, _ = release(counts, math.sqrt(2.0), unit,",
+        "noisy, _ = release(counts, math.sqrt(2.0), unit / 2,"),
+    Mutation(
+        "screened_newton_curvature", "the curvature noise of the screened Newton step",
+        "solvers/screened_newton.py",
+        'curvature, sigma_m = release(sums[S], sensitivity, plan.units["curvature"],',
+        'curvature, sigma_m = release(sums[S], sensitivity, plan.units["curvature"] / 2,'),
+    Mutation(
         "partition_selection", "the noisy counts of partition selection (DPTfidfVectorizer)",
         "privacy/partitions.py", "sigma=plan.sigma,", "sigma=plan.sigma / 2,"),
     Mutation(
@@ -274,6 +284,7 @@ CALIBRATION_TESTS = (
     "tests/test_mean_safe.py",
     "tests/test_private_search.py",
     "tests/test_screening.py",
+    "tests/test_screened_newton_curvature.py",
     "tests/test_decision.py",
     "tests/test_regression_decision.py",
 )
