@@ -232,6 +232,24 @@ def _pair_releases(curvature_releases, index, row, row_prime, n=200):
     return releases, real, compose([event], claim_delta)[0], claim_delta
 
 
+def _audit_first_two_cells(value, value_prime, sensitivity, unit, fp, real, claim,
+                           claim_delta, undernoised, runs=4000):
+    """The pair audit of a release whose two sides differ along ``e_0 - e_1``: the
+    statistic is the difference of those two noisy cells, drawn by the real release
+    with the sensitivity and unit the fit passed it (half the unit if
+    ``undernoised``)."""
+    if undernoised:
+        unit = unit / 2
+    rng = np.random.default_rng(1)
+
+    def statistic(v):
+        noisy = np.stack([real(v, sensitivity, unit, fp, rng)[0] for _ in range(runs)])
+        return noisy[:, 0] - noisy[:, 1]
+
+    assert_pair_audit(statistic(value), statistic(value_prime), claim, claim_delta,
+                      undernoised)
+
+
 @pytest.mark.parametrize("undernoised", [False, True])
 def test_square_norm_histogram_audit(undernoised, curvature_releases):
     # One row moves from the top level (one entry of 1: norm of squares 1) to level 1
@@ -242,15 +260,8 @@ def test_square_norm_histogram_audit(undernoised, curvature_releases):
     (h, sensitivity, unit, fp, *_), (h_prime, *_) = releases
     assert sensitivity == pytest.approx(math.sqrt(2.0))
     assert np.abs(h - h_prime).sum() == 2 and h[0] - h_prime[0] == 1
-    if undernoised:
-        unit = unit / 2
-    runs, rng = 4000, np.random.default_rng(1)
-
-    def statistic(hist):
-        noisy = np.stack([real(hist, sensitivity, unit, fp, rng)[0] for _ in range(runs)])
-        return noisy[:, 0] - noisy[:, 1]
-
-    assert_pair_audit(statistic(h), statistic(h_prime), claim, claim_delta, undernoised)
+    _audit_first_two_cells(h, h_prime, sensitivity, unit, fp, real, claim, claim_delta,
+                           undernoised)
 
 
 @pytest.mark.parametrize("undernoised", [False, True])
@@ -263,15 +274,8 @@ def test_curvature_audit(undernoised, curvature_releases):
     (v, sensitivity, unit, fp, *_), (v_prime, s_prime, *_) = releases
     assert sensitivity == s_prime
     np.testing.assert_allclose(np.linalg.norm(v - v_prime), sensitivity, rtol=1e-12)
-    if undernoised:
-        unit = unit / 2
-    runs, rng = 4000, np.random.default_rng(1)
-
-    def statistic(value):
-        noisy = np.stack([real(value, sensitivity, unit, fp, rng)[0] for _ in range(runs)])
-        return noisy[:, 0] - noisy[:, 1]
-
-    assert_pair_audit(statistic(v), statistic(v_prime), claim, claim_delta, undernoised)
+    _audit_first_two_cells(v, v_prime, sensitivity, unit, fp, real, claim, claim_delta,
+                           undernoised)
 
 
 def test_local_view_sums_match_the_statistic():
