@@ -10,8 +10,12 @@ with one budget ``epsilon = 1`` total, ``delta = 1/n^2``, split by ``split_budge
 is empty (no term passed the threshold) scores every document the same: AUC 0.5. Optionally
 (``--select k``) a ``DPSelectKBest(score_func="association")`` step between them
 takes a share of the budget too. Next to it: scikit-learn's non-private
-``TfidfVectorizer`` + ``LogisticRegression`` with the same tokenisation. Test ROC AUC,
-mean and standard deviation over the seeds, the vocabulary size and the fit time.
+``TfidfVectorizer`` + ``LogisticRegression`` with the same tokenisation, and the route
+that needs no vocabulary: a public ``HashingVectorizer`` (a function of each document
+alone, unit rows, 2^18 columns: no privacy cost) of word unigrams or of character
+2- to 4-grams within words, followed by ``DPSparseLogisticRegression`` with the whole
+budget. Test ROC AUC, mean and standard deviation over the seeds, the vocabulary size
+and the fit time (featurising included).
 
     python benchmarks/bench_text_pipeline.py [--quick] [--datasets imdb sms] [--seeds 5]
         [--epsilon 1] [--max-terms M] [--vocabulary-share 0.5] [--select K]
@@ -28,7 +32,7 @@ import warnings
 import numpy as np
 from _common import markdown_table
 from _text import load_raw_text
-from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.feature_extraction.text import HashingVectorizer, TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 from sklearn.pipeline import Pipeline
@@ -43,6 +47,9 @@ DATASETS = ("imdb", "sms")
 MAX_TERMS = {"imdb": 50, "sms": 10}
 #: The tokenisation shared by the private and the non-private pipelines.
 TOKENS = {"stop_words": "english", "sublinear_tf": True}
+#: The public hashing featurisers: word unigrams, and character 2- to 4-grams within
+#: words (many per document, each shared by many documents).
+HASHING = {"words": {}, "characters": {"analyzer": "char_wb", "ngram_range": (2, 4)}}
 
 
 def private_pipeline(n, epsilon, max_terms, vocabulary_share, select, seed):
@@ -77,6 +84,27 @@ def run_private(data, max_terms, args, seed):
     auc = roc_auc_score(y_test, model.decision_function(docs_test))
     spent = ledger.spent(1.0 / len(docs) ** 2)
     return auc, len(model["tfidf"].vocabulary_), elapsed, spent, model["clf"].solver_
+
+
+def run_hashing(data, featuriser, epsilon, seeds):
+    """AUCs over the seeds and the median fit time of a public hashing featuriser
+    followed by the private classifier with the whole budget."""
+    docs, y, docs_test, y_test = data
+    aucs, times = [], []
+    for seed in range(seeds):
+        model = Pipeline([
+            ("hash", HashingVectorizer(n_features=2**18, alternate_sign=False, norm="l2",
+                                       **HASHING[featuriser])),
+            ("clf", DPSparseLogisticRegression(epsilon=epsilon, delta=1.0 / len(docs) ** 2,
+                                               norm_bound=1.0, classes=[0, 1],
+                                               random_state=seed))])
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model.fit(docs, y)
+        times.append(time.perf_counter() - t0)
+        aucs.append(roc_auc_score(y_test, model.decision_function(docs_test)))
+    return np.array(aucs), float(np.median(times))
 
 
 def run_public(data):
@@ -131,6 +159,12 @@ def main():
              "vocabulary": f"{vocabs.mean():.0f} ({vocabs.min()}-{vocabs.max()})",
              "fit (s)": f"{np.median([r[2] for r in runs]):.1f}"},
         ]
+        for featuriser in HASHING:
+            hashed, hash_time = run_hashing(data, featuriser, args.epsilon, args.seeds)
+            rows.append({"pipeline": f"HashingVectorizer ({featuriser}, public) + "
+                         "DPSparseLogisticRegression", "epsilon": f"{args.epsilon:g}",
+                         "AUC": f"{hashed.mean():.3f} +- {hashed.std():.3f}",
+                         "vocabulary": "2^18 hashed", "fit (s)": f"{hash_time:.1f}"})
         print()
         print(markdown_table(rows, ["pipeline", "epsilon", "AUC", "vocabulary", "fit (s)"]))
         print(f"\nAUC gap to non-private: {auc0 - aucs.mean():.3f} (mean over "
