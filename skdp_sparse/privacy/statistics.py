@@ -66,18 +66,31 @@ def _squares_and_row_weights(X, norm_bound):
 
 def _squared(X):
     """The entries of ``X`` squared, in its own format (CSR, CSC or an array; other
-    sparse formats as CSR), each ``x_ij`` with its duplicates summed first."""
+    sparse formats as CSR), each ``x_ij`` with its duplicates summed first; a sparse
+    result shares ``X``'s index arrays."""
     if not sp.issparse(X):
         return np.square(np.asarray(X, dtype=float))
     if X.format not in ("csr", "csc"):
         X = sp.csr_matrix(X)
-    squares = with_summed_duplicates(X).astype(np.float64, copy=True)
-    np.square(squares.data, out=squares.data)
-    return squares
+    X = with_summed_duplicates(X)
+    return type(X)((np.square(X.data, dtype=np.float64), X.indices, X.indptr),
+                   shape=X.shape, copy=False)
 
 
 def _row_norms(M):
-    return np.sqrt(np.asarray(_squared(M).sum(axis=1), dtype=float).ravel())
+    """The l2 norm of every row of ``M`` (CSR, CSC or an array, duplicates summed)."""
+    if not sp.issparse(M):
+        return np.sqrt(np.sum(np.square(M), axis=1))
+    values = np.square(M.data)
+    if M.format == "csc":
+        return np.sqrt(np.bincount(M.indices, weights=values, minlength=M.shape[0]))
+    sums = np.zeros(M.shape[0])
+    starts = M.indptr[:-1]
+    nonempty = np.flatnonzero(starts < M.indptr[1:])
+    if nonempty.size:
+        # Each non-empty row's entries run from its start to the next non-empty row's.
+        sums[nonempty] = np.add.reduceat(values, starts[nonempty])
+    return np.sqrt(sums)
 
 
 def second_moment_sensitivities(norm_bound, max_entry):
