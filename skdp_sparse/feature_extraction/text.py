@@ -292,7 +292,9 @@ stop_words, token_pattern, ngram_range
                 "transform returns rows without columns. The threshold grows with "
                 "max_terms_per_document and 1/epsilon; more documents, a larger epsilon "
                 "or a smaller max_terms_per_document make room for terms, and a "
-                "HashingVectorizer (rows of norm 1, no privacy cost) needs no vocabulary.",
+                "HashingVectorizer (alternate_sign=False, norm='l2': rows of norm 1, no "
+                "privacy cost) needs no vocabulary; on short texts, character n-grams "
+                "(analyzer='char_wb', ngram_range=(2, 4)) are shared by many documents.",
                 UserWarning, stacklevel=4)
         df = np.clip(result.df, 1.0, n)
         if self.smooth_idf:
