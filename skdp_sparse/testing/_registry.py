@@ -65,12 +65,19 @@ def pair_targets(n, value=TARGET):
 
 _ONE_GAUSSIAN = gaussian_claim()
 
+def _own_releases(epsilon, delta, seed, **params):
+    """The regressor of an audit of its solver's own releases: ``decision="fitted"``,
+    so that the calibrated decision's releases (audited on their own) stay out."""
+    return DPGreedyCDRegressor(epsilon=epsilon, delta=delta, decision="fitted",
+                               random_state=seed, **params)
+
+
 # -- coordinate descent ------------------------------------------------------
 def _cd_make(epsilon, delta, seed):
-    return DPGreedyCDRegressor(
-        epsilon=epsilon, delta=delta, decision="fitted",
+    return _own_releases(
+        epsilon, delta, seed,
         solver="cd", max_iter=1, penalty=None,
-        fit_intercept=False, random_state=seed)
+        fit_intercept=False)
 
 
 register(Audit(
@@ -91,10 +98,9 @@ register(Audit(
 
 # -- noisy gradient descent --------------------------------------------------
 def _sgd_make(epsilon, delta, seed):
-    return DPGreedyCDRegressor(
-        epsilon=epsilon, delta=delta, decision="fitted",
-        solver="sgd", max_iter=1, penalty=None,
-        random_state=seed)
+    return _own_releases(
+        epsilon, delta, seed,
+        solver="sgd", max_iter=1, penalty=None)
 
 
 register(Audit(
@@ -112,10 +118,9 @@ register(Audit(
 
 # -- phased SGD --------------------------------------------------------------
 def _phased_make(epsilon, delta, seed):
-    return DPGreedyCDRegressor(
-        epsilon=epsilon, delta=delta, decision="fitted",
-        solver="phased_sgd", max_iter=1, penalty=None,
-        random_state=seed)
+    return _own_releases(
+        epsilon, delta, seed,
+        solver="phased_sgd", max_iter=1, penalty=None)
 
 
 register(Audit(
@@ -177,10 +182,10 @@ SSP_ROWS = 400
 
 
 def _ssp_make(epsilon, delta, seed):
-    return DPGreedyCDRegressor(
-        epsilon=epsilon, delta=delta, decision="fitted",
+    return _own_releases(
+        epsilon, delta, seed,
         solver="sufficient_statistics", penalty=None,
-        fit_intercept=False, random_state=seed)
+        fit_intercept=False)
 
 
 def _ssp_datasets(n=SSP_ROWS):
@@ -274,12 +279,12 @@ def _greedy_pair(p):
 
 def _greedy_make(selection, curvature, p):
     def make(epsilon, delta, seed):
-        return DPGreedyCDRegressor(
-            epsilon=epsilon, delta=delta, decision="fitted",
+        return _own_releases(
+            epsilon, delta, seed,
             solver="greedy_cd", selection=selection,
             curvature=curvature, max_iter=1, penalty=None, fit_intercept=False,
             # The rows' l2 norm is sqrt(p); a hair above it so that no row is clipped.
-            norm_bound=math.sqrt(p) * (1 + 1e-9), random_state=seed)
+            norm_bound=math.sqrt(p) * (1 + 1e-9))
     return make
 
 
@@ -374,10 +379,10 @@ _POISSON_N, _POISSON_BATCH = 100, 99
 
 
 def _sgd_poisson_make(epsilon, delta, seed):
-    return DPGreedyCDRegressor(
-        epsilon=epsilon, delta=delta, decision="fitted",
+    return _own_releases(
+        epsilon, delta, seed,
         solver="sgd", batch_size=_POISSON_BATCH, max_iter=1,
-        penalty=None, fit_intercept=False, random_state=seed)
+        penalty=None, fit_intercept=False)
 
 
 def _sgd_poisson_datasets(n=_POISSON_N):
@@ -407,10 +412,10 @@ register(Audit(
 
 # -- sparsity-preserving SGD -----------------------------------------------------
 def _sparse_make(epsilon, delta, seed, fit_intercept=True):
-    return DPGreedyCDRegressor(
-        epsilon=epsilon, delta=delta, decision="fitted",
+    return _own_releases(
+        epsilon, delta, seed,
         solver="sparse_sgd", batch_size=2, max_iter=1,
-        penalty=None, fit_intercept=fit_intercept, random_state=seed)
+        penalty=None, fit_intercept=fit_intercept)
 
 
 def _sparse_gradient_statistic(fitted):
@@ -435,10 +440,10 @@ _SELECTION_D = 6
 
 
 def _sparse_selection_make(epsilon, delta, seed):
-    return DPGreedyCDRegressor(
-        epsilon=epsilon, delta=delta, decision="fitted",
+    return _own_releases(
+        epsilon, delta, seed,
         solver="sparse_sgd", batch_size=1, max_iter=1,
-        penalty=None, fit_intercept=False, random_state=seed)
+        penalty=None, fit_intercept=False)
 
 
 def _sparse_selection_datasets(d=_SELECTION_D):
@@ -475,10 +480,10 @@ register(Audit(
 
 
 def _frequent_make(epsilon, delta, seed):
-    return DPGreedyCDRegressor(
-        epsilon=epsilon, delta=delta, decision="fitted",
+    return _own_releases(
+        epsilon, delta, seed,
         solver="sparse_sgd", frequent_features=1,
-        batch_size=1, max_iter=1, penalty=None, fit_intercept=False, random_state=seed)
+        batch_size=1, max_iter=1, penalty=None, fit_intercept=False)
 
 
 register(Audit(
@@ -500,10 +505,10 @@ register(Audit(
 # -- bias-reduced SGD --------------------------------------------------------------
 def _bias_reduced_make(epsilon, delta, seed):
     # The privacy filter stops a private run; without noise a step count is needed.
-    return DPGreedyCDRegressor(
-        epsilon=epsilon, delta=delta, decision="fitted",
+    return _own_releases(
+        epsilon, delta, seed,
         solver="bias_reduced_sgd", penalty=None,
-        max_iter=None if math.isfinite(epsilon) else 1, random_state=seed)
+        max_iter=None if math.isfinite(epsilon) else 1)
 
 
 def _spent(fitted, delta):
