@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import fft as sfft
-from scipy.signal import lfilter
 
 _U = np.finfo(float).eps / 2
 
@@ -220,6 +219,9 @@ def _smallest_eps(lo, w, log_c, lam, h, delta, extra, e_inf, rel):
     # A_k = sum_{j >= k} m_j and B_k = m_k + e^{-h} B_{k+1}. Rounding: the untilting
     # (relative), the sums of nonnegative terms (relative N u) and the difference,
     # at least (1 - e^-h) A_{k+1} (relative error amplified by 1 / (1 - e^-h)).
+    # scipy.signal costs a third of a second to import; only this conversion needs it.
+    from scipy.signal import lfilter
+
     rev = m[::-1]
     A = np.cumsum(rev)[::-1]
     B = lfilter([1.0], [1.0, -math.exp(-h)], rev)[::-1]
