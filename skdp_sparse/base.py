@@ -71,11 +71,12 @@ class DPEstimatorMixin:
             # numpy's floating-point warnings (an overflow in a row's norm, say) would
             # tell whether some private value is extreme; the steps below read private
             # values, so they stay silent (the thread's own setting, restored after).
+            # A random_state that makes no generator fails here, before any budget.
+            rng = check_generator(getattr(self, "random_state", None))
             with np.errstate(all="ignore"):
                 data, public = self._validate_fit_data(X, y)
                 plan = self._plan(public)
                 with fit_budget(self, plan.epsilon, plan.delta, plan.events) as budget:
-                    rng = check_generator(self.random_state)
                     budget.watch(rng)
                     result = self._solve(data, plan, rng)
                     attributes = self._fitted_attributes(public, plan, result)

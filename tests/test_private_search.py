@@ -446,7 +446,7 @@ BAD_INPUTS = {
     "y is None": (dict(X=_X, y=None), "requires y to be passed"),
     "y too short": (dict(X=_X, y=_Y[:-1]), "inconsistent numbers of samples"),
     "label outside classes": (dict(X=_X, y=np.where(_Y == 1, 5, 0)), "outside the public"),
-    "continuous labels": (dict(X=_X, y=_Y + 0.5), "continuous"),
+    "continuous labels": (dict(X=_X, y=_Y + 0.5), "outside the public"),
     "classes conflict": (dict(X=_X, y=_Y, classes=[0, 2]), "differ"),
     "classes of a regressor": (dict(X=_X, y=_Y * 0.5, classes=[0, 1], **_REGRESSION),
                                "classifier"),

@@ -28,6 +28,8 @@ from ..utils._warnings import warn_float_noise
 from ..utils.validation import (
     DELTA,
     EPSILON,
+    MAX_BOUND,
+    MIN_BOUND,
     Bound,
     Interval,
     Options,
@@ -115,7 +117,7 @@ SOLVER_CONSTRAINTS = {
     "feature_selection_share": [Interval(numbers.Real, 0, 1, closed="neither"), None],
     "selection_threshold": [Interval(numbers.Real, None, None), None],
     "selection_share": [Interval(numbers.Real, 0, 1, closed="neither")],
-    "contribution_bound": [Interval(numbers.Real, 0, None, closed="neither")],
+    "contribution_bound": [Bound()],
     "frequent_features": [Interval(numbers.Integral, 1, None), "array-like", None],
 }
 
@@ -324,12 +326,19 @@ class TargetRangeMixin:
         if self.target_bounds is None:
             return None
         pair = self.target_bounds
+        if isinstance(pair, np.ndarray) and pair.ndim == 1:
+            pair = pair.tolist()
         ok = (isinstance(pair, tuple | list) and len(pair) == 2
               and all(isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_)
-                      and math.isfinite(v) for v in pair) and pair[0] < pair[1])
+                      and abs(v) <= MAX_BOUND for v in pair)
+              and MIN_BOUND <= (float(pair[1]) - float(pair[0])) / 2)
         if not ok:
+            # Within the range of every other bound (MIN_BOUND, MAX_BOUND), so that
+            # the map to [-1, 1] and back stays finite and non-zero.
             raise ValueError(f"{type(self).__name__}: target_bounds must be a pair (low, "
-                             f"high) of finite numbers with low < high, got {pair!r}")
+                             f"high) of finite numbers with low < high, |low|, |high| <= "
+                             f"{MAX_BOUND:g} and (high - low) / 2 >= {MIN_BOUND:g}, got "
+                             f"{self.target_bounds!r}")
         low, high = float(pair[0]), float(pair[1])
         return (low + high) / 2, (high - low) / 2
 

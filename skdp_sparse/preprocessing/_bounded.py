@@ -8,9 +8,8 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
-from sklearn.utils.validation import validate_data
 
-from ..utils.validation import canonical_sparse
+from ..utils.validation import canonical_sparse, validate_rows
 from ._bounds import (
     OutputBounds,
     bounds_for,
@@ -135,7 +134,7 @@ class BoundedScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self
         """
         self._check_params()
-        X = validate_data(self, X, accept_sparse=["csr", "csc"], dtype=np.float64)
+        X = validate_rows(self, X, accept_sparse=["csr", "csc"], dtype=np.float64)
         lower, upper = self._ranges(X.shape[1])
         if sp.issparse(X):
             check_zero_inside(lower, upper, type(self).__name__)
@@ -157,7 +156,7 @@ class BoundedScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             A new array (or matrix, for sparse input); ``X`` is never modified.
         """
         self._check_params()
-        X = validate_data(self, X, accept_sparse=["csr", "csc"],
+        X = validate_rows(self, X, accept_sparse=["csr", "csc"],
                           dtype=[np.float64, np.float32], reset=False)
         dtype = X.dtype
         lower, upper = self._ranges(X.shape[1])
@@ -190,7 +189,7 @@ class BoundedScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         X_original : {ndarray, sparse matrix} of shape (n_samples, n_features)
         """
         self._check_params()
-        X = validate_data(self, X, accept_sparse=["csr", "csc"], dtype=np.float64,
+        X = validate_rows(self, X, accept_sparse=["csr", "csc"], dtype=np.float64,
                           reset=False)
         lower, upper = self._ranges(X.shape[1])
         if sp.issparse(X):

@@ -12,6 +12,8 @@ from collections import namedtuple
 
 import numpy as np
 
+from ..utils.validation import MAX_BOUND, MIN_BOUND
+
 __all__ = ["OutputBounds", "check_bounds", "bounds_for", "check_zero_inside",
            "entry_columns", "clip_sparse", "scale_sparse"]
 
@@ -67,6 +69,16 @@ def check_bounds(bounds, owner):
     if bad.size:
         j = int(bad[0])
         raise ValueError(f"{owner}: every lower bound must be below its upper bound; "
+                         f"{bad.size} feature(s) are not, e.g. feature {j}: "
+                         f"[{lower[j]:g}, {upper[j]:g}]")
+    # The estimators' range of a bound: the widths, their squares and the maps to a
+    # fixed interval and back stay finite and non-zero in doubles.
+    bad = np.flatnonzero((np.maximum(np.abs(lower), np.abs(upper)) > MAX_BOUND)
+                         | (upper / 2 - lower / 2 < MIN_BOUND / 2))
+    if bad.size:
+        j = int(bad[0])
+        raise ValueError(f"{owner}: every range must lie within [-{MAX_BOUND:g}, "
+                         f"{MAX_BOUND:g}] and be at least {MIN_BOUND:g} wide; "
                          f"{bad.size} feature(s) are not, e.g. feature {j}: "
                          f"[{lower[j]:g}, {upper[j]:g}]")
     return lower, upper

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ..base import DPEstimatorMixin
 from ..utils._warnings import warn_float_noise
@@ -19,6 +19,7 @@ from ..utils.validation import (
     Options,
     canonical_sparse,
     validate_fit_data,
+    validate_rows,
 )
 from ._bounds import (
     OutputBounds,
@@ -272,7 +273,7 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, DPEstimatorMixin,
             zeros (it is only scaled).
         """
         check_is_fitted(self)
-        X = validate_data(self, X, accept_sparse=["csr", "csc"], dtype=np.float64,
+        X = validate_rows(self, X, accept_sparse=["csr", "csc"], dtype=np.float64,
                           reset=False)
         lower, upper = self._ranges(X.shape[1])
         c = None if self.clip_output is None else float(self.clip_output)
@@ -303,7 +304,7 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, DPEstimatorMixin,
         X_original : {ndarray, sparse matrix} of shape (n_samples, n_features)
         """
         check_is_fitted(self)
-        X = validate_data(self, X, accept_sparse=["csr", "csc"], dtype=np.float64,
+        X = validate_rows(self, X, accept_sparse=["csr", "csc"], dtype=np.float64,
                           reset=False)
         scale = np.ones(X.shape[1]) if self.scale_ is None else self.scale_
         if sp.issparse(X):

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.utils.validation import check_array
 
 from ..data import LocalData
 from ..optim.erm import solve_l2_erm
@@ -30,7 +29,15 @@ from ..privacy import discrete
 from ..privacy.accounting import compose
 from ..privacy.mechanisms import GaussianMechanism, LaplaceMechanism
 from ..utils.random import check_generator
-from ..utils.validation import Bound, Interval, Options, check_privacy_params, validate_params
+from ..utils.validation import (
+    Bound,
+    Interval,
+    Options,
+    check_privacy_params,
+    checked_array,
+    data_free_errors,
+    validate_params,
+)
 from ._base import Plan, Problem, Solver, SolverResult
 
 __all__ = [
@@ -426,8 +433,9 @@ def fit_output_perturbation(
         raise ValueError(f"sparsity must be None or a positive int, got {sparsity!r}")
     if isinstance(loss, SquaredLoss | HuberLoss):
         target_bound = check_bound("target_bound", target_bound)
-    X = check_array(X, accept_sparse=("csr", "csc"), dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
+    X = checked_array(X, accept_sparse=("csr", "csc"), dtype=np.float64)
+    with data_free_errors():
+        y = np.asarray(y, dtype=np.float64)
     single = y.ndim == 1
     Y = y[:, None] if single else y
     if Y.ndim != 2 or Y.shape[0] != X.shape[0]:

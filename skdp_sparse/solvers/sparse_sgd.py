@@ -62,7 +62,7 @@ from ..privacy.discrete import (
     plan_gaussian,
 )
 from ..privacy.subsampling import subsampled_gaussian_event, subsampled_noise_multiplier
-from ..utils.validation import Interval, validate_params
+from ..utils.validation import Bound, Interval, validate_params
 from ._base import Plan, SolverResult, non_private_events
 from ._frequent_features import (
     FREQUENT_FEATURES_SHARE,
@@ -85,7 +85,7 @@ _OPTIONS = {
     "learning_rate": [Interval(numbers.Real, 0, None, closed="neither"), None],
     "selection_share": [Interval(numbers.Real, 0, 1, closed="neither")],
     "threshold": [Interval(numbers.Real, None, None), None],
-    "contribution_bound": [Interval(numbers.Real, 0, None, closed="neither")],
+    "contribution_bound": [Bound()],
     "average": ["boolean"],
     "floating_point_safe": ["boolean"],
     "frequent_features": [Interval(numbers.Integral, 1, None), "array-like", None],

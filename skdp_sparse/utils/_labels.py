@@ -43,17 +43,24 @@ def encode_labels(y, classes, estimator_name):
     with a rare label changes ``classes_`` and the shape of ``coef_``): the
     function emits :class:`~skdp_sparse.exceptions.PrivacyLeakWarning`.
     """
-    # One type_of_target (check_classification_targets would run it again).
-    kind = type_of_target(y, input_name="y")
-    if kind not in ("binary", "multiclass"):
-        if kind not in ("multilabel-indicator", "multiclass-multioutput"):
-            # scikit-learn's wording for targets that are not labels.
-            raise ValueError(f"Unknown label type: {kind}. Maybe you are trying to fit a "
-                             "classifier, which expects discrete classes on a regression "
-                             "target with continuous values.")
-        raise ValueError(f"y must hold binary or multiclass labels, got {kind} targets")
     public = check_classes(classes)
-    if public is None:
+    if public is not None:
+        # With a public label set nothing may depend on which labels occur: scikit-learn's
+        # type_of_target would call the labels of classes=[0, 0.5, 1] continuous only
+        # when some row is labelled 0.5. Only the shape and the membership are checked.
+        shape = np.shape(y)
+        if len(shape) != 1:
+            raise ValueError(f"y must be a 1-d array of labels, got shape {shape}")
+    else:
+        # One type_of_target (check_classification_targets would run it again).
+        kind = type_of_target(y, input_name="y")
+        if kind not in ("binary", "multiclass"):
+            if kind not in ("multilabel-indicator", "multiclass-multioutput"):
+                # scikit-learn's wording for targets that are not labels.
+                raise ValueError(f"Unknown label type: {kind}. Maybe you are trying to fit "
+                                 "a classifier, which expects discrete classes on a "
+                                 "regression target with continuous values.")
+            raise ValueError(f"y must hold binary or multiclass labels, got {kind} targets")
         warn(
             f"{estimator_name} reads its label set (classes_) from the training labels, "
             "which the privacy guarantee does not cover: one row with a rare label changes "
@@ -69,8 +76,10 @@ def encode_labels(y, classes, estimator_name):
         return public, np.searchsorted(public, y)
     try:
         known = np.isin(y, public)
-    except TypeError as exc:
-        raise ValueError("the labels of y and classes are of incomparable types") from exc
+    except TypeError:
+        # A label that cannot be compared with the label set (None among numbers) is
+        # outside it: the same error as any other such label.
+        known = np.zeros(1, dtype=bool)
     if not np.all(known):
         # How many rows are outside is a statistic of the data: the message says only
         # that some are.

@@ -16,11 +16,12 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+import re
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.stats import norm
-from sklearn.utils.validation import validate_data
+from sklearn.utils.validation import check_array, validate_data
 
 __all__ = [
     "MAX_EPSILON",
@@ -38,6 +39,9 @@ __all__ = [
     "canonical_sparse",
     "validate_fit_data",
     "validate_predict_data",
+    "data_free_errors",
+    "validate_rows",
+    "checked_array",
 ]
 
 #: Largest finite epsilon a fit accepts. Beyond it no noise calibration of the
@@ -282,6 +286,53 @@ def canonical_sparse(X):
     return X
 
 
+#: Parts of scikit-learn's and numpy's validation messages that quote the data: the
+#: whole array of a 1-d X, and the cell that is not a number. Each is replaced by what
+#: it says about the data's type or shape, which is public.
+_QUOTED_DATA = (
+    (re.compile(r":\s*array=.*?\.\s*(?=Reshape your data)", re.S), ".\n"),
+    (re.compile(r"(could not convert \w+ to \w+):.*", re.S),
+     r"\1 (a value of the data is not a number; it is not shown)"),
+    (re.compile(r"(invalid literal for \S+ with base \d+):.*", re.S),
+     r"\1 (a value of the data is not a number; it is not shown)"),
+    (re.compile(r'(Unable to parse string) ".*?"', re.S), r"\1"),
+)
+
+
+class data_free_errors:
+    """Context in which a ``ValueError`` or ``TypeError`` of input validation leaves
+    without the data it quotes: scikit-learn prints a 1-d X whole, and numpy the cell
+    it cannot convert to a number. Error messages name parameters, types and shapes
+    only (``doc/security.rst``). The exception chain, which may hold the original
+    message, is cut."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, traceback):
+        if isinstance(exc, ValueError | TypeError):
+            message = clean = str(exc)
+            for pattern, replacement in _QUOTED_DATA:
+                clean = pattern.sub(replacement, clean)
+            if clean != message:
+                exc.args = (clean,)
+                exc.__cause__ = exc.__context__ = None
+                exc.__suppress_context__ = True
+        return False
+
+
+def validate_rows(estimator, X, **kwargs):
+    """scikit-learn's ``validate_data`` within :class:`data_free_errors`."""
+    with data_free_errors():
+        return validate_data(estimator, X, **kwargs)
+
+
+def checked_array(X, **kwargs):
+    """scikit-learn's ``check_array`` within :class:`data_free_errors`."""
+    with data_free_errors():
+        return check_array(X, **kwargs)
+
+
 def validate_fit_data(estimator, X, y=None, *, y_required=False, y_numeric=False,
                       accept_sparse=("csr", "csc"), ensure_all_finite=True):
     """Data of a fit: ``validate_data`` plus a canonical private copy of sparse input.
@@ -297,10 +348,14 @@ def validate_fit_data(estimator, X, y=None, *, y_required=False, y_numeric=False
                          "but the target y is None.")
     kwargs = dict(reset=True, accept_sparse=list(accept_sparse), dtype=np.float64,
                   ensure_all_finite=ensure_all_finite)
-    if y is None:
-        X = validate_data(estimator, X, **kwargs)
-    else:
-        X, y = validate_data(estimator, X, y, y_numeric=y_numeric, **kwargs)
+    with data_free_errors():
+        if y is None:
+            X = validate_data(estimator, X, **kwargs)
+        else:
+            X, y = validate_data(estimator, X, y, y_numeric=y_numeric, **kwargs)
+            if y_numeric:
+                # scikit-learn converts object targets only; strings too fail here.
+                y = np.asarray(y, dtype=np.float64)
     if X.shape[0] == 0:
         raise ValueError("X has no rows")
     if sp.issparse(X):
@@ -310,5 +365,5 @@ def validate_fit_data(estimator, X, y=None, *, y_required=False, y_numeric=False
 
 def validate_predict_data(estimator, X):
     """Data for ``predict``: checked against the fit's width, never modified."""
-    return validate_data(estimator, X, reset=False, accept_sparse=["csr", "csc"],
+    return validate_rows(estimator, X, reset=False, accept_sparse=["csr", "csc"],
                          dtype=np.float64)

@@ -190,6 +190,9 @@ def scalar_params(estimator):
         return {}
     out = {}
     for name, value in params.items():
+        if name == "random_state":
+            # A seed lets whoever reads the ledger regenerate the fit's noise.
+            continue
         if isinstance(value, bool) or value is None or isinstance(value, str):
             out[name] = value
         elif isinstance(value, numbers.Integral):
