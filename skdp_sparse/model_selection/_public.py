@@ -4,20 +4,23 @@ and released."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import warnings
 
 import numpy as np
 import scipy.sparse as sp
+from joblib import parallel_config
 from sklearn.base import clone
 
 from ..privacy.ledger import suspended_reporting
 from ..privacy.selection import events_rdp
 from ..utils._warnings import warn
 
-__all__ = ["PublicData", "take_rows", "n_rows", "same_events", "fit_events", "fit_generator",
-           "released", "WarningsAtCallersLine", "SEARCH_SET_PARAMS", "PrivateSteps"]
+__all__ = ["PublicData", "inner_fits", "take_rows", "n_rows", "same_events", "fit_events",
+           "fit_generator", "released", "WarningsAtCallersLine", "SEARCH_SET_PARAMS",
+           "PrivateSteps"]
 
 #: Parameters the search sets on every fit itself (a grid may not).
 SEARCH_SET_PARAMS = ("epsilon", "delta", "random_state", "ledger", "classes")
@@ -87,13 +90,33 @@ class PrivateSteps:
 
     def fitted_steps(self, fitted):
         """The private steps of a fitted ``estimator``, in order."""
-        params = fitted.get_params(deep=True)
-        return [fitted if not path else params[path] for path in self.paths]
+        return [_fitted_step(fitted, path) for path in self.paths]
 
     def events(self, fitted):
         """The privacy events a fit recorded, private step by private step."""
         return tuple(e for step in self.fitted_steps(fitted)
                      for e in (getattr(step, "privacy_events_", None) or ()))
+
+
+@contextlib.contextmanager
+def inner_fits():
+    """The search's own fits (on public dummy data and on the private parts) report to
+    no ledger: the search records their composition once. The suspension holds in
+    this thread only, so steps that would fit in parallel (a ``FeatureUnion`` with
+    ``n_jobs``) run one after the other here, where it holds."""
+    with suspended_reporting(), parallel_config(backend="sequential"):
+        yield
+
+
+def _fitted_step(estimator, path):
+    """The step at ``path`` (``set_params`` style) of a fitted ``estimator``: a column
+    transformer fits clones of its transformers (``named_transformers_``), pipelines
+    and feature unions fit theirs in place."""
+    step = estimator
+    for name in path.split("__") if path else ():
+        fitted = getattr(step, "named_transformers_", None)
+        step = fitted[name] if fitted is not None else step.get_params(deep=True)[name]
+    return step
 
 
 def take_rows(X, rows):
@@ -154,7 +177,11 @@ class PublicData:
     def configured(self, index, epsilon, random_state):
         """A fit of candidate ``index``: the per-fit budget (shared by a pipeline's
         private steps), the public label set and the given randomness."""
-        est = clone(self.estimator).set_params(**self.candidates[index])
+        # Estimators given as grid values are cloned too (as GridSearchCV does): every
+        # run fits its own copy, and the objects of the grid, which the search returns
+        # in candidate_params_, never hold a fit of a run that was not selected.
+        est = clone(self.estimator).set_params(
+            **clone(self.candidates[index], safe=False))
         self.steps.set_budget(est, epsilon, self.fit_delta)
         if self.classes is not None:
             est.set_params(**{self.steps.classes_param: self.classes.tolist()})
@@ -169,7 +196,7 @@ class PublicData:
         if key not in self.cache:
             Xd, yd = self.dummy(n_rows)
             est = self.configured(index, fit_epsilon, 0)
-            with suspended_reporting():
+            with inner_fits():
                 est.fit(Xd) if yd is None else est.fit(Xd, yd)
             events = fit_events(est, self.steps)
             self.cache[key] = (events, events_rdp(events), est)
@@ -225,9 +252,14 @@ def fit_generator(fit_seeds):
 
 def released(estimator):
     """The estimator as released: without the generator its noise came from (whose
-    state, even advanced, can be rewound to regenerate that noise), in any step."""
+    state, even advanced, can be rewound to regenerate that noise), in any step, also
+    in the fitted clones a column transformer keeps beside its parameters."""
     for name in _random_state_params(estimator):
         estimator.set_params(**{name: None})
+    for outer in [estimator, *estimator.get_params(deep=True).values()]:
+        for _, fitted, _ in getattr(outer, "transformers_", ()):
+            if hasattr(fitted, "get_params"):
+                released(fitted)
     return estimator
 
 

@@ -23,12 +23,11 @@ from sklearn.exceptions import DataConversionWarning
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import get_tags
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import check_array, check_is_fitted, indexable
+from sklearn.utils.validation import check_is_fitted, indexable
 
 from ..base import DPEstimatorMixin
 from ..exceptions import SpendDeviationError
 from ..privacy.accounting import RDP_ORDERS, PrivacyEvent
-from ..privacy.ledger import suspended_reporting
 from ..privacy.mechanisms import GaussianMechanism, gaussian_sigma_for_rho
 from ..privacy.selection import (
     calibrate_run_epsilon,
@@ -37,13 +36,14 @@ from ..privacy.selection import (
 )
 from ..utils._labels import check_classes, encode_labels
 from ..utils._warnings import warn
-from ..utils.validation import check_privacy_params, smallest_epsilon
+from ..utils.validation import check_privacy_params, checked_array, smallest_epsilon
 from ._public import (
     SEARCH_SET_PARAMS,
     PrivateSteps,
     PublicData,
     WarningsAtCallersLine,
     fit_generator,
+    inner_fits,
     n_rows,
     released,
     same_events,
@@ -138,8 +138,8 @@ class PrivateHyperparameterSearch(DPEstimatorMixin, MetaEstimatorMixin, BaseEsti
     data would be a release as well); the dummy fits show the public ones.
 
     What is not covered: the number of runs ``K`` and the runtime (which grows
-    with ``K``) are not released; inner fits do not report to privacy ledgers
-    (that would reveal ``K``); the search reports one record of its total. The
+    with ``K``) are not released; inner fits (run in one thread) report to no ledger,
+    which would reveal ``K``: the search reports one record of its total. The
     split is not stratified (stratifying would read the labels). The label set
     of a classifier is public: pass it as ``classes``; read from ``y`` it is not
     covered (:class:`~skdp_sparse.exceptions.PrivacyLeakWarning`).
@@ -336,9 +336,9 @@ default=None
         else:
             X, y = indexable(X, y)
         # Two rows per part at least; the part sizes are checked below.
-        checked = check_array(X, accept_sparse=True, dtype="numeric", ensure_all_finite=True,
-                              ensure_min_samples=4, ensure_min_features=1,
-                              input_name="X")
+        checked = checked_array(X, accept_sparse=True, dtype="numeric", ensure_all_finite=True,
+                                ensure_min_samples=4, ensure_min_features=1,
+                                input_name="X")
         if not hasattr(X, "shape"):
             X = checked
         classes = None
@@ -352,8 +352,8 @@ default=None
         if is_classifier(self.estimator):
             classes, _ = encode_labels(y_checked, self._public_classes(steps), name)
         else:
-            check_array(y_checked, ensure_2d=False, dtype="numeric", ensure_all_finite=True,
-                        ensure_min_samples=4, input_name="y")
+            checked_array(y_checked, ensure_2d=False, dtype="numeric", ensure_all_finite=True,
+                          ensure_min_samples=4, input_name="y")
         return X, y, classes
 
     def _public_classes(self, steps):
@@ -455,7 +455,7 @@ default=None
         try:
             # A warning raised on the private data would be a release of its own; the
             # dummy fits above have shown the public ones.
-            with suspended_reporting(), warnings.catch_warnings():
+            with inner_fits(), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 best_score, best_index, best_estimator = self._run(
                     public, k, plan.fit_epsilon, X_tr, y_tr, X_val, y_val, X, y,

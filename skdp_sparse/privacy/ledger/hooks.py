@@ -52,15 +52,28 @@ def reporting_suspended():
     return getattr(_LOCAL, "suspended", 0) > 0
 
 
+def _own_ledgers(estimator):
+    """The ``ledger`` parameters of ``estimator`` and of the estimators it holds (the
+    searched estimator of a private search, its pipeline's steps): a meta-estimator
+    whose inner fits do not report themselves reports to their ledgers, so that a
+    ledger given to an estimator keeps its cap wherever the estimator is fitted."""
+    get_params = getattr(estimator, "get_params", None)
+    if get_params is None:
+        own = getattr(estimator, "ledger", None)
+        return [] if own is None else [("ledger", own)]
+    return [(name, value) for name, value in get_params(deep=True).items()
+            if (name == "ledger" or name.endswith("__ledger")) and value is not None]
+
+
 def ledgers_for(estimator):
     """The ledgers a fit of ``estimator`` reports to: its ``ledger`` parameter (if
-    it has one) and the active ledgers, each once."""
+    it has one) and those of the estimators it holds, and the active ledgers, each
+    once."""
     found = {}
-    own = getattr(estimator, "ledger", None)
-    if own is not None:
+    for name, own in _own_ledgers(estimator):
         if not isinstance(own, PrivacyLedger):
-            raise TypeError(f"ledger must be a PrivacyLedger or None, got {own!r}")
-        found[own._key] = own
+            raise TypeError(f"{name} must be a PrivacyLedger or None, got {own!r}")
+        found.setdefault(own._key, own)
     for ledger in active_ledgers():
         found.setdefault(ledger._key, ledger)
     return list(found.values())

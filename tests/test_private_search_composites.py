@@ -1,0 +1,96 @@
+"""The private search over composites and with ledgers of its own estimator: what it
+releases, what it records and which caps hold."""
+
+import warnings
+
+import joblib
+import numpy as np
+import pytest
+from sklearn.compose import ColumnTransformer
+from sklearn.pipeline import FeatureUnion, Pipeline, make_pipeline
+
+from skdp_sparse import (
+    BoundedScaler,
+    DPSparseLogisticRegression,
+    DPStandardScaler,
+    PrivateHyperparameterSearch,
+)
+from skdp_sparse.exceptions import BudgetExceededError
+from skdp_sparse.privacy.ledger import PrivacyLedger, privacy_ledger
+
+_GRID = {"dpsparselogisticregression__alpha": [1e-4, 1e-3]}
+
+
+def _data(n=400, p=4, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 10, (n, p))
+    return X, (X[:, 0] > 5).astype(int)
+
+
+def _classifier(**kwargs):
+    return DPSparseLogisticRegression(classes=[0, 1], norm_bound=6.0, feature_bound=3.0,
+                                      **kwargs)
+
+
+def _search(estimator, grid=_GRID, **kwargs):
+    return PrivateHyperparameterSearch(estimator, grid, epsilon=1.0, delta=1e-6,
+                                       expected_repetitions=3, random_state=0, **kwargs)
+
+
+def test_estimators_given_as_grid_values_are_fitted_as_copies():
+    # A grid object fitted in place would keep the fit of a run that was not selected.
+    X, y = _data()
+    a = DPStandardScaler(bounds=(0, 10), clip_output=3.0)
+    b = DPStandardScaler(bounds=(0, 10), clip_output=2.0)
+    pipe = Pipeline([("scale", DPStandardScaler(bounds=(0, 10), clip_output=3.0)),
+                     ("dpsparselogisticregression", _classifier())])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        search = _search(pipe, {"scale": [a, b]}).fit(X, y)
+    for given in (a, b):
+        assert not hasattr(given, "mean_") and not hasattr(given, "epsilon_spent_")
+        assert given.epsilon == 1.0  # the search set no budget on them either
+    assert search.best_estimator_["scale"] not in (a, b)
+    assert hasattr(search.best_estimator_["scale"], "mean_")
+
+
+def test_the_searched_estimators_own_ledger_is_capped_and_recorded():
+    X, y = _data()
+    capped = PrivacyLedger(max_epsilon=0.5, max_delta=1e-6)
+    with pytest.raises(BudgetExceededError):
+        _search(_classifier(ledger=capped), {"alpha": [1e-4, 1e-3]}).fit(X, y)
+    assert len(capped) == 0 and capped.spent() == (0, 0)
+    # Inside a pipeline, too; and with room in the cap it records the search's total once.
+    roomy = PrivacyLedger(max_epsilon=2.0, max_delta=1e-5)
+    pipe = make_pipeline(BoundedScaler(bounds=(0, 10)), _classifier(ledger=roomy))
+    search = _search(pipe).fit(X, y)
+    assert [r.estimator for r in roomy.records()] == ["PrivateHyperparameterSearch"]
+    assert roomy.spent(1e-6)[0] == pytest.approx(search.epsilon_spent_)
+
+
+@pytest.mark.parametrize("backend", ["threading", "loky"])
+def test_steps_that_fit_in_parallel_do_not_report_the_searchs_inner_fits(backend):
+    # Reporting is suspended in the search's thread: its inner fits run there, one after
+    # the other, so the ledger shows one record of the total and not the number of runs.
+    X, y = _data()
+    union = FeatureUnion([("a", DPStandardScaler(bounds=(0, 10), clip_output=3)),
+                          ("b", DPStandardScaler(bounds=(0, 10), with_mean=False,
+                                                 clip_output=3))], n_jobs=2)
+    pipe = make_pipeline(union, _classifier())
+    with privacy_ledger() as ledger, joblib.parallel_config(backend=backend):
+        search = _search(pipe).fit(X, y)
+    assert [r.estimator for r in ledger.records()] == ["PrivateHyperparameterSearch"]
+    assert ledger.spent(1e-6)[0] == pytest.approx(search.epsilon_spent_)
+
+
+def test_a_column_transformer_with_a_private_step_is_searched_and_released_unseeded():
+    X, y = _data()
+    ct = ColumnTransformer([("priv", DPStandardScaler(bounds=(0, 10), clip_output=3), [0, 1]),
+                            ("free", BoundedScaler(bounds=(0, 10)), [2, 3])])
+    with privacy_ledger() as ledger:
+        search = _search(make_pipeline(ct, _classifier())).fit(X, y)
+    assert len(ledger) == 1 and search.epsilon_spent_ <= 1.0
+    fitted = dict((name, step) for name, step, _ in search.best_estimator_[0].transformers_)
+    # The fitted clone a column transformer keeps is released without its generator.
+    assert fitted["priv"].random_state is None and hasattr(fitted["priv"], "mean_")
+    assert search.predict(X[:5]).shape == (5,)
