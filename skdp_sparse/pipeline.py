@@ -14,6 +14,11 @@ pipelines, column transformers and feature unions; the private steps inside a pr
 step (the estimator of a private search) are that step's business and are left alone,
 and so are the steps inside a :class:`~sklearn.frozen.FrozenEstimator`, which fits
 nothing again and spends nothing more.
+
+:func:`split_budget` refuses a private step inside any other meta-estimator (one-vs-rest,
+calibration, bagging fit their estimator several times, each fit spending the step's
+whole share) and one object in two places (each place would fit it with the share set
+last).
 """
 
 from __future__ import annotations
@@ -22,7 +27,9 @@ import math
 import numbers
 
 from sklearn.base import BaseEstimator
+from sklearn.compose import ColumnTransformer
 from sklearn.frozen import FrozenEstimator
+from sklearn.pipeline import FeatureUnion, Pipeline
 
 from .utils.validation import check_privacy_params
 
@@ -59,6 +66,37 @@ def private_steps(estimator):
             continue  # inside a private step, or frozen
         found[path] = params[path]
     return found
+
+
+#: The composites that fit each of their steps once per fit of their own: the only
+#: ones through which a share of the budget is the step's whole spend.
+_SINGLE_FIT_COMPOSITES = (Pipeline, FeatureUnion, ColumnTransformer)
+
+
+def _check_fitted_once(estimator, steps):
+    """Each private step is fitted once per fit of ``estimator``, as itself: it sits in
+    pipelines, column transformers and feature unions only, and no object fills two
+    places (both places would fit it with the share of the last one set)."""
+    params = estimator.get_params(deep=True)
+    places = {}
+    for path, step in steps.items():
+        parts = path.split("__") if path else []
+        for depth in range(len(parts)):
+            outer = estimator if depth == 0 else params["__".join(parts[:depth])]
+            if not isinstance(outer, _SINGLE_FIT_COMPOSITES):
+                raise ValueError(
+                    f"the private step {path!r} sits in {type(outer).__name__}, which may "
+                    "fit it more than once (one model per class, per fold, per bag), each "
+                    "fit spending the step's whole budget: split_budget divides a budget "
+                    "among the steps of pipelines, column transformers and feature unions "
+                    "only. Set that step's epsilon and delta yourself, for the number of "
+                    "fits it makes (the privacy ledger records each).")
+        if id(step) in places:
+            raise ValueError(
+                f"the private steps {places[id(step)]!r} and {path!r} are one object: "
+                "each place fits it with its own share, and one object holds one. Use "
+                "a separate instance (sklearn.base.clone) in each place.")
+        places[id(step)] = path
 
 
 def split_budget(estimator, epsilon, delta=0.0, *, weights=None):
@@ -103,6 +141,7 @@ def split_budget(estimator, epsilon, delta=0.0, *, weights=None):
     if not steps:
         raise ValueError(f"{type(estimator).__name__} has no private step (no step with "
                          "epsilon and delta parameters)")
+    _check_fitted_once(estimator, steps)
     if weights is None:
         weights = {path: 1.0 for path in steps}
     elif isinstance(weights, dict):

@@ -3,9 +3,13 @@ pipeline spends: every private step of every candidate, in the ledger."""
 
 import numpy as np
 import pytest
+from sklearn.base import clone
+from sklearn.calibration import CalibratedClassifierCV
 from sklearn.compose import ColumnTransformer
+from sklearn.ensemble import BaggingClassifier
 from sklearn.frozen import FrozenEstimator
 from sklearn.model_selection import GridSearchCV
+from sklearn.multiclass import OneVsRestClassifier
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import Normalizer
 
@@ -138,3 +142,33 @@ def test_split_budget_leaves_a_frozen_private_step_out():
     split_budget(model, 1.0, 1e-6)
     assert model[1].epsilon == model[2].epsilon == 0.5
     assert vectorizer.epsilon == 0.5 and vectorizer.delta == 5e-7
+
+
+def test_split_budget_refuses_one_object_in_two_places():
+    # Both places would fit it with the share set last: (1, 3, 1) would spend 1.4.
+    shared = DPStandardScaler(bounds=(0, 1))
+    ct = ColumnTransformer([("a", shared, [0]), ("b", shared, [1])])
+    model = make_pipeline(ct, DPSparseLogisticRegression(classes=[0, 1]))
+    with pytest.raises(ValueError, match="are one object"):
+        split_budget(model, 1.0, 1e-6, weights=[1, 3, 1])
+    ct = ColumnTransformer([("a", shared, [0]), ("b", clone(shared), [1])])
+    split_budget(make_pipeline(ct, DPSparseLogisticRegression(classes=[0, 1])), 1.0, 1e-6)
+
+
+@pytest.mark.parametrize("meta", [
+    lambda clf: OneVsRestClassifier(clf),
+    lambda clf: CalibratedClassifierCV(clf, cv=3),
+    lambda clf: make_pipeline(Normalizer(), BaggingClassifier(clf, n_estimators=3)),
+])
+def test_split_budget_refuses_steps_that_a_meta_estimator_fits_several_times(meta):
+    # Each of their fits would spend the step's whole share.
+    model = meta(DPSparseLogisticRegression(classes=[0, 1]))
+    with pytest.raises(ValueError, match="may fit it more than once"):
+        split_budget(model, 1.0, 1e-6)
+    X = np.random.default_rng(0).uniform(0, 1, (60, 3))
+    if isinstance(model, OneVsRestClassifier):
+        # What the check prevents: the ledger would hold more than the budget.
+        model.estimator.set_params(epsilon=1.0, delta=1e-6)
+        with privacy_ledger() as ledger:
+            OneVsRestClassifier(model.estimator).fit(X, np.arange(60) % 3)
+        assert ledger.spent(1e-6)[0] > 1.0
