@@ -71,8 +71,33 @@ def test_partition_threshold_keeps_a_single_row_key_with_probability_below_its_s
 
 def test_partition_selection_without_noise_keeps_every_key():
     plan = plan_partition_selection(np.inf, 1e-6, 3)
-    kept, noisy = select_partitions(np.array([1.0, 5.0, 2.0]), plan, None)
+    kept, noisy = select_partitions(np.array([1.0, 5.0, 2.0]), plan, None, n_rows=3)
     assert kept.tolist() == [0, 1, 2] and noisy.tolist() == [1.0, 5.0, 2.0]
+
+
+def _power_of_two_dividing(value):
+    """The largest k with value a multiple of 2^k (value a multiple of 2^-60)."""
+    units = int(math.ldexp(float(value), 60))
+    return (units & -units).bit_length() - 1 - 60
+
+
+def test_safe_counts_lattice_is_chosen_from_public_values_only():
+    # How many distinct terms occur is private: two corpora that differ in one document
+    # (a unique term in place of a common one) get the same lattice of released counts.
+    base = ["common"] * 6000 + [f"w{i}" for i in range(2046)]
+    neighbours = (base + ["common"], base + ["secret"])
+    grids = []
+    for docs in neighbours:
+        released = [DPTfidfVectorizer(epsilon=0.01, delta=1e-8, max_terms_per_document=1,
+                                      random_state=seed).fit(docs).document_frequency_[0]
+                    for seed in range(12)]
+        grids.append(min(_power_of_two_dividing(v) for v in released))
+    assert grids[0] == grids[1]
+    # The lattice's limit is checked from public values, before any budget.
+    with privacy_ledger() as ledger:
+        with pytest.raises(ValueError, match="floating-point-safe Gaussian"):
+            DPTfidfVectorizer(epsilon=1e-10, delta=1e-12).fit(["a b"] * 5000)
+    assert len(ledger) == 0
 
 
 def test_vectorizer_noise_is_the_plans():

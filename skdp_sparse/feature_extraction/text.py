@@ -23,7 +23,7 @@ from sklearn.preprocessing import normalize
 from sklearn.utils.validation import check_is_fitted
 
 from ..base import DPEstimatorMixin
-from ..privacy.partitions import plan_partition_selection, select_partitions
+from ..privacy.partitions import check_release, plan_partition_selection, select_partitions
 from ..utils._warnings import warn_float_noise
 from ..utils.validation import DELTA, EPSILON, Interval, Options
 
@@ -263,9 +263,11 @@ stop_words, token_pattern, ngram_range
         return (docs, analyze), {"n_samples": len(docs)}
 
     def _plan(self, public):
-        return plan_partition_selection(
+        plan = plan_partition_selection(
             self.epsilon, self.delta, self.max_terms_per_document,
             floating_point_safe=self.floating_point_safe is not False)
+        check_release(plan, public["n_samples"])
+        return plan
 
     def _solve(self, data, plan, rng):
         docs, analyze = data
@@ -275,7 +277,7 @@ stop_words, token_pattern, ngram_range
                 counts[term] = counts.get(term, 0) + 1
         terms = sorted(counts)
         kept, noisy = select_partitions(np.array([counts[t] for t in terms], dtype=float),
-                                        plan, rng)
+                                        plan, rng, n_rows=len(docs))
         terms = [terms[i] for i in kept]
         if self.max_features is not None and len(terms) > self.max_features:
             top = np.sort(np.argsort(-noisy, kind="stable")[: self.max_features])

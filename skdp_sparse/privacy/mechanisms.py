@@ -207,12 +207,15 @@ class GaussianMechanism:
             return zcdp_epsilon(self.rho, delta)
         return gaussian_epsilon(self.mu, delta)
 
-    def randomise(self, value, rng, n_draws=None):
-        """``value + noise``; with ``n_draws``, that many independent releases stacked."""
+    def randomise(self, value, rng, n_draws=None, dim=None):
+        """``value + noise``; with ``n_draws``, that many independent releases stacked.
+        ``dim``: a public bound on the size of ``value`` when the size is private; the
+        safe path's lattice is chosen from it (:func:`discrete.release_gaussian`)."""
         if self.sigma == 0:
             return _noisy(value, lambda s: np.zeros(s), n_draws)
         if self.floating_point_safe:
-            return discrete.release_gaussian(value, self.sensitivity, self.sigma, rng, n_draws)
+            return discrete.release_gaussian(value, self.sensitivity, self.sigma, rng, n_draws,
+                                             dim=dim)
         return _noisy(value, lambda s: rng.normal(0.0, self.sigma, size=s), n_draws)
 
     def clip(self, released, low, high):

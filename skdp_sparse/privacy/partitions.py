@@ -36,11 +36,11 @@ import numpy as np
 from scipy.stats import norm
 
 from .accounting import PrivacyEvent, gaussian_mu, zcdp_rho
-from .discrete import discrete_gaussian_event
+from .discrete import discrete_gaussian_event, plan_gaussian
 from .mechanisms import GaussianMechanism, gaussian_sigma_for_rho
 
 __all__ = ["PartitionSelectionPlan", "plan_partition_selection", "select_partitions",
-           "single_row_event", "THRESHOLD_SHARE"]
+           "single_row_event", "max_keys", "check_release", "THRESHOLD_SHARE"]
 
 #: Share of ``delta`` given to the keys used by one row (``delta_1``); the rest is the
 #: Gaussian part's. Half: the threshold grows with ``sqrt(log(1 / delta_1))`` only.
@@ -137,16 +137,33 @@ def plan_partition_selection(epsilon, delta, max_contributions, *,
                                   per_key, safe, (event, event_1))
 
 
-def select_partitions(counts, plan, rng):
+def max_keys(plan, n_rows):
+    """The public bound on the number of keys: each of ``n_rows`` rows uses at most
+    ``plan.max_contributions``."""
+    return max(int(n_rows) * plan.max_contributions, 1)
+
+
+def check_release(plan, n_rows):
+    """Raise now, from public values, if the safe release of :func:`select_partitions`
+    cannot be made for ``n_rows`` rows."""
+    if plan.sigma > 0 and plan.floating_point_safe:
+        plan_gaussian(plan.sensitivity, plan.sigma, max_keys(plan, n_rows))
+
+
+def select_partitions(counts, plan, rng, *, n_rows):
     """``(kept, noisy)``: the indices of the keys kept (increasing) and their noisy
-    counts, from the exact ``counts`` (each key at least once, each row contributing to
-    at most ``plan.max_contributions`` keys)."""
+    counts, from the exact ``counts`` of ``n_rows`` rows (each key at least once, each
+    row contributing to at most ``plan.max_contributions`` keys).
+
+    How many keys occur is private: the safe release's lattice is chosen for the
+    public bound :func:`max_keys`, never for ``counts.size``."""
     counts = np.asarray(counts, dtype=np.float64)
     if plan.sigma == 0:
         noisy = counts.copy()
     else:
         mechanism = GaussianMechanism(plan.sensitivity, sigma=plan.sigma,
                                       floating_point_safe=plan.floating_point_safe)
-        noisy = mechanism.randomise(counts, rng) if counts.size else counts.copy()
+        noisy = (mechanism.randomise(counts, rng, dim=max_keys(plan, n_rows))
+                 if counts.size else counts.copy())
     kept = np.flatnonzero(noisy > plan.threshold)
     return kept, noisy[kept]

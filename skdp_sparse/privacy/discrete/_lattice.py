@@ -209,15 +209,21 @@ def release_laplace(value, sensitivity, scale, rng, n_draws=None):
     return _release(value, n_draws, lattice.k, _laplace_draw_setup(lattice.t, 0), rng)
 
 
-def release_gaussian(value, sensitivity, sigma, rng, n_draws=None):
+def release_gaussian(value, sensitivity, sigma, rng, n_draws=None, dim=None):
     """Floating-point-safe ``value + N(0, sigma^2)`` (one release, or ``n_draws`` stacked).
 
     Every coordinate is rounded to the lattice of :func:`plan_gaussian` and receives
     exact discrete Gaussian noise; the release is ``gaussian_rho(sensitivity,
-    sigma)``-zCDP for l2 sensitivity ``sensitivity``.
+    sigma)``-zCDP for l2 sensitivity ``sensitivity``. The lattice depends on the
+    number of coordinates: ``dim``, a public bound on it, where the size of ``value``
+    is itself private (the keys of a partition selection); ``value.size`` otherwise.
     """
     value = np.asarray(value, dtype=np.float64)
-    lattice = plan_gaussian(float(sensitivity), float(sigma), max(value.size, 1))
+    if dim is None:
+        dim = value.size
+    elif value.size > dim:
+        raise ValueError(f"a release of {value.size} coordinates under a bound of {dim}")
+    lattice = plan_gaussian(float(sensitivity), float(sigma), max(int(dim), 1))
     setup = _gauss_draw_setup(lattice.j, lattice.pc, lattice.f)
     return _release(value, n_draws, lattice.k, setup, rng)
 
