@@ -369,6 +369,16 @@ def test_bad_blocks_fail_before_the_budget_is_reserved(sparse_data):
                                                      delta=1e-6), as_dask(bad, (300, 300)), y)
     with pytest.raises(ValueError, match="do not have the sizes of its chunks"):
         _fit_with(ledger, DPSparseMeanEstimator(sparsity=5), _mislabelled(X))
+    # Numeric targets are finite, as in memory: a target range would clip an infinite
+    # one, and a NaN would reach the solver after the budget is reserved.
+    for value in (np.nan, np.inf):
+        target = np.zeros(X.shape[0])
+        target[-1] = value
+        for solver in ("sgd", "greedy_cd"):
+            with pytest.raises(ValueError, match="y contains NaN or infinity"):
+                _fit_with(ledger, DPGreedyCDRegressor(solver=solver, target_bounds=(-1, 1),
+                                                      delta=1e-6),
+                          as_dask(X, (300, 300)), da.from_array(target, chunks=300))
     assert ledger.pending() == [] and len(ledger) == 0
 
 

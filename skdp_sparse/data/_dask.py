@@ -65,6 +65,10 @@ def _validated_block(X, y, n_features, targets, n_rows):
         y = np.asarray(y).reshape(-1)
         if y.shape[0] != X.shape[0]:
             raise ValueError("y is not chunked like the rows of X")
+        # As in memory: numeric targets are finite (a target range would clip an
+        # infinite one, and a NaN would reach the solver after the budget is reserved).
+        if y.dtype.kind in "fc" and not np.isfinite(y).all():
+            raise ValueError("Input y contains NaN or infinity.")
         Y = np.asarray(targets(y)[0], dtype=np.float64)
     return X, Y
 
