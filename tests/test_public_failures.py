@@ -156,3 +156,22 @@ def test_ledger_records_keep_no_seed():
     # A seed lets whoever reads the ledger regenerate the noise of the fit.
     params = scalar_params(DPSparseLogisticRegression(random_state=12345, epsilon=0.5))
     assert "random_state" not in params and params["epsilon"] == 0.5
+
+
+@pytest.mark.parametrize("solver", ["sgd", "sparse_sgd", "bias_reduced_sgd"])
+def test_a_learning_rate_that_lets_iterates_overflow_is_refused_before_any_budget(solver):
+    # At learning_rate 1e200 and bounds 1e100, one noisy step takes the weights to about
+    # 1e208, and a row [L, -L, L, -L] has margin inf - inf: the fit failed on that row
+    # and not on a row of zeros. The rate is refused from public values instead.
+    bound = 1e100
+    X = np.zeros((40, 4))
+    X[0] = [bound, -bound, bound, -bound]
+    y = np.arange(40) % 2
+    est = DPSparseLogisticRegression(classes=[0, 1], solver=solver, learning_rate=1e200,
+                                     norm_bound=bound, feature_bound=bound, max_iter=5,
+                                     random_state=0)
+    _refused(lambda: est.fit(X, y), match="learning_rate=1e\\+200 is above")
+    # A large rate within the cap fits on both neighbours alike.
+    for rows in (X, np.zeros((40, 4))):
+        est.set_params(learning_rate=1e5 / (0.25 * (2 * bound**2 + 1)))
+        assert np.isfinite(est.fit(rows, y).coef_).all()

@@ -87,6 +87,13 @@ def gradient_bounds(problem, n_features, *, private, use_sparsity=True):
     )
 
 
+#: Largest ``learning_rate`` times the smoothness ``beta`` of one example's loss at the
+#: public bounds. Gradient descent converges below ``2 / beta``; far above, iterates grow
+#: geometrically, and the margins of rows with large entries of both signs can
+#: overflow to ``inf - inf``. Up to this ratio they stay finite for every valid input.
+MAX_STEP_OVER_SMOOTHNESS = 1e6
+
+
 class GradientSolver(Solver):
     """A solver whose plan depends on :class:`GradientBounds`.
 
@@ -107,6 +114,15 @@ class GradientSolver(Solver):
     def plan(self, problem, shape, epsilon, delta, options):
         bounds = gradient_bounds(problem, shape[1], private=math.isfinite(epsilon),
                                  use_sparsity=self.use_sparsity)
+        rate = options.get("learning_rate")
+        if rate is not None and rate * bounds.smoothness > MAX_STEP_OVER_SMOOTHNESS:
+            # Public values only: beyond it the iterates can overflow, and whether a
+            # margin then becomes inf - inf would depend on the rows.
+            raise ValueError(
+                f"learning_rate={rate:g} is above {MAX_STEP_OVER_SMOOTHNESS:g} / beta = "
+                f"{MAX_STEP_OVER_SMOOTHNESS / bounds.smoothness:g}, where beta = "
+                f"{bounds.smoothness:g} is the smoothness of one example's loss at the "
+                "bounds; steps above 2 / beta do not converge even without noise")
         return self.plan_with(problem, shape, epsilon, delta, options, bounds)
 
     def plan_with(self, problem, shape, epsilon, delta, options, bounds):
