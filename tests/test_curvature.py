@@ -285,6 +285,19 @@ def test_private_curvature_lowers_excess_risk_on_rare_features():
     assert scores["private"] < scores["bound"] - 0.01
 
 
+def test_a_norm_bound_that_holds_is_not_called_too_low_at_small_n():
+    # 178 rows within a public bound: the noisy count of clipped rows (sd about n / 10
+    # at epsilon 1) passed n / 2 in 5 of 40 seeds before the margin of three sds.
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 1, (178, 13))
+    y = (X[:, 0] > 0.5).astype(int)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for seed in range(40):
+            DPSparseLogisticRegression(solver="greedy_cd", max_iter=3, classes=[0, 1],
+                                       norm_bound=np.sqrt(13), random_state=seed).fit(X, y)
+
+
 def test_norm_bound_below_most_rows_falls_back_to_bound(cd_calls):
     X, y, _ = _rare_feature_data(n=3000, p=30)  # about 5 ones per row: norms near 2.2
     with pytest.warns(UserWarning, match="norm_bound=1 is below"):
