@@ -610,3 +610,15 @@ def test_audit_slow(audit, seed_set):
     assert honest.epsilon_lb <= audit.epsilon, honest
     halved = run_audit(audit, "halved", n_runs=audit.slow_runs, seed_set=seed_set)
     assert halved.epsilon_lb >= audit.slow_margin * audit.epsilon, halved
+
+
+@pytest.mark.parametrize("make", [
+    lambda b: BoundedScaler(bounds=b),
+    lambda b: DPStandardScaler(bounds=b, clip_output=3.0),
+])
+def test_output_bounds_of_a_one_feature_list_need_no_n_features(make):
+    # A list of one range is one feature, as a list of two is two.
+    assert make(([18.0], [100.0])).output_bounds().norm_bound == pytest.approx(
+        make((18.0, 100.0)).output_bounds(n_features=1).norm_bound)
+    with pytest.raises(ValueError, match="pass n_features"):
+        make((18.0, 100.0)).output_bounds()

@@ -227,7 +227,8 @@ class BoundedScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         lower, _ = check_bounds(self.bounds, owner)
         if n_features is None:
             n_features = getattr(self, "n_features_in_", None)
-        if n_features is None and lower.size > 1:
+        # Arrays give one range per feature, also a list of one.
+        if n_features is None and max(np.ndim(side) for side in self.bounds) > 0:
             n_features = lower.size
         if n_features is None:
             raise ValueError(f"{owner}.output_bounds: pass n_features (the bounds are "
