@@ -94,3 +94,10 @@ def test_a_column_transformer_with_a_private_step_is_searched_and_released_unsee
     # The fitted clone a column transformer keeps is released without its generator.
     assert fitted["priv"].random_state is None and hasattr(fitted["priv"], "mean_")
     assert search.predict(X[:5]).shape == (5,)
+
+
+def test_raw_text_gets_an_error_that_says_what_the_search_needs():
+    docs = ["patient alice smith diagnosed HIV+", "a b c"] * 4
+    with pytest.raises(ValueError, match="takes a 2-d numeric X") as info:
+        _search(_classifier(), {"alpha": [1e-4]}).fit(docs, [0, 1] * 4)
+    assert "alice" not in str(info.value)

@@ -17,10 +17,11 @@ from sklearn.base import clone
 from ..privacy.ledger import suspended_reporting
 from ..privacy.selection import events_rdp
 from ..utils._warnings import warn
+from ..utils.validation import checked_array
 
-__all__ = ["PublicData", "inner_fits", "take_rows", "n_rows", "same_events", "fit_events",
-           "fit_generator", "released", "WarningsAtCallersLine", "SEARCH_SET_PARAMS",
-           "PrivateSteps"]
+__all__ = ["PublicData", "inner_fits", "numeric_rows", "take_rows", "n_rows", "same_events",
+           "fit_events", "fit_generator", "released", "WarningsAtCallersLine",
+           "SEARCH_SET_PARAMS", "PrivateSteps"]
 
 #: Parameters the search sets on every fit itself (a grid may not).
 SEARCH_SET_PARAMS = ("epsilon", "delta", "random_state", "ledger", "classes")
@@ -117,6 +118,27 @@ def _fitted_step(estimator, path):
         fitted = getattr(step, "named_transformers_", None)
         step = fitted[name] if fitted is not None else step.get_params(deep=True)[name]
     return step
+
+
+def numeric_rows(X):
+    """``X`` checked as the search needs it: numbers, finite, at least 4 rows.
+
+    The search fits every candidate on public stand-in data of the shape of ``X`` before
+    it reads ``X`` (:meth:`PublicData.dummy`), which it can make for numbers only: raw
+    text or categories are featurised before the search, by public steps."""
+    try:
+        return checked_array(X, accept_sparse=True, dtype="numeric", ensure_all_finite=True,
+                             ensure_min_samples=4, ensure_min_features=1, input_name="X")
+    except ValueError as exc:
+        if "not a number" not in str(exc) and "Expected 2D array" not in str(exc):
+            raise
+        raise ValueError(
+            f"{exc}. The private search takes a 2-d numeric X: it first fits every "
+            "candidate on public stand-in data of the same shape, which it can make for "
+            "numbers only. Featurise text or categories before the search with public "
+            "steps that learn nothing from the rows (a HashingVectorizer, a "
+            "OneHotEncoder with the public categories fitted on them alone)."
+        ) from None
 
 
 def take_rows(X, rows):

@@ -45,6 +45,7 @@ from ._public import (
     fit_generator,
     inner_fits,
     n_rows,
+    numeric_rows,
     released,
     same_events,
     take_rows,
@@ -336,9 +337,7 @@ default=None
         else:
             X, y = indexable(X, y)
         # Two rows per part at least; the part sizes are checked below.
-        checked = checked_array(X, accept_sparse=True, dtype="numeric", ensure_all_finite=True,
-                                ensure_min_samples=4, ensure_min_features=1,
-                                input_name="X")
+        checked = numeric_rows(X)
         if not hasattr(X, "shape"):
             X = checked
         classes = None
