@@ -286,8 +286,8 @@ def test_private_curvature_lowers_excess_risk_on_rare_features():
 
 
 def test_a_norm_bound_that_holds_is_not_called_too_low_at_small_n():
-    # 178 rows within a public bound: the noisy count of clipped rows (sd about n / 10
-    # at epsilon 1) passed n / 2 in 5 of 40 seeds before the margin of three sds.
+    # 178 rows within a public bound: the noisy count of clipped rows passed n / 2 in 5
+    # of 40 seeds, and warned, before the warning needed a margin of three noise sds.
     rng = np.random.default_rng(0)
     X = rng.uniform(0, 1, (178, 13))
     y = (X[:, 0] > 0.5).astype(int)

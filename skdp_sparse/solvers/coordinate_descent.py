@@ -48,9 +48,9 @@ CURVATURE_SHARE = 0.1
 #: Smallest coordinate curvature, relative to the bound ``beta b_j^2``: caps the
 #: step on rare or noisily estimated features at this many times the bound's.
 MIN_CURVATURE_RATIO = 1e-3
-#: With more rows than this above ``norm_bound`` (by the private count, by more than
-#: three of its noise's standard deviations), the curvature estimate is too biased to
-#: use and the bound's constants are kept.
+#: With more rows than this above ``norm_bound`` (by the private count), the
+#: curvature estimate is too biased to use and the bound's constants are kept; a
+#: warning says so when the count passes it by three of its noise's sds.
 MAX_CLIPPED_ROW_FRACTION = 0.5
 
 
@@ -317,17 +317,19 @@ class _CoordinateDescent(Solver):
                 statistic, norm_bound=norm_bound, max_entry=float(np.sqrt(b2.max())),
                 rng=rng, **kwargs,
             )
-            # A count within a few noise sds of the threshold tells nothing: at small n
-            # the noise alone would pass it, and warn of a bound that holds.
-            if n_clipped > MAX_CLIPPED_ROW_FRACTION * n_samples + 3.0 * noise_std:
-                # Decided on the private release only, so the fallback leaks nothing.
-                warn(
-                    f"norm_bound={norm_bound:g} is below the l2 norm of most rows (by a "
-                    "private count), so the private curvature estimate would be biased "
-                    "low; the fit uses the feature bounds' curvature instead "
-                    "(curvature='bound'). Set norm_bound to a public bound on the row "
-                    "norms to use the estimate.",
-                )
+            # Decided on the private release only, so the fallback leaks nothing. The
+            # warning needs a count three noise sds past the threshold: at small n the
+            # noise alone passes it, and would blame a bound that holds.
+            threshold = MAX_CLIPPED_ROW_FRACTION * n_samples
+            if n_clipped > threshold:
+                if n_clipped > threshold + 3.0 * noise_std:
+                    warn(
+                        f"norm_bound={norm_bound:g} is below the l2 norm of most rows (by "
+                        "a private count), so the private curvature estimate would be "
+                        "biased low; the fit uses the feature bounds' curvature instead "
+                        "(curvature='bound'). Set norm_bound to a public bound on the row "
+                        "norms to use the estimate.",
+                    )
                 return np.ones(n_features + int(problem.fit_intercept))
         floor = np.maximum(MIN_CURVATURE_RATIO, 2 * noise_std / (n_samples * b2))
         ratios = np.clip(sums / (n_samples * b2), np.minimum(floor, 1.0), 1.0)
