@@ -19,7 +19,7 @@ from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.utils.validation import check_is_fitted
 
 from skdp_sparse.base import DPEstimatorMixin
-from skdp_sparse.exceptions import BudgetExceededError
+from skdp_sparse.exceptions import BudgetExceededError, LedgerUnreachableError
 from skdp_sparse.privacy.accounting import PrivacyAccountant, PrivacyEvent, compose
 from skdp_sparse.privacy.ledger import (
     LedgerRecord,
@@ -348,6 +348,34 @@ def test_damaged_line_is_skipped(data, tmp_path):
     with pytest.warns(RuntimeWarning, match="damaged"):
         NoisyFrequencyClassifier(ledger=fresh).fit(X, y)
     assert len(fresh) == 2  # the damage stays confined to its own line
+
+
+def _damage(path, how):
+    if how == "deleted":
+        os.remove(path)
+    elif how == "truncated":
+        open(path, "w").close()
+    else:  # another ledger's file in its place
+        other = PrivacyLedger(str(path) + ".other")
+        os.replace(other.path, path)
+
+
+@pytest.mark.parametrize("how", ["deleted", "truncated", "replaced"])
+def test_a_ledger_whose_records_were_lost_fails_closed(data, tmp_path, how):
+    # It used to start again empty: spent() read (0, 0) and a capped ledger let a fit
+    # through that the lost records would have refused.
+    X, y = data
+    ledger = PrivacyLedger(tmp_path / "l.jsonl", max_epsilon=1.5, max_delta=1e-5)
+    NoisyFrequencyClassifier(ledger=ledger).fit(X, y)
+    _damage(ledger.path, how)
+    with pytest.raises(LedgerUnreachableError, match="refuse to run"):
+        ledger.spent()
+    est = NoisyFrequencyClassifier(ledger=ledger)
+    with pytest.raises(LedgerUnreachableError):
+        est.fit(X, y)
+    assert not hasattr(est, "epsilon_spent_")
+    if how == "deleted":
+        assert not os.path.exists(ledger.path)  # never made again empty
 
 
 def test_records_are_json_lines_without_data(data):

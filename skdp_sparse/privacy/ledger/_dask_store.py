@@ -137,7 +137,8 @@ class DaskLedgerStore:
             return False
 
     @contextlib.contextmanager
-    def locked(self, exclusive):
+    def locked(self, exclusive, create=False):
+        # The scheduler's log exists from the store's creation on: nothing to create.
         session = _Session(self)
         if not exclusive:
             # A read of the append-only log is one scheduler call: atomic.

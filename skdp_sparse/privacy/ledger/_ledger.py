@@ -162,7 +162,9 @@ class PrivacyLedger:
     Fail closed: a handle whose store cannot be reached (its file does not exist in
     this process's file system, its scheduler is gone) raises
     :class:`~skdp_sparse.exceptions.LedgerUnreachableError` on every access, so a fit
-    that must report to it refuses to run rather than run unrecorded.
+    that must report to it refuses to run rather than run unrecorded. So does a
+    handle whose file was deleted, truncated or replaced by another ledger's while in
+    use: a ledger is never started again empty.
 
     Examples
     --------
@@ -233,7 +235,7 @@ class PrivacyLedger:
             _LIVE.setdefault(self._key, self)
 
     def _read_or_write_header(self):
-        with self._store.locked(exclusive=True) as session:
+        with self._store.locked(exclusive=True, create=True) as session:
             data, _ = session.read_from(0)
             first = data.split(b"\n", 1)[0]
             if first.strip():
@@ -303,9 +305,8 @@ class PrivacyLedger:
     def _refresh(self, session):
         """Parse the lines appended since the last read (the store is append-only)."""
         data, size = session.read_from(self._offset)
-        if size < self._offset:  # replaced behind our back: start over
-            self._reset_cache()
-            data, size = session.read_from(0)
+        if size < self._offset:
+            self._gone("its file shrank (records were removed)")
         end = data.rfind(b"\n")
         if end < 0:
             return
@@ -346,15 +347,32 @@ class PrivacyLedger:
         elif kind == "release":
             self._settled.add(item["reservation"])
             self._reservations.pop(item["reservation"], None)
-        # "header" and kinds of later versions carry nothing to total.
+        elif kind == "header" and str(item["id"]) != self._id:
+            self._gone("its file now holds another ledger")
+        # The header and kinds of later versions carry nothing to total.
 
     @contextlib.contextmanager
     def _locked(self, exclusive):
         if self._unreachable:
             raise LedgerUnreachableError(self._unreachable)
-        with self._mutex, self._store.locked(exclusive) as session:
+        with self._mutex, self._opened(exclusive) as session:
             self._refresh(session)
             yield session
+
+    @contextlib.contextmanager
+    def _opened(self, exclusive):
+        try:
+            with self._store.locked(exclusive) as session:
+                yield session
+        except FileNotFoundError:
+            self._gone("its file is gone")
+
+    def _gone(self, what):
+        # Fail closed: records that were lost are never replaced by an empty total.
+        raise LedgerUnreachableError(
+            f"privacy ledger {self._id} ({self._path}): {what}, so its records cannot "
+            "all be read and fits that report to it refuse to run. Restore the file, or "
+            "start a new ledger knowingly.")
 
     def _snapshot(self):
         with self._locked(exclusive=False):

@@ -33,13 +33,16 @@ FORMAT_VERSION = 1
 # File locking
 # --------------------------------------------------------------------------
 @contextlib.contextmanager
-def locked_fd(path, exclusive):
+def locked_fd(path, exclusive, create=False):
     """An O_APPEND descriptor of ``path`` holding a shared or exclusive lock.
 
     ``flock`` locks belong to the open file description, so two threads of one
-    process exclude each other as two processes do.
+    process exclude each other as two processes do. Only ``create`` makes a missing
+    file (``FileNotFoundError`` otherwise): a ledger's file is made once, with its
+    header, and a file deleted later is never made again empty.
     """
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+    flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0)
+    fd = os.open(path, flags, 0o600)
     try:
         if fcntl is not None:
             fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
@@ -124,8 +127,8 @@ class FileStore:
         return os.path.exists(self.path)
 
     @contextlib.contextmanager
-    def locked(self, exclusive):
-        with locked_fd(self.path, exclusive) as fd:
+    def locked(self, exclusive, create=False):
+        with locked_fd(self.path, exclusive, create) as fd:
             yield _FileSession(fd)
 
 
