@@ -17,6 +17,7 @@ from ._bounds import (
     check_zero_inside,
     clip_sparse,
     entry_columns,
+    output_width,
     scale_sparse,
 )
 
@@ -225,11 +226,7 @@ class BoundedScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         """
         owner = type(self).__name__
         lower, _ = check_bounds(self.bounds, owner)
-        if n_features is None:
-            n_features = getattr(self, "n_features_in_", None)
-        # Arrays give one range per feature, also a list of one.
-        if n_features is None and max(np.ndim(side) for side in self.bounds) > 0:
-            n_features = lower.size
+        n_features = output_width(self, lower, n_features)
         if n_features is None:
             raise ValueError(f"{owner}.output_bounds: pass n_features (the bounds are "
                              "numbers, and the transformer is not fitted)")

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..utils.validation import MAX_BOUND, MIN_BOUND
 
-__all__ = ["OutputBounds", "check_bounds", "bounds_for", "check_zero_inside",
+__all__ = ["OutputBounds", "check_bounds", "bounds_for", "output_width", "check_zero_inside",
            "entry_columns", "clip_sparse", "scale_sparse"]
 
 OutputBounds = namedtuple("OutputBounds", ["feature_bound", "norm_bound"])
@@ -82,6 +82,17 @@ def check_bounds(bounds, owner):
                          f"{bad.size} feature(s) are not, e.g. feature {j}: "
                          f"[{lower[j]:g}, {upper[j]:g}]")
     return lower, upper
+
+
+def output_width(estimator, lower, n_features=None):
+    """The number of features whose output bounds are asked for: ``n_features`` if
+    given, else the fitted width, else the length of the ranges when they are arrays
+    (a list of one range is one feature); None when only numbers were given."""
+    if n_features is None:
+        n_features = getattr(estimator, "n_features_in_", None)
+    if n_features is None and max(np.ndim(side) for side in estimator.bounds) > 0:
+        n_features = lower.size
+    return n_features
 
 
 def bounds_for(lower, upper, n_features, owner):

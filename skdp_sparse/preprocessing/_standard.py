@@ -28,6 +28,7 @@ from ._bounds import (
     check_zero_inside,
     clip_sparse,
     entry_columns,
+    output_width,
     scale_sparse,
 )
 from ._moments import make_plan, release_moments
@@ -337,11 +338,7 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, DPEstimatorMixin,
         """
         owner = type(self).__name__
         lower, upper = check_bounds(self.bounds, owner)
-        if n_features is None:
-            n_features = getattr(self, "n_features_in_", None)
-        # Arrays give one range per feature, also a list of one.
-        if n_features is None and max(np.ndim(side) for side in self.bounds) > 0:
-            n_features = lower.size
+        n_features = output_width(self, lower, n_features)
         if self.clip_output is not None:
             if n_features is None:
                 raise ValueError(f"{owner}.output_bounds: pass n_features (the bounds are "

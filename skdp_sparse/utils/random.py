@@ -30,12 +30,10 @@ def check_generator(random_state):
         return random_state
     if isinstance(random_state, np.random.RandomState):
         return np.random.default_rng(random_state.randint(0, 2**63 - 1, dtype=np.int64))
-    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
-        if random_state < 0:
-            raise ValueError(f"random_state must be None, a non-negative int, a numpy "
-                             f"Generator or RandomState; got {random_state!r}.")
+    if (isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool)
+            and random_state >= 0):
         return np.random.default_rng(int(random_state))
     raise ValueError(
-        f"random_state must be None, an int, a numpy Generator or RandomState; "
-        f"got {random_state!r}."
+        f"random_state must be None, a non-negative int, a numpy Generator or "
+        f"RandomState; got {random_state!r}."
     )
