@@ -9,7 +9,7 @@ own version of a step:
    modified); labels checked against the public label set;
 3. **plan**: from public values only (n, p, the bounds, the budget): the solver,
    its iterations, its noise scales and the privacy events it will record;
-4. **budget**: checked and reserved in every capped ledger;
+4. **budget**: reserved in every ledger, and checked against its cap if it has one;
 5. **solve**: the only step that reads private values beyond validation (both run
    with numpy's floating-point warnings off, since whether one fires depends on the
    values);

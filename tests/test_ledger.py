@@ -350,6 +350,25 @@ def test_damaged_line_is_skipped(data, tmp_path):
     assert len(fresh) == 2  # the damage stays confined to its own line
 
 
+def test_a_damaged_fit_record_still_counts_with_its_reservation(data, tmp_path):
+    # A ledger without a cap used to skip the damaged record and total less than
+    # the fit spent.
+    X, y = data
+    ledger = PrivacyLedger(tmp_path / "l.jsonl")
+    est = NoisyFrequencyClassifier(ledger=ledger).fit(X, y)
+    with open(ledger.path, "rb") as f:
+        lines = f.read().split(b"\n")
+    fit_line = next(i for i, line in enumerate(lines) if b'"kind":"fit"' in line)
+    lines[fit_line] = lines[fit_line][1:]  # its first byte lost
+    copy_path = tmp_path / "copy.jsonl"  # read afresh, as another process would
+    copy_path.write_bytes(b"\n".join(lines))
+    fresh = PrivacyLedger(copy_path)
+    with pytest.warns(RuntimeWarning, match="damaged"):
+        eps, dlt = fresh.spent(composition="basic")
+    assert len(fresh.records()) == 0 and len(fresh.pending()) == 1
+    assert eps >= est.epsilon_spent_ and dlt >= est.delta_spent_
+
+
 def _damage(path, how):
     if how == "deleted":
         os.remove(path)
@@ -384,8 +403,9 @@ def test_records_are_json_lines_without_data(data):
     NoisyFrequencyClassifier(ledger=ledger).fit(X, y)
     with open(ledger.path) as f:
         lines = [json.loads(line) for line in f]
-    assert [item["kind"] for item in lines] == ["header", "fit"]
-    fit = lines[1]
+    assert [item["kind"] for item in lines] == ["header", "reserve", "fit"]
+    fit = lines[2]
+    assert fit["reservation"] == lines[1]["id"]
     assert set(fit) == {"kind", "id", "estimator", "params", "epsilon_spent", "delta_spent",
                         "events", "time", "pid", "reservation"}
     assert fit["events"][0]["name"] == "gaussian"

@@ -94,7 +94,7 @@ class Plan:
     n_samples, n_features, n_targets : int
         ``n_targets`` one-vs-rest problems share the budget.
     epsilon, delta : float
-        The budget the plan was calibrated to (reserved in capped ledgers).
+        The budget the plan was calibrated to (reserved in the ledgers).
     events : tuple of PrivacyEvent
         What the run records; they compose to at most ``(epsilon, delta)``.
     n_iter : int

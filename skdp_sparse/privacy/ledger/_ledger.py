@@ -268,7 +268,7 @@ class PrivacyLedger:
 
     def ensure_reachable(self):
         """Raise :class:`~skdp_sparse.exceptions.LedgerUnreachableError` unless the
-        store can be read from this process (fits call it before they run)."""
+        store can be read from this process (a fit's reservation fails the same way)."""
         with self._locked(exclusive=False):
             pass
 
@@ -317,7 +317,10 @@ class PrivacyLedger:
                 self._ingest(json.loads(line))
             except (ValueError, KeyError, TypeError):
                 self._bad_lines += 1
-                warn(f"skipped a damaged line of privacy ledger {self._path}", RuntimeWarning)
+                # The totals stay upper bounds: a lost fit record leaves its
+                # reservation pending, and a lost release its reservation counted.
+                warn(f"skipped a damaged line of privacy ledger {self._path}; a fit "
+                     "whose record it held counts with its reserved budget", RuntimeWarning)
         self._offset += end + 1
 
     def _ingest(self, item):
@@ -383,7 +386,8 @@ class PrivacyLedger:
         return self._snapshot()[0]
 
     def pending(self):
-        """Reservations of fits that passed the cap check and have not reported."""
+        """Reservations of fits that have not reported (running, or whose record
+        was lost)."""
         return self._snapshot()[1]
 
     def __len__(self):
@@ -471,13 +475,13 @@ class PrivacyLedger:
             raise self._refusal(estimator, epsilon, delta, total)
 
     def reserve(self, epsilon, delta, *, estimator="a fit"):
-        """Check the cap and set ``(epsilon, delta)`` aside, atomically.
+        """Check the cap (if any) and set ``(epsilon, delta)`` aside, atomically.
 
-        Returns the reservation id (``None`` without a cap). The reservation
-        counts in every total until a fit record settles it.
+        Returns the reservation id. The reservation counts in every total until a
+        fit record settles it, so a fit whose record is lost (a writer killed
+        mid-line, a damaged line) still counts with its planned budget: ledgers
+        without a cap reserve too.
         """
-        if self._max_epsilon is None:
-            return None
         epsilon, delta = _planned(epsilon, delta)
         with self._locked(exclusive=True) as log:
             over, total = self._exceeds(self._records, list(self._reservations.values()),

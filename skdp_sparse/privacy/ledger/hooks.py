@@ -5,9 +5,10 @@ it (its ``ledger`` parameter and the active ledgers). The fit sequence of
 :class:`~skdp_sparse.base.DPEstimatorMixin` uses it through :func:`fit_budget`:
 
 1. **reserve**, after every public check and before any private computation: each
-   capped ledger checks its cap and sets the planned ``(epsilon, delta)`` aside
-   under its lock, so parallel fits cannot both pass on the same remaining budget;
-   one refusal releases the reservations already made;
+   ledger checks its cap (if it has one) and sets the planned ``(epsilon, delta)``
+   aside under its lock, so parallel fits cannot both pass on the same remaining
+   budget and a fit whose record is lost still counts; one refusal releases the
+   reservations already made;
 2. **record** the events the fit spent, which settles the reservations;
 3. if the fit raises in between: when its generator drew no randomness, nothing
    private was released and the reservations are **released**; otherwise the
@@ -97,20 +98,17 @@ class FitBudget:
         self._done = reporting_suspended()
 
     def reserve(self):
-        """Reserve the planned budget in every capped ledger, all or none, and check
-        that every other ledger can be reached
-        (:class:`~skdp_sparse.exceptions.LedgerUnreachableError` otherwise)."""
+        """Reserve the planned budget in every ledger, all or none: a capped one
+        refuses a budget above its cap, and one that cannot be reached raises
+        :class:`~skdp_sparse.exceptions.LedgerUnreachableError` (a fit that could
+        not record its spend does not run)."""
         if self._done:
             return
         name = type(self.estimator).__name__
         try:
             for ledger in ledgers_for(self.estimator):
-                if ledger.max_epsilon is not None:
-                    rid = ledger.reserve(self.epsilon, self.delta, estimator=name)
-                    self._reservations[ledger._key] = (ledger, rid)
-                else:
-                    # Fail closed: a fit that could not record its spend does not run.
-                    ledger.ensure_reachable()
+                rid = ledger.reserve(self.epsilon, self.delta, estimator=name)
+                self._reservations[ledger._key] = (ledger, rid)
         except BaseException:
             self.release()
             raise
@@ -194,8 +192,9 @@ _REPORTED = weakref.WeakKeyDictionary()
 
 
 def check_budget(estimator, epsilon, delta):
-    """Reserve ``(epsilon, delta)`` for a fit of ``estimator`` in every capped ledger
-    (raises ``BudgetExceededError``); :func:`report_fit` settles the reservations.
+    """Reserve ``(epsilon, delta)`` for a fit of ``estimator`` in every ledger (a
+    capped one raises ``BudgetExceededError`` above its cap); :func:`report_fit`
+    settles the reservations.
 
     For estimators that do not use :class:`~skdp_sparse.base.DPEstimatorMixin`'s fit
     sequence; call it once the parameters are validated and before any private
