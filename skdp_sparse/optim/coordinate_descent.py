@@ -46,7 +46,8 @@ from ._cd_margins import (
     new_changes,
 )
 
-__all__ = ["BlockMargins", "CDResult", "Margins", "coordinate_descent"]
+__all__ = ["BlockMargins", "CDResult", "ExactNoiseLattices", "Margins", "coordinate_descent",
+           "exact_noise_lattices"]
 
 #: Number of coordinates from which ``gumbel_sampler="auto"`` uses the heap.
 HEAP_MIN_COORDS = 4096
@@ -91,6 +92,47 @@ def _coord_array(name, value, size, *, allow_inf):
     return np.ascontiguousarray(arr)
 
 
+@dataclass
+class ExactNoiseLattices:
+    """The lattices of a run's exact noise (None where that noise is not exact)."""
+
+    selection: object = None
+    selection_sensitivity: float = 0.0
+    update: object = None
+    update_sensitivity: np.ndarray | None = None
+
+
+def exact_noise_lattices(clip, score_w, penalty, *, selection_noise="none",
+                         selection_scale=0.0, selection_sensitivity=None,
+                         update_noise="none", update_scale=None, update_sensitivity=None):
+    """Plan the lattices of a run's exact noise (arguments as :func:`coordinate_descent`,
+    ``score_w = 1 / sqrt(smoothness)``).
+
+    A function of public values: raises ``ValueError`` when the exact samplers cannot
+    serve them. Every limit grows with the value bounds ``max_j (clip_j + a) score_w_j /
+    Delta_u`` and ``max_j clip_j / Delta_j``, so a solver that checks its plan with
+    constants giving bounds at least as large as the run's knows the run passes.
+    """
+    out = ExactNoiseLattices()
+    n_coords = len(clip)
+    if selection_noise in ("exponential", "discrete_laplace"):
+        sens = _positive("selection_sensitivity", selection_sensitivity)
+        bound = float(np.max((clip + float(penalty.a)) * score_w)) / sens
+        out.selection = plan_selection(sens, selection_scale, bound)
+        out.selection_sensitivity = sens
+    if update_noise in ("discrete_gaussian", "discrete_laplace"):
+        sensitivity = _coord_array("update_sensitivity", update_sensitivity, n_coords,
+                                   allow_inf=False)
+        if (sensitivity == 0).any():
+            raise ValueError("update_sensitivity must hold positive numbers")
+        multiplier = _positive("update_scale", update_scale)
+        plan = plan_unit_gaussian if update_noise == "discrete_gaussian" \
+            else plan_unit_laplace
+        out.update = plan(multiplier, float(np.max(clip / sensitivity)))
+        out.update_sensitivity = sensitivity
+    return out
+
+
 class _ExactNoise:
     """The samplers, noise buffers and lattices of one run's exact noise.
 
@@ -113,11 +155,14 @@ class _ExactNoise:
         self.selector = None
         self.sel = (empty,) * 6
         self.sel_buffer = None
-        if selection_noise in ("exponential", "discrete_laplace"):
-            sens = _positive("selection_sensitivity", selection_sensitivity)
-            bound = float(np.max((clip + float(penalty.a)) * score_w)) / sens
-            lat = plan_selection(sens, selection_scale, bound)
-            lattice[K.SEL_SENSITIVITY] = sens
+        lattices = exact_noise_lattices(
+            clip, score_w, penalty, selection_noise=selection_noise,
+            selection_scale=selection_scale, selection_sensitivity=selection_sensitivity,
+            update_noise=update_noise, update_scale=update_scale,
+            update_sensitivity=update_sensitivity)
+        if lattices.selection is not None:
+            lat = lattices.selection
+            lattice[K.SEL_SENSITIVITY] = lattices.selection_sensitivity
             lattice[K.SEL_BOUND] = lat.value_bound
             lattice[K.SEL_INV_GAMMA] = lat.inv_gamma
             keys = np.empty(n_coords, dtype=np.int64)
@@ -133,16 +178,9 @@ class _ExactNoise:
                 self.sel_buffer = NoiseBuffer("laplace", lat.t, rng, size=size)
         self.upd_buffer = None
         self.sensitivity = np.zeros(n_coords)
-        if update_noise in ("discrete_gaussian", "discrete_laplace"):
-            self.sensitivity = _coord_array("update_sensitivity", update_sensitivity,
-                                            n_coords, allow_inf=False)
-            if (self.sensitivity == 0).any():
-                raise ValueError("update_sensitivity must hold positive numbers")
-            multiplier = _positive("update_scale", update_scale)
-            bound = float(np.max(clip / self.sensitivity))
-            plan = plan_unit_gaussian if update_noise == "discrete_gaussian" \
-                else plan_unit_laplace
-            lat = plan(multiplier, bound)
+        if lattices.update is not None:
+            lat = lattices.update
+            self.sensitivity = lattices.update_sensitivity
             lattice[K.UPD_BOUND] = lat.value_bound
             lattice[K.UPD_INV_GAMMA] = lat.inv_gamma
             lattice[K.UPD_GAMMA] = lat.gamma

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..optim.coordinate_descent import coordinate_descent
+from ..optim.coordinate_descent import coordinate_descent, exact_noise_lattices
 from ..optim.losses import LogisticLoss
 from ..privacy.accounting import PrivacyEvent, calibrate_scale, zcdp_rho
 from ..privacy.discrete import gaussian_rho, laplace_epsilon, selection_scale_for
@@ -279,13 +279,46 @@ class _CoordinateDescent(Solver):
                                          float(delta), safe, float(epsilon))
         else:
             scale, events = 0.0, ()
-        return CoordinateDescentPlan(
+        plan = CoordinateDescentPlan(
             solver=self.name, n_samples=n_samples, n_features=n_features,
             n_targets=n_targets, epsilon=epsilon, delta=delta, events=events,
             n_iter=n_updates, smoothness=smoothness, clip=clip, scale=scale, pure=pure,
             curvature=curvature, curvature_source=source, tol=float(options["tol"]),
             verbose=int(options["verbose"]), floating_point_safe=safe,
         )
+        self._check_exact_noise(problem, plan)
+        return plan
+
+    def _check_exact_noise(self, problem, plan):
+        """Plan the exact noise's lattices now, so that a limit of the exact samplers
+        (the l1 strength far above the clips, say) fails before any budget is spent.
+
+        With the curvature estimate the run's constants are only known after its
+        release; the check takes every ratio at its public floor, where the value
+        bounds of the lattices are largest (:func:`exact_noise_lattices`)."""
+        if not (plan.private and plan.floating_point_safe):
+            return
+        smoothness, clip = plan.smoothness, plan.clip
+        if plan.curvature:
+            b2 = np.broadcast_to(np.asarray(problem.feature_bound, dtype=float),
+                                 (plan.n_features,)) ** 2
+            noise_std = _release_noise_std(plan.n_features, problem.feature_bound,
+                                           problem.norm_bound, plan.epsilon, plan.delta,
+                                           plan.pure)
+            ratios = np.minimum(_ratio_floor(plan.n_samples, b2, noise_std), 1.0)
+            if problem.fit_intercept:
+                ratios = np.append(ratios, 1.0)
+            smoothness, clip = smoothness * ratios, clip * np.sqrt(ratios)
+        noise = self._noise(plan, smoothness, 2.0 * clip / plan.n_samples)
+        try:
+            exact_noise_lattices(clip, 1.0 / np.sqrt(smoothness), problem.penalty, **noise)
+        except ValueError as exc:
+            raise ValueError(
+                f"solver={self.name!r}: the floating-point-safe noise cannot serve these "
+                f"public values ({exc}); most often the l1 strength is far above the "
+                "per-example gradient clips (feature_bound times the loss's derivative "
+                "bound): raise feature_bound, lower alpha, or set floating_point_safe=False"
+            ) from None
 
     def _curvature_ratios(self, problem, data, plan, rng):
         """Coordinate curvature relative to its bound, ``r_j ~ mean_i x_ij^2 / b_j^2``.
@@ -303,8 +336,9 @@ class _CoordinateDescent(Solver):
             sums = data.column_second_moment_sums(problem.feature_bound, np.inf)[0]
             noise_std = 0.0
         else:
-            event = plan.events[-1]
             norm_bound = float(problem.norm_bound)
+            statistic = data.column_second_moment_sums(problem.feature_bound, norm_bound)
+            event = plan.events[-1]
             if event.mu is not None:
                 kwargs = dict(mu=event.mu)
             elif math.isnan(event.epsilon):
@@ -312,7 +346,6 @@ class _CoordinateDescent(Solver):
             else:
                 kwargs = dict(epsilon=event.epsilon,
                               floating_point_safe=plan.floating_point_safe)
-            statistic = data.column_second_moment_sums(problem.feature_bound, norm_bound)
             sums, n_clipped, noise_std = release_column_second_moments(
                 statistic, norm_bound=norm_bound, max_entry=float(np.sqrt(b2.max())),
                 rng=rng, **kwargs,
@@ -331,7 +364,7 @@ class _CoordinateDescent(Solver):
                         "norms to use the estimate.",
                     )
                 return np.ones(n_features + int(problem.fit_intercept))
-        floor = np.maximum(MIN_CURVATURE_RATIO, 2 * noise_std / (n_samples * b2))
+        floor = _ratio_floor(n_samples, b2, noise_std)
         ratios = np.clip(sums / (n_samples * b2), np.minimum(floor, 1.0), 1.0)
         if problem.fit_intercept:
             ratios = np.append(ratios, 1.0)
@@ -521,6 +554,12 @@ def _selection_epsilon(mu):
     """Exponential-mechanism epsilon with ``_SELECTION_SHARE`` of a step's zCDP rho:
     ``eps^2 / 8 = share / (1 - share) * mu^2 / 2``."""
     return math.sqrt(8 * _SELECTION_SHARE / (1 - _SELECTION_SHARE) * mu**2 / 2)
+
+
+def _ratio_floor(n_samples, b2, noise_std):
+    """Smallest curvature ratio a coordinate keeps: ``MIN_CURVATURE_RATIO``, or twice the
+    release's noise over the bound's sum of squares where that is larger."""
+    return np.maximum(MIN_CURVATURE_RATIO, 2 * noise_std / (n_samples * b2))
 
 
 def _exact_sensitivity(sensitivity):
