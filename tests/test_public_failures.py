@@ -175,3 +175,109 @@ def test_a_learning_rate_that_lets_iterates_overflow_is_refused_before_any_budge
     for rows in (X, np.zeros((40, 4))):
         est.set_params(learning_rate=1e5 / (0.25 * (2 * bound**2 + 1)))
         assert np.isfinite(est.fit(rows, y).coef_).all()
+
+
+@pytest.mark.parametrize("curvature", ["private", "bound"])
+def test_limits_of_the_exact_samplers_are_met_in_the_plan(curvature):
+    # The greedy selection's lattice used to be planned inside the run, after the
+    # curvature release had spent its share of the budget.
+    X = sp.random(200, 8, density=0.4, format="csr", random_state=1)
+    y = np.arange(200) % 2
+    est = DPSparseLogisticRegression(
+        solver="greedy_cd", curvature=curvature, classes=[0, 1], norm_bound=1e-100,
+        feature_bound=1e-100, epsilon=1e-6, delta=1e-300, random_state=0)
+    exc = _refused(lambda: est.fit(X, y), match="floating-point-safe noise cannot serve")
+    assert "alpha" in str(exc)
+    est.set_params(floating_point_safe=False).fit(X, y)  # the float path has no lattice
+
+
+def test_the_plans_check_of_the_exact_samplers_refuses_only_what_the_run_would():
+    # Where the plan lets a fit through, the run plans the same lattices: a private
+    # curvature estimate at its public floor is the largest value bound the run sees.
+    X = sp.random(300, 6, density=0.5, format="csr", random_state=2)
+    y = np.arange(300) % 2
+    outcomes = set()
+    for bound in [1e-12, 1e-6, 1e-3, 1.0]:
+        for alpha in [1e-4, 1e-2, 1.0]:
+            est = DPSparseLogisticRegression(
+                solver="greedy_cd", curvature="private", classes=[0, 1], alpha=alpha,
+                norm_bound=bound, feature_bound=bound, epsilon=1.0, delta=1e-6,
+                random_state=0)
+            with privacy_ledger() as ledger:
+                try:
+                    est.fit(X, y)
+                    outcomes.add("ran")
+                except ValueError as exc:
+                    assert "cannot serve" in str(exc)
+                    assert len(ledger) == 0 and not ledger.pending()
+                    outcomes.add("refused")
+    assert outcomes == {"ran", "refused"}
+
+
+def _malformed(kind):
+    indices, indptr = np.zeros(10, np.int32), np.arange(11)
+    if kind == "index past the columns":
+        indices[3] = 10**6
+    elif kind == "negative index":
+        indices[3] = -1
+    else:
+        indptr[5] = 2
+    return sp.csr_matrix((np.ones(10), indices, indptr), shape=(10, 3))
+
+
+@pytest.mark.parametrize("kind", ["index past the columns", "negative index", "indptr"])
+@pytest.mark.parametrize("fit", [
+    lambda X: DPSparseLogisticRegression(classes=[0, 1], solver="sgd").fit(X, [0, 1] * 5),
+    lambda X: DPSparseLogisticRegression(classes=[0, 1], solver="greedy_cd").fit(
+        X, [0, 1] * 5),
+    lambda X: DPOutputPerturbationClassifier(classes=[0, 1]).fit(X, [0, 1] * 5),
+    lambda X: DPSelectKBest(k=1, sparsity=1).fit(X, [0, 1] * 5),
+    lambda X: DPStandardScaler(bounds=(0, 1), with_mean=False).fit(X),
+    lambda X: BoundedScaler(bounds=(0, 1)).fit(X),
+])
+def test_a_sparse_matrix_whose_indices_leave_its_shape_is_refused(kind, fit):
+    # scipy builds such a matrix unchecked; kernels read outside it (a segfault).
+    _refused(lambda: fit(_malformed(kind)), match="not a valid CSR matrix")
+
+
+def test_predict_refuses_a_malformed_sparse_matrix():
+    X = sp.random(10, 3, density=0.5, format="csr", random_state=0)
+    est = DPSparseLogisticRegression(classes=[0, 1], solver="sgd", random_state=0)
+    est.fit(X, [0, 1] * 5)
+    with pytest.raises(ValueError, match="not a valid CSR matrix"):
+        est.predict(_malformed("index past the columns"))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: DPStandardScaler(bounds=(0, 1), with_mean=False),
+    lambda: DPSelectKBest(k=1, sparsity=1),
+    lambda: BoundedScaler(bounds=(0, 1)),
+])
+def test_steps_without_dask_support_say_so(make):
+    da = pytest.importorskip("dask.array")
+    X = da.from_array(sp.random(20, 3, density=0.5, format="csr", random_state=0),
+                      chunks=(10, 3))
+    y = np.arange(20) % 2
+    with pytest.raises(ValueError, match="does not take dask collections"):
+        make().fit(X, y)
+
+
+def test_a_classifier_without_a_solver_parameter_is_not_told_to_pass_one():
+    da = pytest.importorskip("dask.array")
+    X = da.from_array(np.ones((20, 3)), chunks=(10, 3))
+    y = da.from_array(np.arange(20) % 2, chunks=10)
+    with pytest.raises(ValueError, match="cannot fit a dask array") as info:
+        DPOutputPerturbationClassifier(classes=[0, 1]).fit(X, y)
+    assert "solver=..." not in str(info.value)
+
+
+def test_a_custom_analyzer_with_terms_of_several_types_fits():
+    from skdp_sparse.feature_extraction.text import DPTfidfVectorizer
+
+    # Digit tokens as ints beside words: a plain sort raised on such corpora only.
+    def analyzer(doc):
+        return [int(t) if t.isdigit() else t for t in doc.split()]
+
+    docs = ["a b 1", "a 2 c", "b c 3"] * 200
+    vec = DPTfidfVectorizer(analyzer=analyzer, epsilon=5.0, random_state=0).fit(docs)
+    assert vec.transform(docs).shape[0] == len(docs)

@@ -275,7 +275,9 @@ stop_words, token_pattern, ngram_range
         for doc in docs:
             for term in document_terms(analyze, doc, plan.max_contributions):
                 counts[term] = counts.get(term, 0) + 1
-        terms = sorted(counts)
+        # By type, then text: a custom analyzer's terms of several types (numbers beside
+        # strings) would make a plain sort raise, on the corpora that hold them only.
+        terms = sorted(counts, key=lambda term: (type(term).__qualname__, str(term)))
         kept, noisy = select_partitions(np.array([counts[t] for t in terms], dtype=float),
                                         plan, rng, n_rows=len(docs))
         terms = [terms[i] for i in kept]

@@ -179,7 +179,7 @@ class DPLinearModel(DPEstimatorMixin, BaseEstimator):
             raise ValueError(f"solver={name!r} does not take frequent_features (DP-FEST "
                              "runs with solver='sparse_sgd')")
         if public.get("distributed"):
-            _check_distributed(name, solver, options)
+            _check_distributed(name, solver, options, "solver" in self.get_params())
         shape = (public["n_samples"], public["n_features"], public["n_targets"])
         return LinearFitPlan(problem, solver, solver.plan(problem, shape, epsilon, delta,
                                                           options))
@@ -229,11 +229,13 @@ class DPLinearModel(DPEstimatorMixin, BaseEstimator):
         return X @ self.coef_.T + self.intercept_
 
 
-def _check_distributed(name, solver, options):
+def _check_distributed(name, solver, options, choosable):
     supported = sorted(n for n, s in SOLVERS.items() if getattr(s, "distributed", False))
     if not getattr(solver, "distributed", False):
+        hint = " (pass solver=... explicitly)" if choosable else \
+            "; fit an estimator that takes one of them, or compute the array first"
         raise ValueError(f"solver={name!r} cannot fit a dask array; the solvers that can "
-                         f"are {supported} (pass solver=... explicitly)")
+                         f"are {supported}{hint}")
     k = options.get("feature_selection", "none")
     if not isinstance(k, str):
         raise ValueError("feature_selection=k is not supported on a dask array: "

@@ -25,6 +25,7 @@ from sklearn.utils.validation import check_array, validate_data
 
 __all__ = [
     "MAX_EPSILON",
+    "check_sparse_structure",
     "MIN_BOUND",
     "MAX_BOUND",
     "MIN_RATIO_OVER_DELTA_ALONE",
@@ -321,14 +322,52 @@ class data_free_errors:
         return False
 
 
+def _refuse_dask(X, owner):
+    if type(X).__module__.startswith("dask"):
+        raise ValueError(
+            f"{owner} does not take dask collections; the estimators that fit a dask array "
+            "are DPSparseMeanEstimator and DPSparseLogisticRegression / DPGreedyCDRegressor "
+            "with a solver that runs on row blocks (sgd, greedy_cd). Compute the array "
+            "first if it fits in memory.")
+
+
+def check_sparse_structure(X):
+    """Refuse a CSR/CSC/BSR matrix whose index arrays do not describe its shape (scipy
+    accepts them unchecked, and kernels would read outside the arrays)."""
+    if not sp.issparse(X) or X.format not in ("csr", "csc", "bsr"):
+        return X
+    major, minor = X.shape if X.format != "csc" else X.shape[::-1]
+    if X.format == "bsr":
+        r, c = X.blocksize
+        major, minor = major // r, minor // c
+    indptr, indices = X.indptr, X.indices
+    fault = None
+    if indptr.shape != (major + 1,) or indptr[0] != 0 or indptr[-1] > len(indices):
+        fault = "its indptr does not match its shape"
+    elif major and np.any(np.diff(indptr) < 0):
+        fault = "its indptr decreases"
+    elif indptr[-1] and (indices[:indptr[-1]].min() < 0
+                         or indices[:indptr[-1]].max() >= minor):
+        fault = "an index points outside its shape"
+    if fault:
+        raise ValueError(f"X is not a valid {X.format.upper()} matrix: {fault}")
+    return X
+
+
 def validate_rows(estimator, X, **kwargs):
-    """scikit-learn's ``validate_data`` within :class:`data_free_errors`."""
+    """scikit-learn's ``validate_data`` within :class:`data_free_errors`, on a sparse
+    matrix whose index arrays were checked."""
+    _refuse_dask(X, type(estimator).__name__)
+    check_sparse_structure(X)
     with data_free_errors():
         return validate_data(estimator, X, **kwargs)
 
 
 def checked_array(X, **kwargs):
-    """scikit-learn's ``check_array`` within :class:`data_free_errors`."""
+    """scikit-learn's ``check_array`` within :class:`data_free_errors`, on a sparse
+    matrix whose index arrays were checked."""
+    _refuse_dask(X, "this step")
+    check_sparse_structure(X)
     with data_free_errors():
         return check_array(X, **kwargs)
 
@@ -348,6 +387,8 @@ def validate_fit_data(estimator, X, y=None, *, y_required=False, y_numeric=False
                          "but the target y is None.")
     kwargs = dict(reset=True, accept_sparse=list(accept_sparse), dtype=np.float64,
                   ensure_all_finite=ensure_all_finite)
+    _refuse_dask(X, type(estimator).__name__)
+    check_sparse_structure(X)
     with data_free_errors():
         if y is None:
             X = validate_data(estimator, X, **kwargs)
