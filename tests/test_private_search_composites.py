@@ -101,3 +101,46 @@ def test_raw_text_gets_an_error_that_says_what_the_search_needs():
     with pytest.raises(ValueError, match="takes a 2-d numeric X") as info:
         _search(_classifier(), {"alpha": [1e-4]}).fit(docs, [0, 1] * 4)
     assert "alice" not in str(info.value)
+
+
+def test_a_grid_value_may_not_swap_in_a_step_that_fits_without_privacy():
+    from sklearn.preprocessing import StandardScaler
+
+    # It used to run and release the scaler's exact column means in best_estimator_.
+    X, y = _data()
+    pipe = make_pipeline(BoundedScaler(bounds=(0, 10)), _classifier(solver="sgd"))
+    search = _search(pipe, {"boundedscaler": [StandardScaler()]})
+    with privacy_ledger() as ledger, pytest.raises(ValueError, match="without privacy"):
+        search.fit(X, y)
+    assert len(ledger) == 0
+    with pytest.raises(ValueError, match="changes which steps"):
+        _search(pipe, {"boundedscaler": [DPStandardScaler(bounds=(0, 10))]}).fit(X, y)
+    # Swapping one private step for another is a grid like any other.
+    swap = _search(pipe, {"dpsparselogisticregression": [_classifier(solver="sgd"),
+                                                         _classifier(solver="greedy_cd")]})
+    assert swap.fit(X, y).best_params_
+
+
+def test_a_grid_value_holding_a_ledger_of_its_own_is_refused():
+    # The search's inner fits report to no ledger, so this cap of 0.1 used to let a
+    # search of epsilon 1 run, and nothing was recorded.
+    X, y = _data()
+    own = PrivacyLedger(max_epsilon=0.1, max_delta=1e-3)
+    pipe = make_pipeline(BoundedScaler(bounds=(0, 10)), _classifier(solver="sgd"))
+    grid = {"dpsparselogisticregression": [_classifier(solver="sgd", ledger=own)]}
+    with pytest.raises(ValueError, match="ledger= of its own"):
+        _search(pipe, grid).fit(X, y)
+    assert len(own) == 0
+
+
+def test_the_runs_print_nothing_that_counts_them(capsys):
+    # Each inner fit printed its verbose lines: their number told the number of runs K.
+    X, y = _data()
+    printed = set()
+    for seed in range(4):
+        search = PrivateHyperparameterSearch(
+            _classifier(solver="sgd", verbose=1), {"alpha": [1e-3, 1e-2]},
+            expected_repetitions=8, random_state=seed)
+        search.fit(X, y)
+        printed.add(len(capsys.readouterr().out.splitlines()))
+    assert len(printed) == 1

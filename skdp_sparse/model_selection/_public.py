@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
 import math
 import warnings
 
@@ -19,9 +20,9 @@ from ..privacy.selection import events_rdp
 from ..utils._warnings import warn
 from ..utils.validation import checked_array
 
-__all__ = ["PublicData", "inner_fits", "numeric_rows", "take_rows", "n_rows", "same_events",
-           "fit_events", "fit_generator", "released", "WarningsAtCallersLine",
-           "SEARCH_SET_PARAMS", "PrivateSteps"]
+__all__ = ["PublicData", "inner_fits", "check_candidates", "numeric_rows", "take_rows",
+           "n_rows", "same_events", "fit_events", "fit_generator", "released",
+           "WarningsAtCallersLine", "SEARCH_SET_PARAMS", "PrivateSteps"]
 
 #: Parameters the search sets on every fit itself (a grid may not).
 SEARCH_SET_PARAMS = ("epsilon", "delta", "random_state", "ledger", "classes")
@@ -99,14 +100,56 @@ class PrivateSteps:
                      for e in (getattr(step, "privacy_events_", None) or ()))
 
 
+class _Sink(io.TextIOBase):
+    def write(self, text):
+        return len(text)
+
+
 @contextlib.contextmanager
-def inner_fits():
+def inner_fits(private=False):
     """The search's own fits (on public dummy data and on the private parts) report to
     no ledger: the search records their composition once. The suspension holds in
     this thread only, so steps that would fit in parallel (a ``FeatureUnion`` with
-    ``n_jobs``) run one after the other here, where it holds."""
-    with suspended_reporting(), parallel_config(backend="sequential"):
+    ``n_jobs``) run one after the other here, where it holds.
+
+    ``private``: the fits of the runs on the private data, whose number K is not
+    released; their warnings and their printed output (``verbose``) would each tell
+    it, and go nowhere. The dummy fits have shown the public ones."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(suspended_reporting())
+        stack.enter_context(parallel_config(backend="sequential"))
+        if private:
+            stack.enter_context(warnings.catch_warnings())
+            warnings.simplefilter("ignore")
+            stack.enter_context(contextlib.redirect_stdout(_Sink()))
+            stack.enter_context(contextlib.redirect_stderr(_Sink()))
         yield
+
+
+def check_candidates(estimator, steps, candidates):
+    """Refuse a grid whose candidates the search could not account for: one that sets
+    what the search sets itself, changes which steps are private (a grid value that
+    swaps in a step fitting without noise), or brings a ledger of its own (the
+    search's inner fits report to no ledger; it reports to those of the estimator it
+    searches)."""
+    from ..privacy.ledger import ledgers_for
+
+    name = type(estimator).__name__
+    ledgers = {ledger._key for ledger in ledgers_for(estimator)}
+    for cand in candidates:
+        bad = sorted(key for key in cand if key.rpartition("__")[2] in SEARCH_SET_PARAMS)
+        if bad:
+            raise ValueError(f"param_grid may not set {bad}: the search sets the per-fit "
+                             "budget, the seeds and the label set itself")
+        configured = clone(estimator).set_params(**cand)
+        other = PrivateSteps(configured)
+        if (other.paths, other.classes_param) != (steps.paths, steps.classes_param):
+            raise ValueError(f"the candidate {cand} changes which steps of {name} are "
+                             "private; the grid may swap a private step for another "
+                             "private one only")
+        if {ledger._key for ledger in ledgers_for(configured)} - ledgers:
+            raise ValueError(f"the candidate {cand} holds a ledger= of its own; give the "
+                             "ledger to the searched estimator or to the search")
 
 
 def _fitted_step(estimator, path):

@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, is_classifier
@@ -38,10 +37,10 @@ from ..utils._labels import check_classes, encode_labels
 from ..utils._warnings import warn
 from ..utils.validation import check_privacy_params, checked_array, smallest_epsilon
 from ._public import (
-    SEARCH_SET_PARAMS,
     PrivateSteps,
     PublicData,
     WarningsAtCallersLine,
+    check_candidates,
     fit_generator,
     inner_fits,
     n_rows,
@@ -281,14 +280,7 @@ default=None
         candidates = list(ParameterGrid(self.param_grid))
         if not candidates:
             raise ValueError("param_grid is empty")
-        for cand in candidates:
-            bad = sorted(name for name in cand
-                         if name.rpartition("__")[2] in SEARCH_SET_PARAMS)
-            if bad:
-                raise ValueError(
-                    f"param_grid may not set {bad}: the search sets the per-fit "
-                    "budget, the seeds and the label set itself"
-                )
+        check_candidates(self.estimator, steps, candidates)
         if is_classifier(self.estimator) and steps.classes_param is None:
             raise ValueError(
                 f"{type(self.estimator).__name__} has no 'classes' parameter (in one "
@@ -452,10 +444,7 @@ default=None
         fit_seeds = np.random.SeedSequence(rng.integers(0, 2**63, size=4).tolist())
         realised = []  # events of every fit, for the conservative record if a check fails
         try:
-            # A warning raised on the private data would be a release of its own; the
-            # dummy fits above have shown the public ones.
-            with inner_fits(), warnings.catch_warnings():
-                warnings.simplefilter("ignore")
+            with inner_fits(private=True):
                 best_score, best_index, best_estimator = self._run(
                     public, k, plan.fit_epsilon, X_tr, y_tr, X_val, y_val, X, y,
                     plan.scorer, plan.low, plan.high, plan.score_mechanism, rng, fit_seeds,
