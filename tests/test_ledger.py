@@ -312,6 +312,61 @@ def test_activated_ledger_reaches_child_interpreters(data):
     assert ledger.records()[0].pid != os.getpid()
 
 
+def test_activated_ledger_reaches_forkserver_workers_and_their_children(tmp_path):
+    # Fits in a forkserver's workers (grandchildren of the process that activated the
+    # ledger) used to find no active ledger and ran past its cap unrecorded.
+    script = tmp_path / "forkserver_fits.py"
+    script.write_text(
+        "import multiprocessing as mp\n"
+        "from concurrent.futures import ProcessPoolExecutor\n"
+        "import numpy as np\n"
+        "from skdp_sparse import BudgetExceededError, privacy_ledger\n"
+        "from test_ledger import NoisyFrequencyClassifier\n"
+        "def work(epsilon):\n"
+        "    X = np.zeros((10, 3)); y = np.arange(10) % 2\n"
+        "    try:\n"
+        "        NoisyFrequencyClassifier(epsilon=epsilon).fit(X, y)\n"
+        "        return 'ran'\n"
+        "    except BudgetExceededError:\n"
+        "        return 'refused'\n"
+        "if __name__ == '__main__':\n"
+        "    ctx = mp.get_context('forkserver')\n"
+        "    with privacy_ledger(max_epsilon=1.0, max_delta=1e-3) as ledger:\n"
+        "        with ProcessPoolExecutor(2, mp_context=ctx) as pool:\n"
+        "            outcomes = sorted(pool.map(work, [0.9] * 3))\n"
+        "    print(outcomes, len(ledger))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, ROOT]))
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip() == "['ran', 'refused', 'refused'] 1"
+
+
+def test_a_damaged_registry_entry_makes_child_fits_refuse(data):
+    from skdp_sparse.privacy.ledger._registry import _registry_dir
+
+    code = (
+        "import numpy as np\n"
+        "from skdp_sparse.exceptions import LedgerUnreachableError\n"
+        "from test_ledger import NoisyFrequencyClassifier\n"
+        "X = np.zeros((10, 3)); y = np.arange(10) % 2\n"
+        "try:\n"
+        "    NoisyFrequencyClassifier(epsilon=0.1).fit(X, y)\n"
+        "    print('ran')\n"
+        "except LedgerUnreachableError:\n"
+        "    print('refused')\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, ROOT]))
+    entry = os.path.join(_registry_dir(), f"active-{os.getpid()}.json")
+    with privacy_ledger() as ledger:
+        with open(entry, "r+") as f:
+            f.truncate(10)  # it used to read as "no active ledger"
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, check=True)
+    assert out.stdout.strip() == "refused"
+    assert len(ledger) == 0
+
+
 def test_persistent_store_is_reopened(data, tmp_path):
     X, y = data
     path = tmp_path / "budget.jsonl"

@@ -18,11 +18,12 @@ search that fits 31 models records the spend of none of them. A
 * **Activation.** ``with privacy_ledger() as ledger:`` (or ``ledger.activate()``)
   makes a ledger receive every private fit of the current process, in all its
   threads, and of the processes this process starts while the ledger is active
-  (joblib/loky workers, ``multiprocessing``): those find it through a small
-  registry file keyed by their parent's process id. Processes started by a
-  worker, or on other machines (dask, ray), do not: pass the ledger as the
-  estimator parameter ``ledger=`` there, which travels with the pickled
-  estimator and is the robust choice for any parallel backend.
+  (joblib/loky workers, ``multiprocessing`` with any start method) and of the
+  processes those start: they find it through a small registry file keyed by
+  their ancestors' process ids (beyond the parent on Linux only). Processes on
+  other machines (dask, ray) do not: pass the ledger as the estimator parameter
+  ``ledger=`` there, which travels with the pickled estimator and is the robust
+  choice for any parallel backend.
 * **On a dask cluster.** ``PrivacyLedger(store=DaskLedgerStore(client))`` keeps the
   records on the cluster's scheduler. Activating a ledger in a process that has a
   dask client activates it on every worker of the cluster, those that join later

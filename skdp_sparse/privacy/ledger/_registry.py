@@ -1,6 +1,6 @@
 """Which ledgers a fit reports to: those activated in this process, and those its
-parent process had active when it started it (found through a per-user registry
-of small JSON files keyed by process id)."""
+ancestor processes have active (found through a per-user registry of small JSON
+files keyed by process id)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import tempfile
 import threading
 import uuid
 
+from ...exceptions import LedgerUnreachableError
 from ...utils._warnings import warn
 from ._ledger import PrivacyLedger, restore_ledger
 
@@ -189,25 +190,59 @@ def _remove_registry_entry():
 atexit.register(_remove_registry_entry)
 
 
+#: Ancestors a process looks through for active ledgers (a deeper chain of processes
+#: starting processes is not expected).
+MAX_ANCESTORS = 64
+
+
+def _parent_of(pid):
+    """The parent of process ``pid`` (Linux: from ``/proc``), or None where unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return int(stat[stat.rfind(b")") + 2:].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _ancestors():
+    """This process's parent, its parent, ... up to init (the parent only where the
+    OS does not say more): a forkserver's workers, and the processes a worker starts,
+    find the ledgers of the process that started the chain."""
+    pid, out = os.getppid(), []
+    while pid is not None and pid > 1 and len(out) < MAX_ANCESTORS:
+        out.append(pid)
+        pid = _parent_of(pid)
+    return out
+
+
 def _inherited_ledgers():
-    """Ledgers the parent process has active (read from its registry entry)."""
-    ppid = os.getppid()
-    if ppid <= 1:
-        return []
+    """Ledgers the ancestor processes have active (read from their registry entries)."""
     d = _own_registry_dir(create=False)
     if d is None:
         return []
-    try:
-        with open(os.path.join(d, f"active-{ppid}.json")) as f:
-            data = json.load(f)
-    except (OSError, ValueError):
-        return []
-    if data.get("token") != _process_token(ppid):
-        return []  # a dead process's entry whose pid was reused
     out = []
-    for handle in data.get("ledgers", []):
-        with contextlib.suppress(OSError, ValueError, TypeError):
-            out.append(restore_ledger(*handle))
+    for pid in _ancestors():
+        try:
+            with open(os.path.join(d, f"active-{pid}.json")) as f:
+                text = f.read()
+        except OSError:
+            continue  # no entry: that process has no active ledger
+        try:
+            data = json.loads(text)
+        except ValueError:
+            # Entries are replaced atomically, so a damaged one was damaged after it was
+            # written: the ledgers it names cannot be known, and fits refuse to run.
+            raise LedgerUnreachableError(
+                f"the registry entry of the active privacy ledgers of process {pid} "
+                f"({d}) is damaged, so fits here cannot know which ledgers to report to "
+                "and refuse to run. Deactivate the ledger there, or remove the entry "
+                "knowingly.") from None
+        if data.get("token") != _process_token(pid):
+            continue  # a dead process's entry whose pid was reused
+        for handle in data.get("ledgers", []):
+            with contextlib.suppress(OSError, ValueError, TypeError):
+                out.append(restore_ledger(*handle))
     return out
 
 
@@ -222,7 +257,7 @@ if hasattr(os, "register_at_fork"):
 
 def active_ledgers():
     """Ledgers active for fits of this process: activated here, or inherited from
-    the parent process. Duplicates (same store and cap) appear once."""
+    an ancestor process. Duplicates (same store and cap) appear once."""
     with _STACK_LOCK:
         own = list(_STACK)
     found = {}
