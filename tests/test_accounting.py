@@ -180,3 +180,14 @@ def test_zcdp_epsilon_matches_grid_search(rho, delta):
                   / (alphas - 1))
     best = min(grid, rho + 2 * np.sqrt(rho * L))
     assert zcdp_epsilon(rho, delta) == pytest.approx(max(best, 0.0), rel=1e-5, abs=1e-12)
+
+
+def test_an_event_known_only_by_its_loss_distribution_composes_with_others():
+    from skdp_sparse.privacy.pld import GaussianPLD
+
+    # It used to give NaN: the zCDP candidate summed the PLD event's missing epsilon.
+    pld_only = PrivacyEvent.from_pld(GaussianPLD("none", 1.0, 10.0))
+    gaussian = PrivacyEvent.gaussian(0.2)  # the same mechanism: 2 / noise multiplier
+    eps, _ = compose([pld_only, gaussian], 1e-6)
+    assert math.isfinite(eps)
+    assert eps == pytest.approx(compose([gaussian, gaussian], 1e-6)[0], rel=1e-3)

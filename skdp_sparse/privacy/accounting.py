@@ -347,8 +347,10 @@ def compose(events, delta):
         if dlt <= delta * (1 + 1e-12):
             candidates.append((eps, min(dlt, delta)))
 
-    if delta > 0:
-        approx = [e for e in events if e.rho is None and e.rdp is None]
+    approx = [e for e in events if e.rho is None and e.rdp is None]
+    # An event known only by its privacy loss distribution has no (epsilon, delta),
+    # zCDP or RDP form: only the PLD candidate below accounts for it.
+    if delta > 0 and not any(math.isnan(e.epsilon) for e in approx):
         eps_approx = sum(e.count * e.epsilon for e in approx)
         delta_left = delta - sum(e.count * e.delta for e in approx)
         smooth = [e for e in events if e.rho is not None]
