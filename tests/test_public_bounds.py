@@ -26,7 +26,7 @@ def _categorical(n=300, seed=0):
 
 
 @pytest.mark.parametrize("drop", [None, "first"])
-@pytest.mark.parametrize("handle_unknown", ["error", "ignore"])
+@pytest.mark.parametrize("handle_unknown", ["ignore", "infrequent_if_exist"])
 def test_one_hot_bounds_hold_for_every_encoded_row(drop, handle_unknown):
     encoder = OneHotEncoder(categories=CATEGORIES, drop=drop, handle_unknown=handle_unknown)
     bounds = one_hot_bounds(encoder)
@@ -44,7 +44,7 @@ def test_one_hot_bounds_hold_for_every_encoded_row(drop, handle_unknown):
 
 def test_one_hot_bounds_feed_a_private_pipeline_without_warnings():
     X, y = _categorical()
-    encoder = OneHotEncoder(categories=CATEGORIES)
+    encoder = OneHotEncoder(categories=CATEGORIES, handle_unknown="ignore")
     model = make_pipeline(encoder, DPSparseLogisticRegression(
         classes=[0, 1], epsilon=5.0, random_state=0, **one_hot_bounds(encoder)._asdict()))
     with warnings.catch_warnings():
@@ -63,7 +63,21 @@ def test_one_hot_bounds_feed_a_private_pipeline_without_warnings():
 ])
 def test_one_hot_bounds_refuse_categories_read_from_data(params, message):
     with pytest.raises(ValueError, match=message):
-        one_hot_bounds(OneHotEncoder(**params))
+        one_hot_bounds(OneHotEncoder(handle_unknown="ignore", **params))
+
+
+@pytest.mark.parametrize("handle_unknown", ["error", "warn"])
+def test_one_hot_bounds_refuse_an_encoder_that_tells_of_unknown_values(handle_unknown):
+    # With "error", a row outside the categories made the fit raise, quoting its value.
+    encoder = OneHotEncoder(categories=CATEGORIES, handle_unknown=handle_unknown)
+    with pytest.raises(ValueError, match="handle_unknown='ignore'"):
+        one_hot_bounds(encoder)
+
+
+def test_one_hot_bounds_name_what_they_take():
+    columns = ColumnTransformer([("cat", OneHotEncoder(categories=CATEGORIES), [0])])
+    with pytest.raises(ValueError, match="takes a OneHotEncoder .* got ColumnTransformer"):
+        one_hot_bounds(columns)
 
 
 @pytest.mark.parametrize("bad", ["abc", [], [["a"], []], 3])

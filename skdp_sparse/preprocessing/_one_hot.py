@@ -28,13 +28,26 @@ OneHotBounds.sparsity.__doc__ = "Bound on the non-zeros of a row: ``k``."
 def _categories_of(encoder):
     name = type(encoder).__name__
     params = encoder.get_params(deep=False)
-    categories = params.get("categories", "auto")
+    if "categories" not in params:
+        raise ValueError(
+            f"one_hot_bounds takes a OneHotEncoder or the list of its categories, got "
+            f"{name}; for a ColumnTransformer, take the bounds of its one-hot block and "
+            "combine them with the other blocks' (see the Returns section)")
+    categories = params["categories"]
     if isinstance(categories, str):
         raise ValueError(
             f"{name}(categories={categories!r}) reads the categories from the training "
             "data, which the privacy guarantee does not cover (one row with a new value "
             "adds a column). Give the public categories of each column: "
             "OneHotEncoder(categories=[[...], [...]]), then one_hot_bounds(encoder).")
+    if params.get("handle_unknown", "error") in ("error", "warn"):
+        # A row outside the categories would raise (quoting it) or warn: whether the
+        # fit fails, and what it says, would depend on one private row.
+        raise ValueError(
+            f"{name}(handle_unknown={params.get('handle_unknown', 'error')!r}) raises or "
+            "warns on a row whose value is not among the categories, quoting it: what a "
+            "fit says would then depend on one private row. Use handle_unknown='ignore' "
+            "(such a row's block stays empty)")
     for key in ("min_frequency", "max_categories"):
         if params.get(key) is not None:
             raise ValueError(
@@ -51,7 +64,9 @@ def one_hot_bounds(categories):
     categories : OneHotEncoder, or list of array-like
         A scikit-learn ``OneHotEncoder`` with public ``categories`` (a list with the
         categories of each column; ``"auto"`` raises ``ValueError``, as do
-        ``min_frequency`` and ``max_categories``, which read the data), or that list
+        ``min_frequency`` and ``max_categories``, which read the data, and
+        ``handle_unknown="error"`` or ``"warn"``, whose message or warning on a value
+        outside the categories would tell of one private row), or that list
         itself. Only the number of columns ``k`` matters: every row has at most one
         1 per column (``drop`` and ``handle_unknown="ignore"`` can only leave a
         column's block empty).
@@ -68,7 +83,8 @@ def one_hot_bounds(categories):
     --------
     >>> from sklearn.preprocessing import OneHotEncoder
     >>> from skdp_sparse.preprocessing import one_hot_bounds
-    >>> enc = OneHotEncoder(categories=[["a", "b", "c"], ["x", "y"]])
+    >>> enc = OneHotEncoder(categories=[["a", "b", "c"], ["x", "y"]],
+    ...                     handle_unknown="ignore")
     >>> one_hot_bounds(enc)
     OneHotBounds(feature_bound=1.0, norm_bound=1.4142135623730951, sparsity=2)
     """
