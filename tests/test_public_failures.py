@@ -281,3 +281,23 @@ def test_a_custom_analyzer_with_terms_of_several_types_fits():
     docs = ["a b 1", "a 2 c", "b c 3"] * 200
     vec = DPTfidfVectorizer(analyzer=analyzer, epsilon=5.0, random_state=0).fit(docs)
     assert vec.transform(docs).shape[0] == len(docs)
+
+
+def test_a_budget_too_small_for_the_decisions_share_says_so():
+    # The search for the solver's share used to halve its epsilon down to 0, and the
+    # solver then refused "epsilon must be > 0, got 0.0".
+    X = sp.random(200, 8, density=0.4, format="csr", random_state=1)
+    y = np.random.default_rng(0).normal(size=200)
+    est = DPGreedyCDRegressor(solver="sparse_sgd", norm_bound=1e-100, feature_bound=1e-100,
+                              target_bounds=(-1e-100, 1e-100), epsilon=1e-6, delta=1e-300,
+                              floating_point_safe=False)
+    with pytest.warns(Warning):  # the float path's warning
+        _refused(lambda: est.fit(X, y), match="leaves the solver no budget")
+
+
+def test_bounds_too_large_for_the_curvature_release_are_refused_in_the_plan():
+    X = sp.random(200, 8, density=0.4, format="csr", random_state=1)
+    est = DPSparseLogisticRegression(solver="greedy_cd", curvature="private", classes=[0, 1],
+                                     norm_bound=1e100, feature_bound=1e100, epsilon=1.0,
+                                     delta=1e-8)
+    _refused(lambda: est.fit(X, np.arange(200) % 2), match="curvature='bound'")

@@ -221,6 +221,11 @@ def inner_epsilon(plan_at, epsilon, delta, extra_events):
         guess = epsilon * remaining / (mu * mu)
 
     def total(eps_in):
+        if not eps_in >= epsilon * 1e-12:
+            raise ValueError(
+                f"epsilon={epsilon!r} at delta={delta!r} leaves the solver no budget once "
+                "the decision's releases are paid for; choose a larger epsilon or delta, "
+                "or decision='fitted' (the solver's own)")
         plan = plan_at(eps_in)
         return compose(list(plan.events) + list(extra_events), delta)[0], plan
 
@@ -241,7 +246,7 @@ def inner_epsilon(plan_at, epsilon, delta, extra_events):
             x = math.log(eps_in) + math.log(epsilon * (1.0 - _TOLERANCE / 2)) - math.log(spent)
         eps_in = min(math.exp(x), epsilon)
     while best is None:
-        # No round landed inside the budget: halve until one does (never expected).
+        # No round landed inside the budget: halve until one does (at extreme budgets).
         eps_in /= 2.0
         spent, plan = total(eps_in)
         if spent <= epsilon:
