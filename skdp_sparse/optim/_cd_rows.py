@@ -5,7 +5,9 @@ from the rows given: all rows of a fit in memory, or one block of them where it 
 """
 
 import numba
+import numpy as np
 
+from ._prefetch import prefetch
 from .losses import loss_derivative, loss_value
 
 # A gradient term |l' x| is below its clip in exact arithmetic when the rounded test
@@ -77,8 +79,35 @@ def row_clip_ratios(dense, data, clip, out):
 
 @numba.njit(cache=True)
 def full_gradient(dense, data, n_features, d, clip, g, n_total=-1):
-    for j in range(g.size):
-        g[j] = column_gradient(dense, data, j, n_features, d, clip, n_total)
+    """Every ``g_j`` as :func:`column_gradient` computes it, to the bit.
+
+    With the CSR part at hand (greedy selection on sparse X) the sums run row by row:
+    each column's terms are still added in increasing row order, as the CSC loop adds
+    them (its indices are sorted), but X is read once in storage order, each ``d_i``
+    once, and the sums of the columns of a row are independent of one another, where
+    one column's sum is a chain of dependent additions."""
+    if dense or data[6].size == 0:
+        for j in range(g.size):
+            g[j] = column_gradient(dense, data, j, n_features, d, clip, n_total)
+        return
+    rdata, rind, rptr = data[4], data[5], data[6]
+    n = d.size
+    with_intercept = g.size > n_features
+    c0 = clip[n_features] if with_intercept else 0.0
+    s0 = 0.0
+    g[:] = 0.0
+    for i in range(n):
+        di = d[i]
+        for q in range(np.uint64(rptr[i]), np.uint64(rptr[i + 1])):
+            k = np.uint64(rind[q])
+            g[k] += clip_scalar(di * rdata[q], clip[k])
+        if with_intercept:
+            s0 += clip_scalar(di, c0)
+    denom = n if n_total < 0 else n_total
+    for j in range(n_features):
+        g[j] = g[j] / denom
+    if with_intercept:
+        g[n_features] = s0 / denom
 
 
 @numba.njit(cache=True)
@@ -121,6 +150,12 @@ def _shift_margin(i, shift, y, z, d, loss_code, loss_param):
     return d_old, d[i]
 
 
+# How many rows of a column ahead of the one updated their state and their CSR row are
+# asked into the caches.
+_AHEAD_STATE = 16
+_AHEAD_ROW = 8
+
+
 @numba.njit(cache=True)
 def _apply_delta_sparse(data, j, delta, n_features, y, loss_code, loss_param, z, d, g,
                         clip, row_ratio, maintain, work, changed, n_total):
@@ -134,7 +169,13 @@ def _apply_delta_sparse(data, j, delta, n_features, y, loss_code, loss_param, z,
     l'_old) x_ik / n``, added as ``x_ik`` times one per-row factor: one multiply-add
     per non-zero, as in a matrix-vector product. The other rows test each term and
     clip where the bound may bite. The intercept's running sum and the work count
-    stay in registers; marking is a separate loop, run only when it is tracked."""
+    stay in registers; marking is a separate loop, run only when it is tracked.
+
+    Column j's rows are scattered over X, so each one's state and CSR entries are cache
+    misses that, taken in turn, would wait on memory one after another: their loads
+    start some rows ahead (a row's bounds first, its entries once the bounds are in),
+    written out in the loop, as a helper taking the arrays would count references to
+    each of them on every row."""
     cdata, cind, cptr = data[1], data[2], data[3]
     rdata, rind, rptr = data[4], data[5], data[6]
     n = z.size
@@ -142,12 +183,30 @@ def _apply_delta_sparse(data, j, delta, n_features, y, loss_code, loss_param, z,
     intercept = j >= n_features
     lo, hi = (0, n) if intercept else (cptr[j], cptr[j + 1])
     with_intercept = g.size > n_features
-    dirty = changed[0]
+    dirty, marked = changed
     track = maintain and dirty.size > 0 and dirty[0] >= 0
     c0 = clip[n_features] if with_intercept else 0.0
     g0 = g[n_features] if with_intercept else 0.0
     touched = 0
     for kk in range(lo, hi):
+        ahead = kk + _AHEAD_STATE
+        if not intercept and ahead < hi:
+            r = cind[ahead]
+            prefetch(z, r)
+            prefetch(d, r)
+            prefetch(y, r)
+            if maintain:
+                prefetch(row_ratio, r)
+                prefetch(rptr, r)
+        ahead = kk + _AHEAD_ROW
+        if not intercept and maintain and ahead < hi:
+            r = cind[ahead]
+            q_first, q_last = rptr[r], rptr[r + 1] - 1
+            if q_last >= q_first:
+                prefetch(rind, q_first)
+                prefetch(rdata, q_first)
+                prefetch(rind, q_last)
+                prefetch(rdata, q_last)
         i = kk if intercept else cind[kk]
         d_old, d_new = _shift_margin(i, delta if intercept else delta * cdata[kk], y, z, d,
                                      loss_code, loss_param)
@@ -156,12 +215,15 @@ def _apply_delta_sparse(data, j, delta, n_features, y, loss_code, loss_param, z,
         start, stop = rptr[i], rptr[i + 1]
         d_max = max(abs(d_new), abs(d_old))
         factor = (d_new - d_old) * inv_n
+        # Unsigned positions and columns spare every access the test and the fix-up of
+        # a negative index (these are never negative), a third of the loops' work.
+        first, last = np.uint64(start), np.uint64(stop)
         if d_max * row_ratio[i] <= UNCLIPPED:
-            for q in range(start, stop):
-                g[rind[q]] += rdata[q] * factor
+            for q in range(first, last):
+                g[np.uint64(rind[q])] += rdata[q] * factor
         else:
-            for q in range(start, stop):
-                k = rind[q]
+            for q in range(first, last):
+                k = np.uint64(rind[q])
                 x = rdata[q]
                 c = clip[k]
                 if d_max * abs(x) <= UNCLIPPED * c:
@@ -169,8 +231,14 @@ def _apply_delta_sparse(data, j, delta, n_features, y, loss_code, loss_param, z,
                 else:
                     g[k] += (clip_scalar(d_new * x, c) - clip_scalar(d_old * x, c)) * inv_n
         if track:
+            # _mark written out: called per entry, it would count references to the
+            # pair of arrays each time.
             for q in range(start, stop):
-                _mark(changed, rind[q])
+                k = rind[q]
+                if marked[k] == 0:
+                    marked[k] = 1
+                    dirty[1 + dirty[0]] = k
+                    dirty[0] += 1
         if with_intercept:
             g0 += (clip_scalar(d_new, c0) - clip_scalar(d_old, c0)) * inv_n
         touched += stop - start + 1

@@ -14,13 +14,11 @@ import math
 
 import numba
 import numpy as np
-from llvmlite import ir
-from numba.core import cgutils, types
-from numba.extending import intrinsic
 
 from ..privacy.discrete import lattice_release, noise_take
 from ..privacy.float_noise import gaussian_noise
 from ._cd_kernels import clip_scalar
+from ._prefetch import prefetch as _prefetch
 from ._sgd_selection import (
     _ABSENT,
     _ACCUMULATE,
@@ -192,28 +190,6 @@ FEATURE_STATE = np.dtype([("w", np.float64), ("slot", np.int64)], align=True)
 #: What only a non-zero coefficient needs: the step ``last`` its ``w`` is current as of,
 #: and the sum ``total`` of its iterates up to that step.
 FEATURE_HISTORY = np.dtype([("total", np.float64), ("last", np.int64)], align=True)
-
-
-@intrinsic
-def _prefetch(typingctx, array, index):
-    """Ask the processor to bring ``array[index]`` into its caches, without waiting for
-    it (``llvm.prefetch``; a hint, with no effect on any value)."""
-
-    def codegen(context, builder, signature, args):
-        array_type = signature.args[0]
-        array = context.make_array(array_type)(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, array_type, array, [args[1]],
-                                       wraparound=False)
-        byte_ptr, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
-        fn = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [byte_ptr, i32, i32, i32]),
-            "llvm.prefetch.p0i8")
-        # A read, kept in every cache level, of data.
-        builder.call(fn, [builder.bitcast(ptr, byte_ptr), ir.Constant(i32, 0),
-                          ir.Constant(i32, 3), ir.Constant(i32, 1)])
-        return context.get_dummy_value()
-
-    return types.void(array, index), codegen
 
 
 @numba.njit(cache=True, inline="always")
