@@ -13,7 +13,8 @@ from ..privacy.statistics import second_moment_noise_std
 
 __all__ = ["CURVATURE_SHARE", "MIN_CURVATURE_RATIO", "MAX_CLIPPED_ROW_FRACTION",
            "SIGNAL_NOISE_RATIO", "NOISELESS_STEPS_PER_COORD", "LOGISTIC_INITIAL_GAP",
-           "norm_share_ratio", "curvature_release_informative", "default_greedy_iterations"]
+           "norm_share_ratio", "curvature_release_informative", "default_greedy_iterations",
+           "release_noise_std", "ratio_floor"]
 
 #: Share of the coordinate-descent budget (of its zCDP rho, or of its pure
 #: epsilon) spent on the private curvature estimate of ``curvature="private"``.
@@ -56,7 +57,7 @@ def norm_share_ratio(feature_bound, norm_bound):
     return min(1.0, float(norm_bound) ** 2 / b2) if b2 > 0 else 1.0
 
 
-def _release_noise_std(n_features, feature_bound, norm_bound, epsilon, delta, pure):
+def release_noise_std(n_features, feature_bound, norm_bound, epsilon, delta, pure):
     """Noise sd of the curvature release at ``CURVATURE_SHARE`` of ``(epsilon, delta)``:
     Gaussian at ``rho_c = CURVATURE_SHARE rho(epsilon, delta)`` (zCDP, ``delta > 0``),
     Laplace at ``sqrt(2 rho_c)`` beside Laplace steps, or at ``CURVATURE_SHARE epsilon``
@@ -77,7 +78,7 @@ def curvature_release_informative(n_samples, n_features, feature_bound, norm_bou
     """Whether ``curvature="auto"`` spends ``CURVATURE_SHARE`` of the budget on the
     curvature release: from public values only.
 
-    The release adds noise of sd ``sigma_c`` (:func:`_release_noise_std`) to each column
+    The release adds noise of sd ``sigma_c`` (:func:`release_noise_std`) to each column
     sum ``S_j = sum_i x_ij^2``; the sums total at most ``n min(L^2, sum_j b_j^2)``, so
     the average column sum is at most ``S_bar = n min(L^2, sum_j b_j^2) / p``. The
     release is made iff ``S_bar > SIGNAL_NOISE_RATIO sigma_c``: otherwise the
@@ -90,7 +91,7 @@ def curvature_release_informative(n_samples, n_features, feature_bound, norm_bou
         return False
     b = np.broadcast_to(np.asarray(feature_bound, dtype=float), (n_features,))
     average_sum = n_samples * min(float(norm_bound) ** 2, float(np.square(b).sum())) / n_features
-    sigma_c = _release_noise_std(n_features, b, norm_bound, epsilon, delta, pure)
+    sigma_c = release_noise_std(n_features, b, norm_bound, epsilon, delta, pure)
     return average_sum > SIGNAL_NOISE_RATIO * sigma_c
 
 
@@ -152,7 +153,7 @@ def default_greedy_iterations(n_samples, n_coords, epsilon, delta, *, n_problems
     return int(max(1, min(cap, math.floor(steps))))
 
 
-def _ratio_floor(n_samples, b2, noise_std):
+def ratio_floor(n_samples, b2, noise_std):
     """Smallest curvature ratio a coordinate keeps: ``MIN_CURVATURE_RATIO``, or twice the
     release's noise over the bound's sum of squares where that is larger."""
     return np.maximum(MIN_CURVATURE_RATIO, 2 * noise_std / (n_samples * b2))

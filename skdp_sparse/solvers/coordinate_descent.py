@@ -36,11 +36,11 @@ from ._cd_rules import (
     MIN_CURVATURE_RATIO,
     NOISELESS_STEPS_PER_COORD,
     SIGNAL_NOISE_RATIO,
-    _ratio_floor,
-    _release_noise_std,
     curvature_release_informative,
     default_greedy_iterations,
     norm_share_ratio,
+    ratio_floor,
+    release_noise_std,
 )
 
 __all__ = ["GreedyCoordinateDescent", "RandomCoordinateDescent",
@@ -144,7 +144,7 @@ class _CoordinateDescent(Solver):
             smoothness[:n_features] *= ratio
             clip[:n_features] *= math.sqrt(ratio)
         curvature = source == "estimate"
-        if curvature and private and not math.isfinite(_release_noise_std(
+        if curvature and private and not math.isfinite(release_noise_std(
                 n_features, problem.feature_bound, problem.norm_bound, epsilon, delta, pure)):
             raise ValueError("norm_bound and feature_bound are too large for the private "
                              "curvature estimate (its sensitivity overflows); pass "
@@ -183,10 +183,10 @@ class _CoordinateDescent(Solver):
         if plan.curvature:
             b2 = np.broadcast_to(np.asarray(problem.feature_bound, dtype=float),
                                  (plan.n_features,)) ** 2
-            noise_std = _release_noise_std(plan.n_features, problem.feature_bound,
+            noise_std = release_noise_std(plan.n_features, problem.feature_bound,
                                            problem.norm_bound, plan.epsilon, plan.delta,
                                            plan.pure)
-            ratios = np.minimum(_ratio_floor(plan.n_samples, b2, noise_std), 1.0)
+            ratios = np.minimum(ratio_floor(plan.n_samples, b2, noise_std), 1.0)
             if problem.fit_intercept:
                 ratios = np.append(ratios, 1.0)
             smoothness, clip = smoothness * ratios, clip * np.sqrt(ratios)
@@ -245,7 +245,7 @@ class _CoordinateDescent(Solver):
                         "norms to use the estimate.",
                     )
                 return np.ones(n_features + int(problem.fit_intercept))
-        floor = _ratio_floor(n_samples, b2, noise_std)
+        floor = ratio_floor(n_samples, b2, noise_std)
         ratios = np.clip(sums / (n_samples * b2), np.minimum(floor, 1.0), 1.0)
         if problem.fit_intercept:
             ratios = np.append(ratios, 1.0)
