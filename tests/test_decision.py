@@ -492,3 +492,27 @@ def test_majority_fallback_keeps_probabilities_near_the_class_rate(solver):
         assert np.all(clf.predict(X) == 0)
         proba = clf.predict_proba(X)[:, 1]
         assert log_loss(y, proba) <= 1.25 * base, (seed, proba.min(), proba.max())
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+@pytest.mark.parametrize("delta", [1e-6, 0.0])
+def test_without_an_intercept_only_the_releases_made_are_planned(n_classes, delta,
+                                                                  monkeypatch):
+    # The class count (one problem) and the multiclass comparison set offsets, so a fit
+    # without an intercept never draws them; they used to be planned and charged, and
+    # their share was taken from the solver.
+    X, y = _data()
+    if n_classes == 3:
+        y = y + (np.arange(len(y)) % 3 == 0) * (1 - y) * 2
+    draws = []
+    for name in ("release", "release_pure"):
+        real = getattr(_calibration, name)
+        monkeypatch.setattr(_calibration, name,
+                            lambda *a, _real=real, **k: draws.append(1) or _real(*a, **k))
+    solver = "cd" if delta else "output_perturbation"
+    model = _fit(solver, delta=delta, fit_intercept=False, decision="calibrated", X=X, y=y)
+    events = _decision_events(model)
+    assert [e.name for e in events] == ["decision: scale histogram",
+                                        "decision: calibration histogram"]
+    assert len(draws) == len(events)
+    assert model.epsilon_spent_ <= 1.0 * (1 + 1e-9)

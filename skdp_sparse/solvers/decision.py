@@ -136,13 +136,17 @@ def decision_share(n_samples, n_targets, mu, regression=False):
     return min(MAX_DECISION_SHARE, need)
 
 
-def decision_splits(n_targets, regression=False):
+def decision_splits(n_targets, regression=False, fit_intercept=True):
     """The releases of a decision and their fractions of :func:`decision_share`:
     :data:`DECISION_SPLIT`, and with ``n_targets > 1`` the multiclass comparison
     (:data:`MULTICLASS_GAIN_SPLIT`), with one problem its class count
-    (:data:`CLASS_COUNT_SPLIT`); ``regression``: :data:`REGRESSION_SPLIT`."""
+    (:data:`CLASS_COUNT_SPLIT`); ``regression``: :data:`REGRESSION_SPLIT`. Without an
+    intercept neither the comparison nor the class count is made (both set offsets), so
+    neither is planned: their share stays with the solver."""
     if regression:
         return dict(REGRESSION_SPLIT)
+    if not fit_intercept:
+        return dict(DECISION_SPLIT)
     if n_targets > 1:
         return {**DECISION_SPLIT, "gain": MULTICLASS_GAIN_SPLIT}
     return {**DECISION_SPLIT, "classes": CLASS_COUNT_SPLIT}
@@ -170,7 +174,7 @@ def decision_share_pure(n_samples, n_targets, epsilon, regression=False):
 
 
 def decision_units(epsilon, delta, floating_point_safe, n_samples, n_targets,
-                   regression=False):
+                   regression=False, fit_intercept=True):
     """``(units, events)``: the noise per unit of l2 sensitivity of each release of
     :func:`decision_splits`, and their events (each the Gaussian mechanism with ``mu``
     of ``sqrt(share * split) * gaussian_mu(epsilon, delta)``, :func:`decision_share`,
@@ -184,7 +188,7 @@ def decision_units(epsilon, delta, floating_point_safe, n_samples, n_targets,
         # the unit is the Laplace scale per unit of l1 sensitivity.
         share = decision_share_pure(n_samples, n_targets, epsilon, regression)
         units, events = {}, []
-        for name, split in decision_splits(n_targets, regression).items():
+        for name, split in decision_splits(n_targets, regression, fit_intercept).items():
             part = float(epsilon) * share * split
             units[name] = 1.0 / part
             events.append(PrivacyEvent.pure(part, name=f"decision: {_EVENT_NAMES[name]}"))
@@ -192,7 +196,7 @@ def decision_units(epsilon, delta, floating_point_safe, n_samples, n_targets,
     mu = gaussian_mu(float(epsilon), float(delta))
     share = decision_share(n_samples, n_targets, mu, regression)
     units, events = {}, []
-    for name, split in decision_splits(n_targets, regression).items():
+    for name, split in decision_splits(n_targets, regression, fit_intercept).items():
         unit = 1.0 / (mu * math.sqrt(share * split))
         units[name] = unit
         # Noise per unit of l2 sensitivity: a histogram count moves by 1 in two cells
@@ -290,7 +294,8 @@ class CalibratedDecision(Solver):
             return self.inner.plan(problem, shape, epsilon, delta, options)
         safe = bool(options.get("floating_point_safe", True))
         units, events = decision_units(epsilon, delta, safe, shape[0], shape[2],
-                                       regression=_regression(problem))
+                                       regression=_regression(problem),
+                                       fit_intercept=problem.fit_intercept)
         if delta == 0:
             # Pure DP composes by adding epsilons: the solver gets what the releases
             # leave.
