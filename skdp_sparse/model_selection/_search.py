@@ -280,7 +280,6 @@ default=None
         candidates = list(ParameterGrid(self.param_grid))
         if not candidates:
             raise ValueError("param_grid is empty")
-        check_candidates(self.estimator, steps, candidates)
         if is_classifier(self.estimator) and steps.classes_param is None:
             raise ValueError(
                 f"{type(self.estimator).__name__} has no 'classes' parameter (in one "
@@ -290,6 +289,7 @@ default=None
         if not is_classifier(self.estimator) and self.classes is not None:
             raise ValueError("classes is the label set of a classifier; "
                              f"{type(self.estimator).__name__} is not one")
+        check_candidates(self.estimator, steps, candidates)
         if not (isinstance(self.validation_fraction, numbers.Real)
                 and 0 < self.validation_fraction < 1):
             raise ValueError(

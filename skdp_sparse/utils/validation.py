@@ -322,13 +322,16 @@ class data_free_errors:
         return False
 
 
-def _refuse_dask(X, owner):
+def _check_container(X, owner):
+    """Refuse before validation what it would mishandle: a dask collection (converted
+    element by element) and a sparse matrix whose index arrays leave its shape."""
     if type(X).__module__.startswith("dask"):
         raise ValueError(
             f"{owner} does not take dask collections; the estimators that fit a dask array "
             "are DPSparseMeanEstimator and DPSparseLogisticRegression / DPGreedyCDRegressor "
             "with a solver that runs on row blocks (sgd, greedy_cd). Compute the array "
             "first if it fits in memory.")
+    check_sparse_structure(X)
 
 
 def check_sparse_structure(X):
@@ -357,8 +360,7 @@ def check_sparse_structure(X):
 def validate_rows(estimator, X, **kwargs):
     """scikit-learn's ``validate_data`` within :class:`data_free_errors`, on a sparse
     matrix whose index arrays were checked."""
-    _refuse_dask(X, type(estimator).__name__)
-    check_sparse_structure(X)
+    _check_container(X, type(estimator).__name__)
     with data_free_errors():
         return validate_data(estimator, X, **kwargs)
 
@@ -366,8 +368,7 @@ def validate_rows(estimator, X, **kwargs):
 def checked_array(X, **kwargs):
     """scikit-learn's ``check_array`` within :class:`data_free_errors`, on a sparse
     matrix whose index arrays were checked."""
-    _refuse_dask(X, "this step")
-    check_sparse_structure(X)
+    _check_container(X, "this step")
     with data_free_errors():
         return check_array(X, **kwargs)
 
@@ -387,8 +388,7 @@ def validate_fit_data(estimator, X, y=None, *, y_required=False, y_numeric=False
                          "but the target y is None.")
     kwargs = dict(reset=True, accept_sparse=list(accept_sparse), dtype=np.float64,
                   ensure_all_finite=ensure_all_finite)
-    _refuse_dask(X, type(estimator).__name__)
-    check_sparse_structure(X)
+    _check_container(X, type(estimator).__name__)
     with data_free_errors():
         if y is None:
             X = validate_data(estimator, X, **kwargs)
