@@ -202,7 +202,6 @@ class PrivacyLedger:
         self._records = []
         self._reservations = {}
         self._settled = set()
-        self._bad_lines = 0
 
     @classmethod
     def _attach(cls, ledger_id, path, max_epsilon, max_delta):
@@ -316,7 +315,6 @@ class PrivacyLedger:
             try:
                 self._ingest(json.loads(line))
             except (ValueError, KeyError, TypeError):
-                self._bad_lines += 1
                 # The totals stay upper bounds: a lost fit record leaves its
                 # reservation pending, and a lost release its reservation counted.
                 warn(f"skipped a damaged line of privacy ledger {self._path}; a fit "

@@ -193,6 +193,7 @@ atexit.register(_remove_registry_entry)
 #: Ancestors a process looks through for active ledgers (a deeper chain of processes
 #: starting processes is not expected).
 MAX_ANCESTORS = 64
+_ANCESTORS = {}
 
 
 def _parent_of(pid):
@@ -208,12 +209,17 @@ def _parent_of(pid):
 def _ancestors():
     """This process's parent, its parent, ... up to init (the parent only where the
     OS does not say more): a forkserver's workers, and the processes a worker starts,
-    find the ledgers of the process that started the chain."""
-    pid, out = os.getppid(), []
-    while pid is not None and pid > 1 and len(out) < MAX_ANCESTORS:
-        out.append(pid)
-        pid = _parent_of(pid)
-    return out
+    find the ledgers of the process that started the chain. Read once per process
+    (every fit asks); an ancestor that exits leaves an entry that no longer matches
+    its token, or none."""
+    key = (os.getpid(), os.getppid())
+    if _ANCESTORS.get("key") != key:
+        pid, out = os.getppid(), []
+        while pid is not None and pid > 1 and len(out) < MAX_ANCESTORS:
+            out.append(pid)
+            pid = _parent_of(pid)
+        _ANCESTORS.update(key=key, chain=out)
+    return _ANCESTORS["chain"]
 
 
 def _inherited_ledgers():
