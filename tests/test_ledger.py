@@ -525,6 +525,50 @@ def test_cap_uses_tight_composition(data):
     assert ledger.spent(delta=1e-5)[0] <= 6.0
 
 
+def test_a_cap_binds_the_store_so_reopening_without_it_cannot_lift_it(data, tmp_path):
+    # The cap used to travel with the handle only: the same file reopened without a
+    # cap (another session, another process) let fits run past it.
+    X, y = data
+    path = tmp_path / "budget.jsonl"
+    capped = PrivacyLedger(path, max_epsilon=2.5, max_delta=0.0)
+    NoisyFrequencyClassifier(epsilon=1.0, delta=0.0, ledger=capped).fit(X, y)
+    for reopened in (PrivacyLedger(path), PrivacyLedger(path, max_epsilon=100.0, max_delta=0.5)):
+        assert (2.5, 0.0) in reopened.caps
+        est = NoisyFrequencyClassifier(epsilon=2.0, delta=0.0, ledger=reopened)
+        calls = NoisyFrequencyClassifier.private_calls
+        with pytest.raises(BudgetExceededError, match=r"cap \(epsilon=2.5, delta=0\)"):
+            est.fit(X, y)
+        assert NoisyFrequencyClassifier.private_calls == calls
+        with pytest.raises(BudgetExceededError):
+            reopened.check(2.0, 0.0)
+    # A tighter cap added by a later handle binds the first one too.
+    PrivacyLedger(path, max_epsilon=1.2, max_delta=0.0)
+    assert capped.caps == [(1.2, 0.0), (2.5, 0.0), (100.0, 0.5)]
+    with pytest.raises(BudgetExceededError, match=r"cap \(epsilon=1.2"):
+        NoisyFrequencyClassifier(epsilon=0.5, delta=0.0, ledger=capped).fit(X, y)
+    NoisyFrequencyClassifier(epsilon=0.2, delta=0.0, ledger=capped).fit(X, y)
+    assert "cap: epsilon=1.2 at delta=0" in PrivacyLedger(path).summary()
+    # Each cap is written once, however often a handle with it is opened.
+    PrivacyLedger(path, max_epsilon=2.5, max_delta=0.0)
+    with open(path) as f:
+        assert sum(json.loads(line)["kind"] == "cap" for line in f) == 3
+
+
+def test_a_line_of_an_unknown_kind_makes_the_ledger_refuse(data, tmp_path):
+    # Such a line used to be skipped: a spend or a cap written by a newer version
+    # went uncounted.
+    X, y = data
+    ledger = PrivacyLedger(tmp_path / "l.jsonl")
+    NoisyFrequencyClassifier(ledger=ledger).fit(X, y)
+    with open(ledger.path, "a") as f:
+        f.write(json.dumps({"kind": "group_fit", "epsilon_spent": 5.0}) + "\n")
+    fresh = PrivacyLedger(ledger.path)
+    with pytest.raises(LedgerUnreachableError, match="kind 'group_fit'.*newer version"):
+        fresh.spent()
+    with pytest.raises(LedgerUnreachableError):
+        NoisyFrequencyClassifier(ledger=ledger).fit(X, y)
+
+
 def test_cap_is_race_free_across_processes(data):
     X, y = data
     ledger = PrivacyLedger(max_epsilon=3.5, max_delta=0.0)

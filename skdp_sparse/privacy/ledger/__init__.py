@@ -38,7 +38,9 @@ search that fits 31 models records the spend of none of them. A
   under one lock, so parallel fits cannot both pass on the same remaining budget.
   A reservation counts until the fit's record replaces it. A fit that fails after
   reserving releases it if it drew no randomness, and records its planned spend
-  otherwise, since it may have released something (:mod:`.hooks`).
+  otherwise, since it may have released something (:mod:`.hooks`). The cap is
+  written to the store and binds every handle to it, later ones opened without a
+  cap included: a cap can be tightened, never lifted.
 
 Totals. :meth:`PrivacyLedger.spent` composes the fits either by basic
 composition of their ``(epsilon_spent, delta_spent)`` (Dwork & Roth 2014,

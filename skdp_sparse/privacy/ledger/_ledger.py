@@ -53,7 +53,7 @@ class LedgerRecord:
     id : str
         Unique id of the record.
     reservation : str or None
-        The budget reservation this fit settled, if its ledger has a cap.
+        The budget reservation this fit settled.
     """
 
     estimator: str
@@ -151,13 +151,20 @@ class PrivacyLedger:
         ``max_delta`` is refused with
         :class:`~skdp_sparse.exceptions.BudgetExceededError` before it runs.
         Give both or neither: the cap is a guarantee ``(max_epsilon, max_delta)``.
+        It is written to the store: every handle to the same store, later ones
+        opened without a cap included, enforces it (see :attr:`caps`).
 
     Notes
     -----
     Copies (``copy.copy``, ``copy.deepcopy``, :func:`sklearn.base.clone` of an
     estimator holding it) are the ledger itself. A pickle holds a handle to the
     store: unpickled in the same process it is the same object; elsewhere it is
-    a new object appending to the same file. The cap travels with the handle.
+    a new object appending to the same file.
+
+    Caps bind the store, not a handle: a cap, once written, holds for every handle
+    to the store from then on, so reopening a ledger's file without a cap (or with
+    a looser one) cannot lift it. A handle can add a tighter cap, never remove one;
+    to spend beyond a cap, the data's owner starts a new ledger knowingly.
 
     Fail closed: a handle whose store cannot be reached (its file does not exist in
     this process's file system, its scheduler is gone) raises
@@ -191,6 +198,7 @@ class PrivacyLedger:
         self._path = self._store.address
         self._unreachable = None
         self._id = self._read_or_write_header()
+        self._write_cap()
         self._register()
 
     def _init_state(self):
@@ -202,6 +210,7 @@ class PrivacyLedger:
         self._records = []
         self._reservations = {}
         self._settled = set()
+        self._stored_caps = set()
 
     @classmethod
     def _attach(cls, ledger_id, path, max_epsilon, max_delta):
@@ -250,6 +259,18 @@ class PrivacyLedger:
                               "created": time.time()})
             return ledger_id
 
+    def _write_cap(self):
+        """Write this handle's cap to the store, once: from then on it binds every
+        handle to the store."""
+        if self._max_epsilon is None:
+            return
+        with self._locked(exclusive=True) as log:
+            if (self._max_epsilon, self._max_delta) not in self._stored_caps:
+                log.append({"kind": "cap", "max_epsilon": self._max_epsilon,
+                            "max_delta": self._max_delta, "time": time.time(),
+                            "pid": os.getpid()})
+                self._refresh(log)
+
     # -- identity ---------------------------------------------------------
     @property
     def _key(self):
@@ -278,6 +299,20 @@ class PrivacyLedger:
     @property
     def max_delta(self):
         return self._max_delta
+
+    @property
+    def caps(self):
+        """Every cap in force, as ``(max_epsilon, max_delta)`` pairs sorted by
+        epsilon: this handle's and those written to the store by any handle. A fit
+        must keep the composed total within each."""
+        with self._locked(exclusive=False):
+            return self._caps_in_force()
+
+    def _caps_in_force(self):
+        caps = set(self._stored_caps)
+        if self._max_epsilon is not None:
+            caps.add((self._max_epsilon, self._max_delta))
+        return sorted(caps)
 
     def __copy__(self):
         return self
@@ -348,9 +383,16 @@ class PrivacyLedger:
         elif kind == "release":
             self._settled.add(item["reservation"])
             self._reservations.pop(item["reservation"], None)
-        elif kind == "header" and str(item["id"]) != self._id:
-            self._gone("its file now holds another ledger")
-        # The header and kinds of later versions carry nothing to total.
+        elif kind == "cap":
+            self._stored_caps.add(_check_caps(item["max_epsilon"], item["max_delta"]))
+        elif kind == "header":
+            if str(item["id"]) != self._id:
+                self._gone("its file now holds another ledger")
+        else:
+            # A line this version cannot read may carry spend or a cap: totals
+            # without it could be too small, so refuse rather than guess.
+            self._gone(f"it holds a line of kind {kind!r}, written by a newer version "
+                       "of skdp_sparse; upgrade to read it")
 
     @contextlib.contextmanager
     def _locked(self, exclusive):
@@ -425,8 +467,8 @@ class PrivacyLedger:
         records, pending = self._snapshot()
         lines = [f"PrivacyLedger {self._path}: {len(records)} fits"
                  + (f", {len(pending)} pending" if pending else "")]
-        if self._max_epsilon is not None:
-            lines.append(f"cap: epsilon={self._max_epsilon:g} at delta={self._max_delta:g}")
+        for cap_epsilon, cap_delta in self.caps:
+            lines.append(f"cap: epsilon={cap_epsilon:g} at delta={cap_delta:g}")
         lines.append(f"{'#':>4}  {'estimator':<32} {'epsilon':>9} {'delta':>9} "
                      f"{'eps spent':>10} {'delta spent':>11} {'pid':>7}")
         for i, r in enumerate(records):
@@ -444,33 +486,33 @@ class PrivacyLedger:
         return "\n".join(lines)
 
     # -- writing ----------------------------------------------------------
-    def _exceeds(self, records, reservations, epsilon, delta):
-        if self._max_epsilon is None:
-            return False, (0.0, 0.0)
-        eps, dlt = _totals(records, reservations, extra=[(epsilon, delta)],
-                           delta=self._max_delta)
-        over = (not eps <= self._max_epsilon * (1 + _CAP_RTOL)) or (
-            not dlt <= self._max_delta * (1 + _CAP_RTOL) + 1e-300
-        )
-        return over, (eps, dlt)
+    def _exceeded_cap(self, records, reservations, epsilon, delta):
+        """The first cap in force that spending ``(epsilon, delta)`` more would
+        exceed, with the total at its delta; ``(None, None)`` if none."""
+        for cap_epsilon, cap_delta in self._caps_in_force():
+            eps, dlt = _totals(records, reservations, extra=[(epsilon, delta)],
+                               delta=cap_delta)
+            if (not eps <= cap_epsilon * (1 + _CAP_RTOL)) or (
+                    not dlt <= cap_delta * (1 + _CAP_RTOL) + 1e-300):
+                return (cap_epsilon, cap_delta), (eps, dlt)
+        return None, None
 
-    def _refusal(self, what, epsilon, delta, total):
+    def _refusal(self, what, epsilon, delta, cap, total):
         return BudgetExceededError(
             f"{what} with budget (epsilon={epsilon:g}, delta={delta:g}) would bring the "
             f"total of {self!r} to (epsilon={total[0]:.6g}, delta={total[1]:.3g}), above "
-            f"its cap (epsilon={self._max_epsilon:g}, delta={self._max_delta:g})"
+            f"its cap (epsilon={cap[0]:g}, delta={cap[1]:g})"
         )
 
     def check(self, epsilon, delta, *, estimator="a fit"):
         """Raise :class:`BudgetExceededError` if spending ``(epsilon, delta)`` more
-        would exceed the cap; reserve nothing (see :meth:`reserve`)."""
-        if self._max_epsilon is None:
-            return
+        would exceed a cap in force; reserve nothing (see :meth:`reserve`)."""
         epsilon, delta = _planned(epsilon, delta)
-        records, pending = self._snapshot()
-        over, total = self._exceeds(records, pending, epsilon, delta)
-        if over:
-            raise self._refusal(estimator, epsilon, delta, total)
+        with self._locked(exclusive=False):
+            cap, total = self._exceeded_cap(self._records,
+                                            list(self._reservations.values()), epsilon, delta)
+        if cap is not None:
+            raise self._refusal(estimator, epsilon, delta, cap, total)
 
     def reserve(self, epsilon, delta, *, estimator="a fit"):
         """Check the cap (if any) and set ``(epsilon, delta)`` aside, atomically.
@@ -482,10 +524,10 @@ class PrivacyLedger:
         """
         epsilon, delta = _planned(epsilon, delta)
         with self._locked(exclusive=True) as log:
-            over, total = self._exceeds(self._records, list(self._reservations.values()),
-                                        epsilon, delta)
-            if over:
-                raise self._refusal(estimator, epsilon, delta, total)
+            cap, total = self._exceeded_cap(self._records,
+                                            list(self._reservations.values()), epsilon, delta)
+            if cap is not None:
+                raise self._refusal(estimator, epsilon, delta, cap, total)
             rid = uuid.uuid4().hex
             log.append({"kind": "reserve", "id": rid, "estimator": estimator,
                               "epsilon": epsilon, "delta": delta, "time": time.time(),
@@ -523,10 +565,10 @@ class PrivacyLedger:
             log.append(payload)
             self._refresh(log)
             record = next(r for r in reversed(self._records) if r.id == rid)
-            if reservation is None and self._max_epsilon is not None:
-                over, total = self._exceeds(self._records,
-                                            list(self._reservations.values()), 0.0, 0.0)
-                if over:
+            if reservation is None:
+                cap, total = self._exceeded_cap(self._records,
+                                                list(self._reservations.values()), 0.0, 0.0)
+                if cap is not None:
                     raise BudgetExceededError(
                         f"{name} ran without reserving its budget first and took the "
                         f"total of {self!r} to (epsilon={total[0]:.6g}, "
