@@ -15,7 +15,9 @@ step (the estimator of a private search) are that step's business and are left a
 and so are the steps inside a :class:`~sklearn.frozen.FrozenEstimator`, which fits
 nothing again and spends nothing more.
 
-:func:`split_budget` refuses a private step inside any other meta-estimator (one-vs-rest,
+:func:`split_budget` refuses a step that fits on the data without privacy (a
+``StandardScaler``, an exact ``SelectKBest``; frozen, it is allowed: no guarantee
+would cover it), a private step inside any other meta-estimator (one-vs-rest,
 calibration, bagging fit their estimator several times, each fit spending the step's
 whole share) and one object in two places (each place would fit it with the share set
 last).
@@ -30,6 +32,7 @@ from sklearn.base import BaseEstimator
 from sklearn.compose import ColumnTransformer
 from sklearn.frozen import FrozenEstimator
 from sklearn.pipeline import FeatureUnion, Pipeline
+from sklearn.utils import get_tags
 
 from .utils.validation import check_privacy_params
 
@@ -66,6 +69,27 @@ def private_steps(estimator):
             continue  # inside a private step, or frozen
         found[path] = params[path]
     return found
+
+
+def check_no_step_fits_without_privacy(estimator, paths, context):
+    """Raise ``ValueError`` unless every step of ``estimator`` that learns from the data
+    is one of the private steps at ``paths`` (or inside one) or frozen: a step that
+    fits on the private rows without noise (``requires_fit`` in its tags; a
+    ``StandardScaler``, an exact ``SelectKBest``) is covered by no guarantee."""
+    if list(paths) == [""]:
+        return
+    params = estimator.get_params(deep=True)
+    estimators = {path: v for path, v in params.items() if isinstance(v, BaseEstimator)}
+    covered = [*paths, *(p for p, v in estimators.items() if isinstance(v, FrozenEstimator))]
+    for path, step in estimators.items():
+        inner = any(other.startswith(path + "__") for other in estimators)
+        if inner or any(path == c or path.startswith(c + "__") for c in covered):
+            continue
+        if get_tags(step).requires_fit:
+            raise ValueError(
+                f"step {path!r} of {type(estimator).__name__} ({type(step).__name__}) "
+                f"fits on the data without privacy; {context} every step must be "
+                "private, frozen or fit nothing (requires_fit false, as BoundedScaler)")
 
 
 #: The composites that fit each of their steps once per fit of their own: the only
@@ -142,6 +166,8 @@ def split_budget(estimator, epsilon, delta=0.0, *, weights=None):
         raise ValueError(f"{type(estimator).__name__} has no private step (no step with "
                          "epsilon and delta parameters)")
     _check_fitted_once(estimator, steps)
+    check_no_step_fits_without_privacy(
+        estimator, steps, f"for the budget of {type(estimator).__name__} to cover its fit,")
     if weights is None:
         weights = {path: 1.0 for path in steps}
     elif isinstance(weights, dict):

@@ -7,11 +7,12 @@ from sklearn.base import clone
 from sklearn.calibration import CalibratedClassifierCV
 from sklearn.compose import ColumnTransformer
 from sklearn.ensemble import BaggingClassifier
+from sklearn.feature_selection import SelectKBest
 from sklearn.frozen import FrozenEstimator
 from sklearn.model_selection import GridSearchCV
 from sklearn.multiclass import OneVsRestClassifier
 from sklearn.pipeline import Pipeline, make_pipeline
-from sklearn.preprocessing import Normalizer
+from sklearn.preprocessing import Normalizer, StandardScaler
 
 from skdp_sparse import DPSparseLogisticRegression, DPStandardScaler, privacy_ledger
 from skdp_sparse.feature_extraction.text import DPTfidfVectorizer
@@ -172,3 +173,15 @@ def test_split_budget_refuses_steps_that_a_meta_estimator_fits_several_times(met
         with privacy_ledger() as ledger:
             OneVsRestClassifier(model.estimator).fit(X, np.arange(60) % 3)
         assert ledger.spent(1e-6)[0] > 1.0
+
+
+@pytest.mark.parametrize("step", [StandardScaler(), SelectKBest(k=2)])
+def test_split_budget_refuses_a_step_that_fits_without_privacy(step):
+    # Such a pipeline was accepted and its fit claimed to be (epsilon, delta)-DP while
+    # the step learned exactly from the private rows.
+    model = make_pipeline(step, DPSparseLogisticRegression(classes=[0, 1]))
+    with pytest.raises(ValueError, match="fits on the data without privacy"):
+        split_budget(model, 1.0, 1e-6)
+    frozen = make_pipeline(FrozenEstimator(clone(step).fit(np.eye(4), [0, 1, 0, 1])),
+                           DPSparseLogisticRegression(classes=[0, 1]))
+    assert split_budget(frozen, 1.0, 1e-6)[1].epsilon == 1.0

@@ -1,6 +1,8 @@
 """What a failed fit may say: errors raised before any budget, whose messages quote no
 data and whose raising does not depend on private values."""
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -30,6 +32,8 @@ def _refused(fit, match=None):
         with pytest.raises((ValueError, TypeError), match=match) as info:
             fit()
     assert len(ledger) == 0 and ledger.spent() == (0, 0)
+    with open(ledger.path) as f:  # not even a reservation and its release
+        assert [json.loads(line)["kind"] for line in f] == ["header"]
     return info.value
 
 
@@ -271,16 +275,73 @@ def test_a_classifier_without_a_solver_parameter_is_not_told_to_pass_one():
     assert "solver=..." not in str(info.value)
 
 
-def test_a_custom_analyzer_with_terms_of_several_types_fits():
+def test_an_analyzer_term_that_is_not_a_string_is_refused_before_any_budget():
     from skdp_sparse.feature_extraction.text import DPTfidfVectorizer
 
-    # Digit tokens as ints beside words: a plain sort raised on such corpora only.
+    # Terms of other types were counted as dict keys: 1, 1.0 and True merged into one
+    # partition, released under the spelling of the first document that had it.
     def analyzer(doc):
-        return [int(t) if t.isdigit() else t for t in doc.split()]
+        return [float(len(w)) if doc.startswith("!") else len(w) for w in doc.split()]
 
-    docs = ["a b 1", "a 2 c", "b c 3"] * 200
-    vec = DPTfidfVectorizer(analyzer=analyzer, epsilon=5.0, random_state=0).fit(docs)
-    assert vec.transform(docs).shape[0] == len(docs)
+    docs = ["!aaa bb c"] + ["aaa bb c"] * 999
+    exc = _refused(lambda: DPTfidfVectorizer(analyzer=analyzer, random_state=0).fit(docs),
+                   match="terms of type str")
+    assert "value is not shown" in str(exc)
+
+
+def test_terms_of_a_string_subclass_are_released_as_plain_strings():
+    from skdp_sparse.feature_extraction.text import DPTfidfVectorizer
+
+    def analyzer(doc):
+        words = doc.split()
+        return [np.str_(w) for w in words] if words[0] == "x" else words
+
+    for first in ("x aa bb", "y aa bb"):
+        vec = DPTfidfVectorizer(analyzer=analyzer, epsilon=5.0, random_state=0)
+        vec.fit([first] + ["y aa bb"] * 999)
+        assert {type(term) for term in vec.vocabulary_} == {str}
+        assert vec.transform(["x aa"]).nnz == 1
+
+
+@pytest.mark.parametrize("solver", ["greedy_cd", "cd", "sgd", "sufficient_statistics"])
+def test_a_none_among_the_targets_is_refused_before_any_budget(solver):
+    # scikit-learn's finiteness check runs before object targets become floats, so a
+    # None passed it as a NaN: greedy CD released coefficients 20 times larger, other
+    # solvers raised after their noise was drawn.
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (300, 4))
+    y = rng.uniform(-1, 1, 300).astype(object)
+    y[5] = None
+    est = DPGreedyCDRegressor(solver=solver, target_bounds=(-1, 1), random_state=0)
+    _refused(lambda: est.fit(X, y), match="NaN or infinity")
+
+
+def test_dask_blocks_are_refused_before_any_budget_without_quoting_them():
+    da = pytest.importorskip("dask.array")
+    X = np.array([["1", "2"], ["3", "HIV+ #17"]] * 4, dtype=object)
+    exc = _refused(lambda: DPSparseMeanEstimator().fit(da.from_array(X, chunks=(4, 2))))
+    _quotes_nothing(exc)
+    Xf = da.from_array(np.ones((8, 2)), chunks=(4, 2))
+    y = np.array(["1", "2", "alice smith", "4"] * 2, dtype=object)
+    exc = _refused(lambda: DPGreedyCDRegressor(target_bounds=(0, 5)).fit(
+        Xf, da.from_array(y, chunks=4)))
+    _quotes_nothing(exc)
+    y = np.array([1.0, None, 0.5, 0.2] * 2, dtype=object)
+    _refused(lambda: DPGreedyCDRegressor(target_bounds=(0, 5)).fit(
+        Xf, da.from_array(y, chunks=4)), match="NaN or infinity")
+
+
+@pytest.mark.parametrize("method", ["projection", "l1_recovery", "gaussian", "laplace"])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_a_mean_of_rows_with_a_nan_is_refused_before_any_budget(method, sparse):
+    # The mean checked finiteness as it clipped the rows, after its budget was
+    # reserved: the ledger then held a reservation and its release for that data only.
+    X = np.ones((40, 3))
+    X[4, 1] = np.nan
+    X = sp.csr_matrix(X) if sparse else X
+    est = DPSparseMeanEstimator(method=method, sparsity=2,
+                                delta=0.0 if method == "laplace" else 1e-6)
+    _refused(lambda: est.fit(X), match="NaN or infinity")
 
 
 def test_a_budget_too_small_for_the_decisions_share_says_so():

@@ -17,7 +17,7 @@ import scipy.sparse as sp
 
 from ..privacy.clipping import clip_entries, clip_rows
 from ..privacy.statistics import column_second_moment_sums
-from ..utils.validation import canonical_sparse
+from ..utils.validation import canonical_sparse, data_free_errors
 
 __all__ = ["DaskData", "DaskRows", "is_dask_array"]
 
@@ -46,7 +46,12 @@ def _import_dask():
 def _validated_block(X, y, n_features, targets, n_rows):
     """A block as a fit reads it: canonical float64 CSR (or a C-ordered array), finite,
     with ``n_rows`` rows (its chunk's size) and its targets (``targets(y)``, the
-    estimator's own encoding) beside it."""
+    estimator's own encoding) beside it. Its errors quote no value of the data."""
+    with data_free_errors():
+        return _checked_block(X, y, n_features, targets, n_rows)
+
+
+def _checked_block(X, y, n_features, targets, n_rows):
     if sp.issparse(X):
         X = canonical_sparse(sp.csr_matrix(X))
         values = X.data
@@ -65,11 +70,14 @@ def _validated_block(X, y, n_features, targets, n_rows):
         y = np.asarray(y).reshape(-1)
         if y.shape[0] != X.shape[0]:
             raise ValueError("y is not chunked like the rows of X")
-        # As in memory: numeric targets are finite (a target range would clip an
-        # infinite one, and a NaN would reach the solver after the budget is reserved).
+        # As in memory: the targets are finite once encoded (a target range would clip
+        # an infinite one, and a NaN, or a None among objects, would reach the solver
+        # after the budget is reserved).
         if y.dtype.kind in "fc" and not np.isfinite(y).all():
             raise ValueError("Input y contains NaN or infinity.")
         Y = np.asarray(targets(y)[0], dtype=np.float64)
+        if not np.isfinite(Y).all():
+            raise ValueError("Input y contains NaN or infinity (or None).")
     return X, Y
 
 

@@ -37,8 +37,21 @@ _ANALYSIS = ("encoding", "decode_error", "strip_accents", "lowercase", "preproce
 def document_terms(analyze, document, max_terms):
     """The distinct terms of one document, in the order they first occur, the first
     ``max_terms`` of them: what the document contributes to the counts (a function of
-    the document alone)."""
-    terms = dict.fromkeys(analyze(document))
+    the document alone).
+
+    Terms are plain ``str``: a subclass (``numpy.str_``) becomes its ``str``, and any
+    other type is refused. Keys that compare equal across types (``1``, ``1.0``,
+    ``True``) would merge into one partition whose released key is the spelling of
+    whichever document came first, a choice no noisy count covers."""
+    terms = {}
+    for term in analyze(document):
+        if type(term) is not str:
+            if not isinstance(term, str):
+                raise TypeError(
+                    "the analyzer must return terms of type str; it returned a term of "
+                    f"type {type(term).__name__} (its value is not shown)")
+            term = str(term)
+        terms[term] = None
     return list(terms)[:max_terms] if len(terms) > max_terms else list(terms)
 
 
@@ -259,8 +272,11 @@ stop_words, token_pattern, ngram_range
         docs = self._documents(X)
         if not docs:
             raise ValueError(f"{type(self).__name__}: no documents")
+        # Analysed before the budget is reserved: a term of the wrong type is refused
+        # as bad input, not after noise is drawn.
         analyze = self.build_analyzer()
-        return (docs, analyze), {"n_samples": len(docs)}
+        terms = [document_terms(analyze, doc, self.max_terms_per_document) for doc in docs]
+        return terms, {"n_samples": len(docs)}
 
     def _plan(self, public):
         plan = plan_partition_selection(
@@ -270,16 +286,13 @@ stop_words, token_pattern, ngram_range
         return plan
 
     def _solve(self, data, plan, rng):
-        docs, analyze = data
         counts = {}
-        for doc in docs:
-            for term in document_terms(analyze, doc, plan.max_contributions):
+        for doc_terms in data:
+            for term in doc_terms[: plan.max_contributions]:
                 counts[term] = counts.get(term, 0) + 1
-        # By type, then text: a custom analyzer's terms of several types (numbers beside
-        # strings) would make a plain sort raise, on the corpora that hold them only.
-        terms = sorted(counts, key=lambda term: (type(term).__qualname__, str(term)))
+        terms = sorted(counts)
         kept, noisy = select_partitions(np.array([counts[t] for t in terms], dtype=float),
-                                        plan, rng, n_rows=len(docs))
+                                        plan, rng, n_rows=len(data))
         terms = [terms[i] for i in kept]
         if self.max_features is not None and len(terms) > self.max_features:
             top = np.sort(np.argsort(-noisy, kind="stable")[: self.max_features])

@@ -217,10 +217,11 @@ class DPSparseMeanEstimator(DPEstimatorMixin, BaseEstimator):
             data = DaskData.from_arrays(X)
             self.n_features_in_ = data.n_features
             return data, {"n_samples": data.n_samples, "n_features": data.n_features}
-        # Finiteness is checked once, by the clipped mean (or just before the
-        # measurements), before any noise is drawn, rather than by scikit-learn's
-        # slower check here.
+        # One vectorised pass instead of scikit-learn's slower check, still before
+        # the budget is reserved: a NaN refused after it would leave a trace (a
+        # reservation and its release) that depends on one row.
         X, _ = validate_fit_data(self, X, ensure_all_finite=False)
+        check_finite(X.data if sp.issparse(X) else X)
         n, d = X.shape
         return LocalData(X), {"n_samples": n, "n_features": d}
 
@@ -234,8 +235,6 @@ class DPSparseMeanEstimator(DPEstimatorMixin, BaseEstimator):
 
     def _solve(self, data, plan, rng):
         if plan.n_measurements:
-            if isinstance(data, LocalData):
-                check_finite(data.X.data if sp.issparse(data.X) else data.X)
             mean = l1_recovery(data, plan, rng)
         else:
             # The clipped mean is a fresh array: the release may overwrite it.

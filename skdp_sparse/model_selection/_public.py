@@ -39,11 +39,7 @@ class PrivateSteps:
     by any guarantee."""
 
     def __init__(self, estimator):
-        from sklearn.base import BaseEstimator
-        from sklearn.frozen import FrozenEstimator
-        from sklearn.utils import get_tags
-
-        from ..pipeline import private_steps
+        from ..pipeline import check_no_step_fits_without_privacy, private_steps
 
         name = type(estimator).__name__
         self.paths = list(private_steps(estimator))
@@ -58,20 +54,7 @@ class PrivateSteps:
         names = [name for name in (self._param(path, "classes") for path in self.paths)
                  if name in params]
         self.classes_param = names[0] if len(names) == 1 else None
-        if self.paths == [""]:
-            return
-        estimators = {path: v for path, v in params.items() if isinstance(v, BaseEstimator)}
-        covered = [*self.paths, *(p for p, v in estimators.items()
-                                  if isinstance(v, FrozenEstimator))]
-        for path, step in estimators.items():
-            inner = any(other.startswith(path + "__") for other in estimators)
-            if inner or any(path == c or path.startswith(c + "__") for c in covered):
-                continue
-            if get_tags(step).requires_fit:
-                raise ValueError(
-                    f"step {path!r} of {name} ({type(step).__name__}) fits on the data "
-                    "without privacy; in a private search every step must be private, "
-                    "frozen or fit nothing (requires_fit false, as BoundedScaler)")
+        check_no_step_fits_without_privacy(estimator, self.paths, "in a private search")
 
     @staticmethod
     def _param(path, name):

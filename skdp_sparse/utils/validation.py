@@ -397,6 +397,10 @@ def validate_fit_data(estimator, X, y=None, *, y_required=False, y_numeric=False
             if y_numeric:
                 # scikit-learn converts object targets only; strings too fail here.
                 y = np.asarray(y, dtype=np.float64)
+                # Its finiteness check runs before that conversion, where a None among
+                # objects is not yet the NaN it becomes.
+                if not np.isfinite(y).all():
+                    raise ValueError("Input y contains NaN or infinity (or None).")
     if X.shape[0] == 0:
         raise ValueError("X has no rows")
     if sp.issparse(X):
