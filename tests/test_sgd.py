@@ -304,6 +304,38 @@ def test_lazy_penalty_closed_form(c, a):
         assert got_total == pytest.approx(total, abs=1e-10)
 
 
+@pytest.mark.parametrize("dense", [False, True])
+def test_noise_off_phased_sgd_equals_a_reference_of_its_phases(dense):
+    # Phased SGD makes one pass over the rows by design, so with noise off it returns
+    # its phases' iterate, not the ERM optimum: compared here with a plain reference
+    # of the algorithm (Menart & Nikolov, Alg. 4, disjoint blocks of one permutation).
+    X, y = _logistic_data(n=256, d=8, density=0.5, dense=dense)
+    n, d = X.shape
+    l2, l1, eta, radius, T, phases = 0.02, 0.003, 2.0, 0.8, 192, 3
+    coef, b, *_ = phased_sgd(X, y, LogisticLoss(), l2=l2, l1=l1, epsilon=np.inf, rng=0,
+                             n_steps=T, n_phases=phases, learning_rate=eta, radius=radius,
+                             class_balance=False, max_row_norm=3.0)  # >= sqrt(d): no clip
+    Xd = X if dense else X.toarray()
+    order = np.random.default_rng(0).permutation(n)
+    theta, used = np.zeros(d + 1), 0
+    for r in range(1, phases + 1):
+        steps, eta_r = round(T / 2**r), eta / 4**r
+        iterates = []
+        for i in order[used: used + steps]:
+            z = Xd[i] @ theta[:d] + theta[d]
+            g = -y[i] / (1.0 + np.exp(y[i] * z))  # the logistic loss's derivative
+            theta[:d] = (1 - eta_r * l2) * theta[:d] - eta_r * g * Xd[i]
+            theta[d] -= eta_r * g
+            theta[:d] = np.sign(theta[:d]) * np.maximum(np.abs(theta[:d]) - eta_r * l1, 0)
+            theta *= min(1.0, radius / np.linalg.norm(theta))
+            iterates.append(theta.copy())
+        theta, used = np.mean(iterates, axis=0), used + steps
+    assert used == T - T // 2**phases
+    np.testing.assert_allclose(coef, theta[:d], rtol=0, atol=1e-12)
+    assert b == pytest.approx(theta[d], abs=1e-12)
+    assert np.abs(theta[:d]).max() > 0.05  # the steps went somewhere
+
+
 def test_noise_off_phased_and_bias_reduced_learn():
     X, y = _logistic_data(n=512, d=10, density=0.5)
     base = np.mean(np.logaddexp(0, -y * 0))
