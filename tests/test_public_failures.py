@@ -362,3 +362,37 @@ def test_bounds_too_large_for_the_curvature_release_are_refused_in_the_plan():
                                      norm_bound=1e100, feature_bound=1e100, epsilon=1.0,
                                      delta=1e-8)
     _refused(lambda: est.fit(X, np.arange(200) % 2), match="curvature='bound'")
+
+
+@pytest.mark.parametrize("fit", [
+    lambda: DPGreedyCDRegressor(target_bounds=(0, 3e5)).fit(
+        np.ones((5, 2)), _SALARIES.astype(complex)),
+    lambda: DPSparseLogisticRegression(classes=[0, 1]).fit(
+        np.column_stack([_SALARIES, _SALARIES]).astype(complex), [0, 1, 0, 1, 0]),
+    lambda: DPSparseMeanEstimator().fit(np.column_stack([_SALARIES]).astype(complex)),
+])
+def test_complex_data_are_refused_without_being_quoted(fit):
+    _quotes_nothing(_refused(fit, match="Complex data not supported"))
+
+
+def test_selected_columns_of_a_row_given_alone_are_not_quoted():
+    selector = DPSelectKBest(k=1, sparsity=2, random_state=0).fit(np.ones((50, 2)))
+    with pytest.raises(ValueError, match="Expected 2D array") as info:
+        selector.transform(_SALARIES[:2])
+    _quotes_nothing(info.value)
+
+
+def test_bias_reduced_sgd_without_noise_needs_two_rows_before_any_budget():
+    # It raised numpy's "Cannot take a larger sample than population" from the solve,
+    # after the fit's record was written.
+    _refused(lambda: DPSparseLogisticRegression(
+        solver="bias_reduced_sgd", epsilon=np.inf, max_iter=5, classes=[0, 1]).fit(
+            [[0.5]], [1]), match="n_samples >= 2")
+
+
+def test_a_dataframe_of_documents_is_refused_before_any_budget():
+    from skdp_sparse.feature_extraction.text import DPTfidfVectorizer
+
+    # A DataFrame iterates over its column names: they were fitted as the documents.
+    texts = pd.DataFrame({"text": ["alice smith visited", "HIV+ test"] * 50})
+    _refused(lambda: DPTfidfVectorizer().fit(texts), match="pass one column")

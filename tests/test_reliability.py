@@ -362,6 +362,26 @@ def test_probabilities_of_huge_scores_do_not_overflow():
     assert np.all(np.isfinite(proba)) and np.allclose(proba.sum(axis=1), 1)
 
 
+@pytest.mark.parametrize("make", [
+    lambda: DPSparseLogisticRegression(epsilon=np.inf, classes=[0, 1, 2], max_iter=20),
+    lambda: DPOutputPerturbationClassifier(epsilon=np.inf, classes=[0, 1, 2]),
+])
+def test_multiclass_probabilities_of_rows_far_from_every_class_are_finite(make):
+    # When every one-vs-rest sigmoid of a row underflowed, its probabilities were
+    # 0 / 0 = NaN.
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (300, 4))
+    clf = make().fit(X, np.argmax(X[:, :3], axis=1))
+    clf.intercept_ = clf.intercept_ - 2000.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        proba = clf.predict_proba(X)
+        log_proba = clf.predict_log_proba(X)
+    assert np.all(np.isfinite(proba)) and np.allclose(proba.sum(axis=1), 1)
+    assert np.all(np.isfinite(log_proba))
+    np.testing.assert_array_equal(clf.classes_[proba.argmax(axis=1)], clf.predict(X))
+
+
 def test_curvature_warning_points_at_the_caller():
     X, y = _data(n=300, p=10)
     X = X.multiply(10).tocsr()  # rows far above norm_bound=1

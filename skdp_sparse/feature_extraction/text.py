@@ -216,6 +216,13 @@ stop_words, token_pattern, ngram_range
         if isinstance(raw_documents, str | bytes):
             raise ValueError(f"{owner}: an iterable of documents (strings) is expected, "
                              "got a single string")
+        if getattr(raw_documents, "ndim", 1) != 1:
+            # A DataFrame iterates over its column names, which would be fitted (and
+            # spend the budget) as documents.
+            raise ValueError(f"{owner}: an iterable of documents (strings) is expected, "
+                             f"got a {raw_documents.ndim}-d "
+                             f"{type(raw_documents).__name__}; pass one column of texts "
+                             "(df['text'])")
         try:
             docs = list(raw_documents)
         except TypeError as exc:

@@ -25,6 +25,7 @@ from ..utils.validation import (
     Bound,
     Interval,
     Options,
+    data_free_errors,
     validate_fit_data,
 )
 
@@ -278,6 +279,16 @@ class DPSelectKBest(SelectorMixin, DPEstimatorMixin, BaseEstimator):
         self
         """
         return self._fit(X, y)
+
+    def transform(self, X):
+        """``X`` with the selected columns only (errors quote none of its values)."""
+        with data_free_errors():
+            return super().transform(X)
+
+    def inverse_transform(self, X):
+        """``X`` put back in the columns it came from, zeros elsewhere."""
+        with data_free_errors():
+            return super().inverse_transform(X)
 
     def _get_support_mask(self):
         check_is_fitted(self)

@@ -13,7 +13,7 @@ import numbers
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import expit
+from scipy.special import log_expit, logsumexp
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
@@ -271,15 +271,16 @@ class LinearClassifierMixin:
     def predict_proba(self, X):
         """Class probabilities: the sigmoid of the score (normalised over the classes'
         one-vs-rest scores for more than two classes)."""
-        scores = self.decision_function(X)
-        p = expit(scores)
-        if scores.ndim == 1:
-            return np.column_stack([1.0 - p, p])
-        return p / p.sum(axis=1, keepdims=True)
+        return np.exp(self.predict_log_proba(X))
 
     def predict_log_proba(self, X):
-        """Logarithm of :meth:`predict_proba`."""
-        return np.log(self.predict_proba(X))
+        """Logarithm of :meth:`predict_proba`, computed in log space so that rows whose
+        sigmoids all underflow keep finite probabilities."""
+        scores = self.decision_function(X)
+        if scores.ndim == 1:
+            return np.column_stack([log_expit(-scores), log_expit(scores)])
+        log_p = log_expit(scores)
+        return log_p - logsumexp(log_p, axis=1, keepdims=True)
 
     def predict(self, X):
         """Predicted class labels."""

@@ -321,8 +321,8 @@ class BiasReducedSGD(GradientSolver):
         validate_params(_OPTIONS, options, f"solver {self.name!r}")
         n, _, n_targets = shape
         private = math.isfinite(epsilon)
-        if private and n < 2:
-            # A step samples 2^(N+1) >= 2 rows without replacement.
+        if n < 2:
+            # A step samples 2^(N+1) >= 2 rows without replacement, noise or not.
             raise ValueError(f"solver {self.name!r} samples batches of at least 2 rows: "
                              "it needs n_samples >= 2")
         if not private and options["max_iter"] is None:

@@ -297,6 +297,8 @@ _QUOTED_DATA = (
     (re.compile(r"(invalid literal for \S+ with base \d+):.*", re.S),
      r"\1 (a value of the data is not a number; it is not shown)"),
     (re.compile(r'(Unable to parse string) ".*?"', re.S), r"\1"),
+    (re.compile(r"(Complex data not supported)\s.*", re.S),
+     r"\1 (the data are complex numbers; they are not shown)"),
 )
 
 
