@@ -71,30 +71,81 @@ def private_steps(estimator):
     return found
 
 
+#: The composites whose own fit only routes the rows to their steps, fitting each once
+#: per fit of their own: what they learn is what their steps learn (a
+#: ``ColumnTransformer``'s choice of columns is checked apart), and through them a
+#: step's share of the budget is its whole spend.
+_SINGLE_FIT_COMPOSITES = (Pipeline, FeatureUnion, ColumnTransformer)
+
+
+def _learns_nothing(step):
+    """Whether fitting ``step`` learns nothing from the values of the rows: its tags
+    say it needs no fit, or it is one of the transformers whose fit reads only public
+    parameters and the public shape (``PolynomialFeatures``; a ``OneHotEncoder`` with
+    public categories that neither raises, warns nor counts, see
+    :func:`~skdp_sparse.preprocessing.one_hot_bounds`)."""
+    from sklearn.preprocessing import OneHotEncoder, PolynomialFeatures
+
+    if isinstance(step, PolynomialFeatures):
+        return True
+    if type(step) is OneHotEncoder:
+        from .preprocessing._one_hot import _categories_of
+
+        try:
+            _categories_of(step)
+        except ValueError:
+            return False
+        return True
+    try:
+        return not get_tags(step).requires_fit
+    except Exception:  # an object scikit-learn cannot read tags from
+        return False
+
+
+def _data_dependent_columns(composite):
+    """The names of a ``ColumnTransformer``'s transformers whose columns are chosen by
+    a callable: it runs on the rows (``make_column_selector``, which reads only the
+    columns' names and types, is allowed)."""
+    from sklearn.compose import make_column_selector
+
+    return [name for name, _, columns in composite.transformers
+            if callable(columns) and not isinstance(columns, make_column_selector)]
+
+
 def check_no_step_fits_without_privacy(estimator, paths, context):
-    """Raise ``ValueError`` unless every step of ``estimator`` that learns from the data
-    is one of the private steps at ``paths`` (or inside one) or frozen: a step that
-    fits on the private rows without noise (``requires_fit`` in its tags; a
-    ``StandardScaler``, an exact ``SelectKBest``) is covered by no guarantee."""
+    """Raise ``ValueError`` unless every step of ``estimator`` that learns from the
+    rows is one of the private steps at ``paths`` (or inside one) or frozen. Any object
+    with a ``fit`` method counts as a step, not only scikit-learn estimators; a
+    composite other than a pipeline, feature union or column transformer is a step
+    itself (its own fit may compute on the rows); a column transformer may not choose
+    its columns with a callable that runs on the rows."""
     if list(paths) == [""]:
         return
     params = estimator.get_params(deep=True)
-    estimators = {path: v for path, v in params.items() if isinstance(v, BaseEstimator)}
-    covered = [*paths, *(p for p, v in estimators.items() if isinstance(v, FrozenEstimator))]
-    for path, step in estimators.items():
-        inner = any(other.startswith(path + "__") for other in estimators)
-        if inner or any(path == c or path.startswith(c + "__") for c in covered):
+    steps = {path: v for path, v in params.items()
+             if hasattr(v, "fit") and not isinstance(v, type)}
+    steps[""] = estimator
+    covered = [*paths, *(p for p, v in steps.items() if isinstance(v, FrozenEstimator))]
+    name = type(estimator).__name__
+    for path, step in steps.items():
+        if any(path == c or path.startswith(c + "__") for c in covered if c):
             continue
-        if get_tags(step).requires_fit:
+        if isinstance(step, _SINGLE_FIT_COMPOSITES):
+            chosen = _data_dependent_columns(step) if isinstance(step, ColumnTransformer) \
+                else []
+            if chosen:
+                raise ValueError(
+                    f"{path or name} chooses the columns of {chosen} with a callable that "
+                    f"runs on the rows, without privacy; {context} give the columns by "
+                    "name or index (or make_column_selector, which reads their types)")
+            continue
+        if not _learns_nothing(step):
             raise ValueError(
-                f"step {path!r} of {type(estimator).__name__} ({type(step).__name__}) "
-                f"fits on the data without privacy; {context} every step must be "
-                "private, frozen or fit nothing (requires_fit false, as BoundedScaler)")
+                f"step {path or name!r} of {name} ({type(step).__name__}) fits on the "
+                f"data without privacy; {context} every step must be private, frozen or "
+                "learn nothing (requires_fit false, as BoundedScaler)")
 
 
-#: The composites that fit each of their steps once per fit of their own: the only
-#: ones through which a share of the budget is the step's whole spend.
-_SINGLE_FIT_COMPOSITES = (Pipeline, FeatureUnion, ColumnTransformer)
 
 
 def _check_fitted_once(estimator, steps):

@@ -9,6 +9,7 @@ import pickle
 import subprocess
 import sys
 import threading
+import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -28,8 +29,8 @@ from skdp_sparse.privacy.ledger import (
     ledgers_for,
     privacy_ledger,
     report_fit,
-    suspended_reporting,
 )
+from skdp_sparse.privacy.ledger._suspension import suspended_reporting
 from skdp_sparse.privacy.mechanisms import GaussianMechanism, LaplaceMechanism
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -343,7 +344,7 @@ def test_activated_ledger_reaches_forkserver_workers_and_their_children(tmp_path
 
 
 def test_a_damaged_registry_entry_makes_child_fits_refuse(data):
-    from skdp_sparse.privacy.ledger._registry import _registry_dir
+    from skdp_sparse.privacy.ledger._registry import _registry_dirs
 
     code = (
         "import numpy as np\n"
@@ -357,7 +358,7 @@ def test_a_damaged_registry_entry_makes_child_fits_refuse(data):
         "    print('refused')\n"
     )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, ROOT]))
-    entry = os.path.join(_registry_dir(), f"active-{os.getpid()}.json")
+    entry = os.path.join(_registry_dirs()[-1], f"active-{os.getpid()}.json")
     with privacy_ledger() as ledger:
         with open(entry, "r+") as f:
             f.truncate(10)  # it used to read as "no active ledger"
@@ -365,6 +366,130 @@ def test_a_damaged_registry_entry_makes_child_fits_refuse(data):
                              text=True, check=True)
     assert out.stdout.strip() == "refused"
     assert len(ledger) == 0
+
+
+def test_a_child_with_another_temporary_directory_finds_the_active_ledger(data, tmp_path):
+    # The registry lived in tempfile.gettempdir(): a child started with another TMPDIR
+    # looked elsewhere, found no ledger and fitted past the cap, unrecorded.
+    code = (
+        "import numpy as np\n"
+        "from skdp_sparse.exceptions import BudgetExceededError\n"
+        "from test_ledger import NoisyFrequencyClassifier\n"
+        "X = np.zeros((10, 3)); y = np.arange(10) % 2\n"
+        "try:\n"
+        "    NoisyFrequencyClassifier(epsilon=1.0, delta=0.0).fit(X, y)\n"
+        "    print('ran')\n"
+        "except BudgetExceededError:\n"
+        "    print('refused')\n"
+    )
+    other = tmp_path / "other_tmp"
+    other.mkdir()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, ROOT]), TMPDIR=str(other))
+    with privacy_ledger(max_epsilon=1.5, max_delta=0.0) as ledger:
+        runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                               text=True, check=True).stdout.strip() for _ in range(3)]
+    assert runs == ["ran", "refused", "refused"]
+    assert len(ledger) == 1
+
+
+def test_handles_to_one_store_reserve_and_record_a_fit_once(data, tmp_path):
+    # Handles with different caps, or paths spelt differently (a symbolic link), were
+    # different ledgers to a fit: each reserved and recorded it, so one fit counted
+    # twice and a later fit within the cap was refused.
+    X, y = data
+    path = tmp_path / "l.jsonl"
+    capped = PrivacyLedger(path, max_epsilon=3.0, max_delta=0.0)
+    link = tmp_path / "link.jsonl"
+    os.symlink(path, link)
+    for other in (PrivacyLedger(path), PrivacyLedger(link)):
+        with other.activate():
+            NoisyFrequencyClassifier(epsilon=1.0, delta=0.0, ledger=capped).fit(X, y)
+    assert len(capped) == 2 and capped.spent(composition="basic") == (2.0, 0.0)
+    NoisyFrequencyClassifier(epsilon=1.0, delta=0.0, ledger=capped).fit(X, y)  # within 3
+    with pytest.raises(BudgetExceededError):
+        NoisyFrequencyClassifier(epsilon=0.5, delta=0.0, ledger=capped).fit(X, y)
+
+
+def test_a_fork_while_another_thread_holds_the_lock_does_not_hang_the_child(data):
+    # The child inherited the descriptor holding the lock, which then outlived the
+    # thread that took it: the child's own locking waited for ever.
+    if not hasattr(os, "fork"):
+        pytest.skip("needs os.fork")
+    X, y = data
+    ledger = PrivacyLedger()
+    stop = threading.Event()
+
+    def read():
+        while not stop.is_set():
+            ledger.spent()
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        pids = []
+        for _ in range(8):
+            pid = os.fork()
+            if pid == 0:  # the child fits once and leaves
+                code = 1
+                try:
+                    NoisyFrequencyClassifier(epsilon=0.1, delta=0.0, ledger=ledger).fit(X, y)
+                    code = 0
+                finally:
+                    os._exit(code)
+            pids.append(pid)
+        deadline = time.monotonic() + 60
+        codes = []
+        for pid in pids:
+            while True:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    codes.append(os.waitstatus_to_exitcode(status))
+                    break
+                if time.monotonic() > deadline:
+                    os.kill(pid, 9)
+                    os.waitpid(pid, 0)
+                    codes.append("hung")
+                    break
+                time.sleep(0.01)
+    finally:
+        stop.set()
+        reader.join()
+    assert codes == [0] * 8
+    assert len(ledger) == 8
+
+
+@pytest.mark.parametrize("line", [
+    {"kind": "cap", "max_epsilon": 0.5},
+    {"kind": "cap", "max_epsilon": 0.5, "max_delta": None},
+    {"kind": "cap", "epsilon": 0.5, "delta": 0.0},
+])
+def test_a_cap_line_that_cannot_be_read_makes_the_ledger_refuse(data, tmp_path, line):
+    # It was skipped as a damaged line with a warning: the cap it held was lifted.
+    X, y = data
+    ledger = PrivacyLedger(tmp_path / "l.jsonl")
+    with open(ledger.path, "a") as f:
+        f.write(json.dumps(line) + "\n")
+    with pytest.raises(LedgerUnreachableError, match="kind 'cap' cannot be read"):
+        NoisyFrequencyClassifier(ledger=PrivacyLedger(ledger.path)).fit(X, y)
+
+
+def test_a_ledger_of_a_newer_format_is_refused(tmp_path):
+    path = tmp_path / "l.jsonl"
+    path.write_text(json.dumps({"kind": "header", "v": 99, "id": "abc"}) + "\n")
+    with pytest.raises(LedgerUnreachableError, match="newer than this version"):
+        PrivacyLedger(path)
+
+
+@pytest.mark.parametrize("spend", [(-0.5, 0.0), (0.5, -1e-6), (math.nan, 0.0)])
+def test_a_record_of_a_negative_or_undefined_spend_is_refused(data, spend):
+    # It was written: the totals fell (budget freed), or every later total raised.
+    X, y = data
+    ledger = PrivacyLedger()
+    NoisyFrequencyClassifier(epsilon=1.0, delta=1e-6, ledger=ledger).fit(X, y)
+    before = ledger.spent()
+    with pytest.raises(ValueError, match="spends >= 0"):
+        ledger.record("x", (), *spend)
+    assert ledger.spent() == before and len(ledger) == 1
 
 
 def test_persistent_store_is_reopened(data, tmp_path):

@@ -5,16 +5,26 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 from sklearn.calibration import CalibratedClassifierCV
-from sklearn.compose import ColumnTransformer
+from sklearn.compose import ColumnTransformer, make_column_selector
 from sklearn.ensemble import BaggingClassifier
 from sklearn.feature_selection import SelectKBest
 from sklearn.frozen import FrozenEstimator
 from sklearn.model_selection import GridSearchCV
 from sklearn.multiclass import OneVsRestClassifier
-from sklearn.pipeline import Pipeline, make_pipeline
-from sklearn.preprocessing import Normalizer, StandardScaler
+from sklearn.pipeline import FeatureUnion, Pipeline, make_pipeline
+from sklearn.preprocessing import (
+    Normalizer,
+    OneHotEncoder,
+    PolynomialFeatures,
+    StandardScaler,
+)
 
-from skdp_sparse import DPSparseLogisticRegression, DPStandardScaler, privacy_ledger
+from skdp_sparse import (
+    DPSparseLogisticRegression,
+    DPStandardScaler,
+    PrivateHyperparameterSearch,
+    privacy_ledger,
+)
 from skdp_sparse.feature_extraction.text import DPTfidfVectorizer
 from skdp_sparse.feature_selection import DPSelectKBest
 from skdp_sparse.pipeline import private_steps, split_budget
@@ -185,3 +195,56 @@ def test_split_budget_refuses_a_step_that_fits_without_privacy(step):
     frozen = make_pipeline(FrozenEstimator(clone(step).fit(np.eye(4), [0, 1, 0, 1])),
                            DPSparseLogisticRegression(classes=[0, 1]))
     assert split_budget(frozen, 1.0, 1e-6)[1].epsilon == 1.0
+
+
+class _MeanRememberer:
+    """A step that is not a scikit-learn estimator and learns the rows' mean."""
+
+    def fit(self, X, y=None):
+        self.mean_ = np.asarray(X).mean(axis=0)
+        return self
+
+    def transform(self, X):
+        return X
+
+    def get_params(self, deep=True):
+        return {}
+
+    def set_params(self, **params):
+        return self
+
+
+def _refused_steps():
+    return [
+        Pipeline([("remember", _MeanRememberer()), ("lr", DPSparseLogisticRegression())]),
+        make_pipeline(ColumnTransformer([("n", Normalizer(), lambda Z: [int(np.argmax(
+            np.asarray(Z).mean(axis=0)))])]), DPSparseLogisticRegression()),
+        make_pipeline(OneHotEncoder(), DPSparseLogisticRegression()),
+        make_pipeline(OneHotEncoder(categories=[[0, 1]]), DPSparseLogisticRegression()),
+    ]
+
+
+@pytest.mark.parametrize("model", _refused_steps(), ids=["duck", "callable columns",
+                                                         "categories auto", "raises"])
+def test_split_budget_and_the_search_refuse_steps_that_learn_however_they_look(model):
+    # A step that is not a BaseEstimator, and a column transformer choosing its
+    # columns on the rows, were accepted: the search released what they learned.
+    with pytest.raises(ValueError, match="without privacy"):
+        split_budget(model, 1.0, 1e-6)
+    with pytest.raises(ValueError, match="without privacy"):
+        PrivateHyperparameterSearch(model, {}).fit(np.eye(4), [0, 1, 0, 1])
+
+
+@pytest.mark.parametrize("step", [
+    OneHotEncoder(categories=[[0, 1]] * 4, handle_unknown="ignore"),
+    PolynomialFeatures(),
+    ColumnTransformer([("a", "passthrough", [0, 1]), ("b", "drop", [2])]),
+    FeatureUnion([("a", "passthrough")]),
+    Pipeline([("p", "passthrough")]),
+    ColumnTransformer([("n", Normalizer(), make_column_selector(dtype_include=np.number))]),
+])
+def test_split_budget_accepts_steps_that_learn_nothing(step):
+    # These were refused: their tags say they need a fit, but they learn nothing from
+    # the rows' values.
+    model = make_pipeline(step, DPSparseLogisticRegression(classes=[0, 1]))
+    assert split_budget(model, 1.0, 1e-6)[-1].epsilon == 1.0

@@ -15,7 +15,7 @@ import scipy.sparse as sp
 from joblib import parallel_config
 from sklearn.base import clone
 
-from ..privacy.ledger import suspended_reporting
+from ..privacy.ledger._suspension import suspended_reporting
 from ..privacy.selection import events_rdp
 from ..utils._warnings import warn
 from ..utils.validation import checked_array

@@ -60,7 +60,8 @@ process id. They never hold data or anything computed from it.
 """
 
 from ._dask_store import DaskLedgerStore
-from ._ledger import LedgerRecord, PrivacyLedger, Reservation
+from ._ledger import PrivacyLedger
+from ._records import LedgerRecord, Reservation
 from ._registry import active_ledgers, privacy_ledger
 from .hooks import (
     FitBudget,
@@ -68,8 +69,6 @@ from .hooks import (
     fit_budget,
     ledgers_for,
     report_fit,
-    reporting_suspended,
-    suspended_reporting,
 )
 
 __all__ = [
@@ -82,8 +81,6 @@ __all__ = [
     "ledgers_for",
     "FitBudget",
     "fit_budget",
-    "suspended_reporting",
-    "reporting_suspended",
     "check_budget",
     "report_fit",
 ]

@@ -120,6 +120,11 @@ class DaskLedgerStore:
     def address(self):
         return f"{_PREFIX}{self.scheduler}#{self.name}"
 
+    @property
+    def identity(self):
+        """What two handles to the same log share: its address."""
+        return ("address", self.address)
+
     def _call(self, func, *args):
         client = client_of(self.scheduler)
         try:

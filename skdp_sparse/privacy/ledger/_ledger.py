@@ -1,21 +1,30 @@
-"""Ledger records and the :class:`PrivacyLedger` itself."""
+"""The :class:`PrivacyLedger`: a store of fit records shared by its handles."""
 
 from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import tempfile
 import threading
 import time
 import uuid
 import weakref
-from dataclasses import dataclass
 
 from ...exceptions import BudgetExceededError, LedgerUnreachableError
 from ...utils._warnings import warn
-from ..accounting import PrivacyEvent, compose
+from ..accounting import PrivacyEvent
+from ._records import (
+    CAP_RTOL,
+    LedgerRecord,
+    Reservation,
+    check_caps,
+    check_version,
+    fmt,
+    planned,
+    spend,
+    totals,
+)
 from ._store import (
     FORMAT_VERSION,
     FileStore,
@@ -25,94 +34,7 @@ from ._store import (
     store_at,
 )
 
-__all__ = ["PrivacyLedger", "LedgerRecord", "Reservation"]
-
-# Relative slack when comparing a total with a cap: calibrated fits land on their
-# target up to rounding, and k fits of epsilon/k must fit a cap of epsilon.
-_CAP_RTOL = 1e-9
-
-
-@dataclass(frozen=True)
-class LedgerRecord:
-    """One private fit, as a ledger stores it.
-
-    Attributes
-    ----------
-    estimator : str
-        Class name of the fitted estimator.
-    params : dict
-        Its hyperparameters that are plain scalars (``epsilon``, ``delta``, ...).
-    epsilon_spent, delta_spent : float
-        The fit's own composed guarantee.
-    events : tuple of PrivacyEvent
-        The mechanism calls it recorded (empty if it recorded none).
-    timestamp : float
-        ``time.time()`` when the record was written.
-    pid : int
-        Process that ran the fit.
-    id : str
-        Unique id of the record.
-    reservation : str or None
-        The budget reservation this fit settled.
-    """
-
-    estimator: str
-    params: dict
-    epsilon_spent: float
-    delta_spent: float
-    events: tuple
-    timestamp: float
-    pid: int
-    id: str
-    reservation: str | None = None
-
-    @property
-    def epsilon(self):
-        """The fit's requested epsilon (its ``epsilon`` parameter), if it has one."""
-        return self.params.get("epsilon")
-
-    @property
-    def delta(self):
-        """The fit's requested delta (its ``delta`` parameter), if it has one."""
-        return self.params.get("delta")
-
-    def composable_events(self):
-        """Events for composition: the recorded ones, else the fit's (eps, delta)."""
-        if self.events and math.isfinite(self.epsilon_spent):
-            return list(self.events)
-        return [PrivacyEvent.approximate(self.epsilon_spent, self.delta_spent,
-                                         name=self.estimator)]
-
-
-@dataclass(frozen=True)
-class Reservation:
-    """Budget set aside by a fit that passed the cap check and has not reported yet."""
-
-    estimator: str
-    epsilon: float
-    delta: float
-    timestamp: float
-    pid: int
-    id: str
-
-
-def _totals(records, reservations, extra=(), delta=None, composition="tight"):
-    """Composed ``(epsilon, delta)`` of fits, reservations and extra planned spends."""
-    planned = [(r.epsilon, r.delta) for r in reservations] + list(extra)
-    basic_eps = sum(r.epsilon_spent for r in records) + sum(e for e, _ in planned)
-    basic_delta = sum(r.delta_spent for r in records) + sum(d for _, d in planned)
-    if composition == "basic":
-        return basic_eps, basic_delta
-    if composition != "tight":
-        raise ValueError(f"composition must be 'tight' or 'basic', got {composition!r}")
-    target = basic_delta if delta is None else float(delta)
-    events = [e for r in records for e in r.composable_events()]
-    events += [PrivacyEvent.approximate(e, d, name="planned") for e, d in planned]
-    eps, dlt = compose(events, min(target, 1.0))
-    if basic_delta <= target * (1 + 1e-12) and basic_eps <= eps:
-        return basic_eps, basic_delta
-    return eps, dlt
-
+__all__ = ["PrivacyLedger"]
 
 # --------------------------------------------------------------------------
 # The ledger
@@ -182,7 +104,7 @@ class PrivacyLedger:
     """
 
     def __init__(self, path=None, *, store=None, max_epsilon=None, max_delta=None):
-        self._max_epsilon, self._max_delta = _check_caps(max_epsilon, max_delta)
+        self._max_epsilon, self._max_delta = check_caps(max_epsilon, max_delta)
         self._init_state()
         if store is not None:
             if path is not None:
@@ -253,6 +175,7 @@ class PrivacyLedger:
                     header = None
                 if not isinstance(header, dict) or header.get("kind") != "header":
                     raise ValueError(f"{self._path} is not a privacy ledger file")
+                check_version(header)
                 return str(header["id"])
             ledger_id = uuid.uuid4().hex
             session.append({"kind": "header", "v": FORMAT_VERSION, "id": ledger_id,
@@ -280,6 +203,12 @@ class PrivacyLedger:
     def id(self):
         """Identifier of the store (shared by every handle to the same file)."""
         return self._id
+
+    @property
+    def store_key(self):
+        """The same for every handle to one store, whatever its cap or the spelling of
+        its path: a fit reserves and records once per store."""
+        return (self._id, self._store.identity)
 
     @property
     def path(self):
@@ -347,9 +276,14 @@ class PrivacyLedger:
         for line in data[: end + 1].splitlines():
             if not line.strip():
                 continue
+            item = None
             try:
-                self._ingest(json.loads(line))
+                item = json.loads(line)
+                self._ingest(item)
             except (ValueError, KeyError, TypeError):
+                if isinstance(item, dict) and item.get("kind") in ("cap", "header"):
+                    # A cap skipped would be a cap lifted: refuse instead.
+                    self._gone(f"a line of kind {item['kind']!r} cannot be read")
                 # The totals stay upper bounds: a lost fit record leaves its
                 # reservation pending, and a lost release its reservation counted.
                 warn(f"skipped a damaged line of privacy ledger {self._path}; a fit "
@@ -362,8 +296,8 @@ class PrivacyLedger:
             rec = LedgerRecord(
                 estimator=str(item["estimator"]),
                 params=dict(item.get("params", {})),
-                epsilon_spent=float(item["epsilon_spent"]),
-                delta_spent=float(item["delta_spent"]),
+                epsilon_spent=spend(item["epsilon_spent"], "epsilon"),
+                delta_spent=spend(item["delta_spent"], "delta"),
                 events=tuple(event_from_dict(e) for e in item.get("events", [])),
                 timestamp=float(item["time"]),
                 pid=int(item["pid"]),
@@ -377,17 +311,19 @@ class PrivacyLedger:
         elif kind == "reserve":
             if item["id"] not in self._settled:
                 self._reservations[item["id"]] = Reservation(
-                    str(item["estimator"]), float(item["epsilon"]), float(item["delta"]),
+                    str(item["estimator"]), spend(item["epsilon"], "epsilon"),
+                    spend(item["delta"], "delta"),
                     float(item["time"]), int(item["pid"]), str(item["id"]),
                 )
         elif kind == "release":
             self._settled.add(item["reservation"])
             self._reservations.pop(item["reservation"], None)
         elif kind == "cap":
-            self._stored_caps.add(_check_caps(item["max_epsilon"], item["max_delta"]))
+            self._stored_caps.add(check_caps(item["max_epsilon"], item["max_delta"]))
         elif kind == "header":
             if str(item["id"]) != self._id:
                 self._gone("its file now holds another ledger")
+            check_version(item)
         else:
             # A line this version cannot read may carry spend or a cap: totals
             # without it could be too small, so refuse rather than guess.
@@ -460,7 +396,7 @@ class PrivacyLedger:
         (epsilon, delta) : tuple of float
         """
         records, pending = self._snapshot()
-        return _totals(records, pending, delta=delta, composition=composition)
+        return totals(records, pending, delta=delta, composition=composition)
 
     def summary(self, delta=None):
         """A text table of the fits and their basic and tight totals."""
@@ -473,14 +409,14 @@ class PrivacyLedger:
                      f"{'eps spent':>10} {'delta spent':>11} {'pid':>7}")
         for i, r in enumerate(records):
             lines.append(
-                f"{i:>4}  {r.estimator[:32]:<32} {_fmt(r.epsilon):>9} {_fmt(r.delta):>9} "
+                f"{i:>4}  {r.estimator[:32]:<32} {fmt(r.epsilon):>9} {fmt(r.delta):>9} "
                 f"{r.epsilon_spent:>10.4g} {r.delta_spent:>11.3g} {r.pid:>7}"
             )
         for p in pending:
             lines.append(f"   -  {p.estimator[:32]:<32} {p.epsilon:>9.4g} {p.delta:>9.3g} "
                          f"{'(reserved)':>10} {'':>11} {p.pid:>7}")
-        be, bd = _totals(records, pending, composition="basic")
-        te, td = _totals(records, pending, delta=delta)
+        be, bd = totals(records, pending, composition="basic")
+        te, td = totals(records, pending, delta=delta)
         lines.append(f"total, basic composition: epsilon={be:.6g}, delta={bd:.3g}")
         lines.append(f"total, tight composition: epsilon={te:.6g}, delta={td:.3g}")
         return "\n".join(lines)
@@ -490,10 +426,10 @@ class PrivacyLedger:
         """The first cap in force that spending ``(epsilon, delta)`` more would
         exceed, with the total at its delta; ``(None, None)`` if none."""
         for cap_epsilon, cap_delta in self._caps_in_force():
-            eps, dlt = _totals(records, reservations, extra=[(epsilon, delta)],
+            eps, dlt = totals(records, reservations, extra=[(epsilon, delta)],
                                delta=cap_delta)
-            if (not eps <= cap_epsilon * (1 + _CAP_RTOL)) or (
-                    not dlt <= cap_delta * (1 + _CAP_RTOL) + 1e-300):
+            if (not eps <= cap_epsilon * (1 + CAP_RTOL)) or (
+                    not dlt <= cap_delta * (1 + CAP_RTOL) + 1e-300):
                 return (cap_epsilon, cap_delta), (eps, dlt)
         return None, None
 
@@ -507,7 +443,7 @@ class PrivacyLedger:
     def check(self, epsilon, delta, *, estimator="a fit"):
         """Raise :class:`BudgetExceededError` if spending ``(epsilon, delta)`` more
         would exceed a cap in force; reserve nothing (see :meth:`reserve`)."""
-        epsilon, delta = _planned(epsilon, delta)
+        epsilon, delta = planned(epsilon, delta)
         with self._locked(exclusive=False):
             cap, total = self._exceeded_cap(self._records,
                                             list(self._reservations.values()), epsilon, delta)
@@ -522,7 +458,7 @@ class PrivacyLedger:
         mid-line, a damaged line) still counts with its planned budget: ledgers
         without a cap reserve too.
         """
-        epsilon, delta = _planned(epsilon, delta)
+        epsilon, delta = planned(epsilon, delta)
         with self._locked(exclusive=True) as log:
             cap, total = self._exceeded_cap(self._records,
                                             list(self._reservations.values()), epsilon, delta)
@@ -554,6 +490,8 @@ class PrivacyLedger:
         name = estimator if isinstance(estimator, str) else type(estimator).__name__
         if params is None:
             params = {} if isinstance(estimator, str) else scalar_params(estimator)
+        epsilon_spent = spend(epsilon_spent, "epsilon_spent")
+        delta_spent = spend(delta_spent, "delta_spent")
         rid = uuid.uuid4().hex
         payload = {
             "kind": "fit", "id": rid, "estimator": name, "params": params,
@@ -590,34 +528,6 @@ class PrivacyLedger:
         from ._registry import deactivate
 
         deactivate(self)
-
-
-def _fmt(value):
-    return f"{value:.4g}" if isinstance(value, (int, float)) else "-"
-
-
-def _check_caps(max_epsilon, max_delta):
-    if max_epsilon is None and max_delta is None:
-        return None, None
-    if max_epsilon is None or max_delta is None:
-        raise ValueError(
-            "a budget cap needs both max_epsilon and max_delta (use max_delta=0 for pure DP)"
-        )
-    eps = float(max_epsilon)
-    dlt = float(max_delta)
-    if not (eps > 0) or math.isnan(eps):
-        raise ValueError(f"max_epsilon must be > 0, got {max_epsilon!r}")
-    if not (0 <= dlt < 1):
-        raise ValueError(f"max_delta must be in [0, 1), got {max_delta!r}")
-    return eps, dlt
-
-
-def _planned(epsilon, delta):
-    eps = float(epsilon)
-    dlt = 0.0 if delta is None else float(delta)
-    if math.isnan(eps) or eps < 0 or math.isnan(dlt) or dlt < 0:
-        raise ValueError(f"invalid planned budget (epsilon={epsilon!r}, delta={delta!r})")
-    return eps, dlt
 
 
 def restore_ledger(ledger_id, path, max_epsilon, max_delta):

@@ -121,14 +121,20 @@ def privacy_ledger(path=None, *, max_epsilon=None, max_delta=None):
         yield ledger
 
 
-def _registry_dir():
+def _registry_dirs():
+    """Where the per-user registry may be: ``/tmp`` (on POSIX) and this process's
+    temporary directory. An entry is written to each and read from each, so that a
+    child whose ``TMPDIR`` differs from its parent's still finds the parent's
+    ledgers."""
     uid = os.getuid() if hasattr(os, "getuid") else "user"
-    return os.path.join(tempfile.gettempdir(), f"skdp_sparse-ledgers-{uid}")
+    roots = (["/tmp"] if os.name == "posix" else []) + [tempfile.gettempdir()]
+    dirs = [os.path.join(os.path.realpath(root), f"skdp_sparse-ledgers-{uid}")
+            for root in roots]
+    return list(dict.fromkeys(dirs))
 
 
-def _own_registry_dir(create):
-    """The per-user registry directory, or None if it is missing or not ours."""
-    d = _registry_dir()
+def _own_registry_dir(d, create):
+    """The per-user registry directory ``d``, or None if it is missing or not ours."""
     if create:
         with contextlib.suppress(FileExistsError):
             os.mkdir(d, 0o700)
@@ -157,27 +163,34 @@ def _process_token(pid):
 
 
 def _publish_locked():
-    """Write (or remove) this process's registry entry; ``_STACK_LOCK`` is held."""
-    d = _own_registry_dir(create=bool(_STACK))
-    if d is None:
-        if _STACK:
-            warn("cannot publish the active privacy ledger to worker processes; "
-                          "pass it as the estimators' ledger= parameter", RuntimeWarning)
-        return
-    path = os.path.join(d, f"active-{os.getpid()}.json")
-    if not _STACK:
-        with contextlib.suppress(OSError):
-            os.remove(path)
-        return
+    """Write (or remove) this process's registry entries; ``_STACK_LOCK`` is held."""
     seen, handles = set(), []
     for ledger in _STACK:
         if ledger._key not in seen:
             seen.add(ledger._key)
             handles.append(list(ledger._key))
-    tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-    with open(tmp, "w") as f:
-        json.dump({"token": _process_token(os.getpid()), "ledgers": handles}, f)
-    os.replace(tmp, path)
+    published = False
+    for d in _registry_dirs():
+        d = _own_registry_dir(d, create=bool(_STACK))
+        if d is None:
+            continue
+        path = os.path.join(d, f"active-{os.getpid()}.json")
+        if not _STACK:
+            with contextlib.suppress(OSError):
+                os.remove(path)
+            continue
+        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+        try:
+            with open(tmp, "w") as f:
+                json.dump({"token": _process_token(os.getpid()), "ledgers": handles}, f)
+            os.replace(tmp, path)
+            published = True
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+    if _STACK and not published:
+        warn("cannot publish the active privacy ledger to worker processes; "
+             "pass it as the estimators' ledger= parameter", RuntimeWarning)
 
 
 def _remove_registry_entry():
@@ -224,31 +237,33 @@ def _ancestors():
 
 def _inherited_ledgers():
     """Ledgers the ancestor processes have active (read from their registry entries)."""
-    d = _own_registry_dir(create=False)
-    if d is None:
-        return []
+    dirs = [d for d in (_own_registry_dir(d, create=False) for d in _registry_dirs()) if d]
+    return [ledger for pid in _ancestors() for d in dirs for ledger in _entry_ledgers(d, pid)]
+
+
+def _entry_ledgers(d, pid):
+    """The ledgers process ``pid`` has active, from its entry in registry ``d``."""
+    try:
+        with open(os.path.join(d, f"active-{pid}.json")) as f:
+            text = f.read()
+    except OSError:
+        return []  # no entry: that process has no active ledger
+    try:
+        data = json.loads(text)
+    except ValueError:
+        # Entries are replaced atomically, so a damaged one was damaged after it was
+        # written: the ledgers it names cannot be known, and fits refuse to run.
+        raise LedgerUnreachableError(
+            f"the registry entry of the active privacy ledgers of process {pid} "
+            f"({d}) is damaged, so fits here cannot know which ledgers to report to "
+            "and refuse to run. Deactivate the ledger there, or remove the entry "
+            "knowingly.") from None
+    if data.get("token") != _process_token(pid):
+        return []  # a dead process's entry whose pid was reused
     out = []
-    for pid in _ancestors():
-        try:
-            with open(os.path.join(d, f"active-{pid}.json")) as f:
-                text = f.read()
-        except OSError:
-            continue  # no entry: that process has no active ledger
-        try:
-            data = json.loads(text)
-        except ValueError:
-            # Entries are replaced atomically, so a damaged one was damaged after it was
-            # written: the ledgers it names cannot be known, and fits refuse to run.
-            raise LedgerUnreachableError(
-                f"the registry entry of the active privacy ledgers of process {pid} "
-                f"({d}) is damaged, so fits here cannot know which ledgers to report to "
-                "and refuse to run. Deactivate the ledger there, or remove the entry "
-                "knowingly.") from None
-        if data.get("token") != _process_token(pid):
-            continue  # a dead process's entry whose pid was reused
-        for handle in data.get("ledgers", []):
-            with contextlib.suppress(OSError, ValueError, TypeError):
-                out.append(restore_ledger(*handle))
+    for handle in data.get("ledgers", []):
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            out.append(restore_ledger(*handle))
     return out
 
 
@@ -263,11 +278,11 @@ if hasattr(os, "register_at_fork"):
 
 def active_ledgers():
     """Ledgers active for fits of this process: activated here, or inherited from
-    an ancestor process. Duplicates (same store and cap) appear once."""
+    an ancestor process. Handles to one store (whatever their caps) appear once."""
     with _STACK_LOCK:
         own = list(_STACK)
     found = {}
     for ledger in own + _inherited_ledgers() + _cluster_ledgers():
-        found.setdefault(ledger._key, ledger)
+        found.setdefault(ledger.store_key, ledger)
     return list(found.values())
 

@@ -18,6 +18,7 @@ import dataclasses
 import json
 import numbers
 import os
+import threading
 
 from ..accounting import PrivacyEvent
 from ..pld import GaussianPLD
@@ -42,7 +43,9 @@ def locked_fd(path, exclusive, create=False):
     header, and a file deleted later is never made again empty.
     """
     flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT if create else 0)
-    fd = os.open(path, flags, 0o600)
+    with _FD_LOCK:
+        fd = os.open(path, flags, 0o600)
+        _OPEN_LOCK_FDS.add(fd)
     try:
         if fcntl is not None:
             fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
@@ -51,7 +54,33 @@ def locked_fd(path, exclusive, create=False):
             with _windows_lock(path + ".lock"):
                 yield fd
     finally:
-        os.close(fd)  # releases the flock
+        with _FD_LOCK:
+            _OPEN_LOCK_FDS.discard(fd)
+            os.close(fd)  # releases the flock
+
+
+# Descriptors of ledger files open under (or waiting for) a lock. A process forked
+# while another thread holds one inherits it, and with it the lock, which then outlives
+# the thread that took it and blocks the child's own locking for ever: the child
+# closes its copies (the parent's lock stays with the parent's descriptor). Opening
+# and closing hold _FD_LOCK, which a fork takes first, so the set is exact at a fork.
+_OPEN_LOCK_FDS = set()
+_FD_LOCK = threading.Lock()
+
+
+def _close_inherited_lock_fds():
+    global _FD_LOCK
+    for fd in list(_OPEN_LOCK_FDS):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _OPEN_LOCK_FDS.clear()
+    _FD_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=lambda: _FD_LOCK.acquire(),
+                        after_in_parent=lambda: _FD_LOCK.release(),
+                        after_in_child=_close_inherited_lock_fds)
 
 
 @contextlib.contextmanager
@@ -122,6 +151,17 @@ class FileStore:
     @property
     def address(self):
         return self.path
+
+    @property
+    def identity(self):
+        """What two handles to the same file share, whatever the spelling of its path
+        (symbolic or hard links): its device and inode, or its path where it cannot
+        be read."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return ("path", self.path)
+        return ("file", st.st_dev, st.st_ino)
 
     def exists(self):
         return os.path.exists(self.path)

@@ -19,39 +19,14 @@ from __future__ import annotations
 
 import contextlib
 import math
-import threading
 import weakref
 
 from ..accounting import compose
 from ._ledger import PrivacyLedger
 from ._registry import active_ledgers
+from ._suspension import reporting_suspended
 
-__all__ = ["FitBudget", "fit_budget", "ledgers_for", "suspended_reporting", "reporting_suspended",
-           "check_budget", "report_fit"]
-
-_LOCAL = threading.local()
-
-
-@contextlib.contextmanager
-def suspended_reporting():
-    """Fits in this block (this thread only) neither reserve nor report.
-
-    For meta-algorithms that account for their inner fits themselves, such as the
-    private hyperparameter search: recording each inner fit would both
-    double-count and reveal how many fits ran.
-    """
-    depth = getattr(_LOCAL, "suspended", 0)
-    _LOCAL.suspended = depth + 1
-    try:
-        yield
-    finally:
-        _LOCAL.suspended = depth
-
-
-def reporting_suspended():
-    """Whether fits of this thread are inside :func:`suspended_reporting`."""
-    return getattr(_LOCAL, "suspended", 0) > 0
-
+__all__ = ["FitBudget", "fit_budget", "ledgers_for", "check_budget", "report_fit"]
 
 def _own_ledgers(estimator):
     """The ``ledger`` parameters of ``estimator`` and of the estimators it holds (the
@@ -74,9 +49,9 @@ def ledgers_for(estimator):
     for name, own in _own_ledgers(estimator):
         if not isinstance(own, PrivacyLedger):
             raise TypeError(f"{name} must be a PrivacyLedger or None, got {own!r}")
-        found.setdefault(own._key, own)
+        found.setdefault(own.store_key, own)
     for ledger in active_ledgers():
-        found.setdefault(ledger._key, ledger)
+        found.setdefault(ledger.store_key, ledger)
     return list(found.values())
 
 
@@ -108,7 +83,7 @@ class FitBudget:
         try:
             for ledger in ledgers_for(self.estimator):
                 rid = ledger.reserve(self.epsilon, self.delta, estimator=name)
-                self._reservations[ledger._key] = (ledger, rid)
+                self._reservations[ledger.store_key] = (ledger, rid)
         except BaseException:
             self.release()
             raise
@@ -137,7 +112,7 @@ class FitBudget:
         if self._done:
             return []
         self._done = True
-        targets = {led._key: led for led in ledgers_for(self.estimator)}
+        targets = {led.store_key: led for led in ledgers_for(self.estimator)}
         for key, (ledger, _) in self._reservations.items():
             targets.setdefault(key, ledger)
         records, errors = [], []
