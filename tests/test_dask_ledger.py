@@ -6,6 +6,7 @@ is around activates it on every worker too (a worker plugin); a worker that cann
 reach the ledger's store refuses to fit (fail closed) instead of fitting unrecorded.
 """
 
+import contextlib
 import json
 import os
 import shutil
@@ -172,17 +173,15 @@ def _own_tmp_available():
     return probe.returncode == 0
 
 
-@pytest.fixture(scope="module")
-def separate_workers(data):
-    if not _own_tmp_available():
-        pytest.skip("needs unshare -m (a private /tmp for the workers)")
-    _compile_kernels_here(data)
+@contextlib.contextmanager
+def _workers_with_their_own_tmp():
+    """A scheduler and 2 workers started as separate processes with a /tmp of their
+    own: the scheduler's address (no client is made here)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     scheduler = distributed.LocalCluster(n_workers=0, scheduler_port=port,
                                          dashboard_address=None)
-    client = distributed.Client(scheduler)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     worker_cmd = (f"mount -t tmpfs tmpfs /tmp && exec {sys.executable} -m distributed.cli."
                   f"dask_worker {scheduler.scheduler_address} --nworkers 1 --nthreads 1 "
@@ -191,8 +190,7 @@ def separate_workers(data):
                                worker_cmd], env=env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL) for _ in range(2)]
     try:
-        client.wait_for_workers(2, timeout=120)
-        yield client
+        yield scheduler.scheduler_address
     finally:
         for p in procs:
             p.terminate()
@@ -201,8 +199,17 @@ def separate_workers(data):
                 p.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 p.kill()
-        client.close()
         scheduler.close()
+
+
+@pytest.fixture(scope="module")
+def separate_workers(data):
+    if not _own_tmp_available():
+        pytest.skip("needs unshare -m (a private /tmp for the workers)")
+    _compile_kernels_here(data)
+    with _workers_with_their_own_tmp() as address, distributed.Client(address) as client:
+        client.wait_for_workers(2, timeout=120)
+        yield client
 
 
 def test_workers_with_their_own_tmp_refuse_a_file_ledger(separate_workers, data):
@@ -219,3 +226,17 @@ def test_workers_with_their_own_tmp_record_in_a_cluster_ledger(separate_workers,
     records = ledger.records()
     _assert_every_fit_recorded(records)
     assert all(r.timestamp >= start for r in records)
+
+
+def test_a_client_created_after_the_activation_activates_the_ledger_too(separate_workers,
+                                                                         data):
+    # Only a client current at the activation was told of it: fits sent through a client
+    # created inside the block ran on the cluster's own workers unrecorded. Workers with
+    # a /tmp of their own cannot reach a file ledger: told of it, they refuse.
+    ledger = PrivacyLedger()
+    with _workers_with_their_own_tmp() as address, ledger.activate():
+        with distributed.Client(address) as late, joblib.parallel_config(backend="dask"):
+            late.wait_for_workers(2, timeout=120)
+            with pytest.raises(LedgerUnreachableError):
+                _search().fit(*data)
+    assert len(ledger) == 0

@@ -12,7 +12,7 @@ from distributed import WorkerPlugin
 from ._dask_store import DaskLedgerStore, client_of
 
 __all__ = ["LedgerActivation", "cluster_client_for", "install_activation",
-           "remove_activation"]
+           "new_activation", "remove_activation"]
 
 
 # Activation on the workers ---------------------------------------------------
@@ -51,10 +51,16 @@ def cluster_client_for(ledger):
         return None
 
 
+def new_activation(handles):
+    """A :class:`LedgerActivation` of ``handles`` under a name of its own."""
+    name = f"skdp_sparse-ledgers-{uuid.uuid4().hex}"
+    return LedgerActivation(handles, name), name
+
+
 def install_activation(client, handles):
     """Register a :class:`LedgerActivation` on ``client``'s cluster; returns its name."""
-    name = f"skdp_sparse-ledgers-{uuid.uuid4().hex}"
-    client.register_plugin(LedgerActivation(handles, name), name=name)
+    plugin, name = new_activation(handles)
+    client.register_plugin(plugin, name=name)
     return name
 
 

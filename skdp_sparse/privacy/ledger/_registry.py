@@ -17,7 +17,8 @@ from ...utils._warnings import warn
 from ._ledger import PrivacyLedger, restore_ledger
 
 __all__ = ["activate", "deactivate", "privacy_ledger", "active_ledgers",
-           "add_cluster_handles", "remove_cluster_handles"]
+           "activated_ledgers", "add_cluster_activation", "add_cluster_handles",
+           "remove_cluster_handles"]
 
 _STACK = []
 _STACK_LOCK = threading.RLock()
@@ -40,15 +41,48 @@ def deactivate(ledger):
                 break
         else:
             raise RuntimeError(f"{ledger!r} is not active")
-        for i in range(len(_ON_CLUSTER) - 1, -1, -1):
-            if _ON_CLUSTER[i][0] is ledger:
-                _, client, name = _ON_CLUSTER.pop(i)
-                break
-        else:
-            return
-    from ._dask_plugin import remove_activation
+        # Its last activation ends: every cluster it reached forgets it (clients made
+        # meanwhile included); otherwise the most recent one does.
+        mine = [i for i, entry in enumerate(_ON_CLUSTER) if entry[0] is ledger]
+        gone = mine if not any(active is ledger for active in _STACK) else mine[-1:]
+        removed = [_ON_CLUSTER[i] for i in gone]
+        for i in reversed(gone):
+            del _ON_CLUSTER[i]
+    if removed:
+        from ._dask_plugin import remove_activation
 
-    remove_activation(client, name)
+        for _, client, name in removed:
+            remove_activation(client, name)
+
+
+def activated_ledgers():
+    """The ledgers activated in this process (not those inherited), each once."""
+    with _STACK_LOCK:
+        return list({id(ledger): ledger for ledger in _STACK}.values())
+
+
+def add_cluster_activation(ledger, client, name):
+    """Remember that plugin ``name`` activates ``ledger`` on ``client``'s cluster."""
+    with _STACK_LOCK:
+        _ON_CLUSTER.append((ledger, client, name))
+
+
+#: The module distributed runs as each client starts (:mod:`._dask_preload`).
+_CLIENT_PRELOAD = "skdp_sparse.privacy.ledger._dask_preload"
+
+
+def _preload_in_new_clients():
+    """Make dask clients created from now on activate this process's ledgers (a
+    client preload); no-op without distributed."""
+    import importlib.util
+
+    if importlib.util.find_spec("distributed") is None:
+        return
+    import dask
+
+    preloads = list(dask.config.get("distributed.client.preload", None) or [])
+    if _CLIENT_PRELOAD not in preloads:
+        dask.config.set({"distributed.client.preload": [*preloads, _CLIENT_PRELOAD]})
 
 
 class _Activation:
@@ -57,10 +91,10 @@ class _Activation:
         with _STACK_LOCK:
             _STACK.append(ledger)
             _publish_locked()
+        _preload_in_new_clients()
         on_cluster = _activate_on_cluster(ledger)
         if on_cluster is not None:
-            with _STACK_LOCK:
-                _ON_CLUSTER.append((ledger, *on_cluster))
+            add_cluster_activation(ledger, *on_cluster)
 
     def __enter__(self):
         return self.ledger
