@@ -89,10 +89,10 @@ def _learns_nothing(step):
     if isinstance(step, PolynomialFeatures):
         return True
     if type(step) is OneHotEncoder:
-        from .preprocessing._one_hot import _categories_of
+        from .preprocessing._one_hot import public_categories
 
         try:
-            _categories_of(step)
+            public_categories(step)
         except ValueError:
             return False
         return True

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections import namedtuple
 
-__all__ = ["OneHotBounds", "one_hot_bounds"]
+__all__ = ["OneHotBounds", "one_hot_bounds", "public_categories"]
 
 OneHotBounds = namedtuple("OneHotBounds", ["feature_bound", "norm_bound", "sparsity"])
 OneHotBounds.__doc__ = """Public bounds of one-hot rows (:func:`one_hot_bounds`).
@@ -25,7 +25,10 @@ OneHotBounds.norm_bound.__doc__ = "Bound on the l2 norm of a row: ``sqrt(k)``."
 OneHotBounds.sparsity.__doc__ = "Bound on the non-zeros of a row: ``k``."
 
 
-def _categories_of(encoder):
+def public_categories(encoder):
+    """The categories of a ``OneHotEncoder`` whose fit learns nothing from the rows'
+    values (given categories; no error, warning or count on them), else ``ValueError``
+    saying which parameter reads the data."""
     name = type(encoder).__name__
     params = encoder.get_params(deep=False)
     if "categories" not in params:
@@ -89,7 +92,7 @@ def one_hot_bounds(categories):
     OneHotBounds(feature_bound=1.0, norm_bound=1.4142135623730951, sparsity=2)
     """
     if hasattr(categories, "get_params"):
-        categories = _categories_of(categories)
+        categories = public_categories(categories)
     if isinstance(categories, str) or not hasattr(categories, "__len__"):
         raise ValueError("categories must be a OneHotEncoder with public categories or a "
                          f"list with the categories of each column, got {categories!r}")
