@@ -29,11 +29,13 @@ import math
 import numbers
 
 from sklearn.base import BaseEstimator
-from sklearn.compose import ColumnTransformer
+from sklearn.compose import ColumnTransformer, make_column_selector
 from sklearn.frozen import FrozenEstimator
 from sklearn.pipeline import FeatureUnion, Pipeline
+from sklearn.preprocessing import OneHotEncoder, PolynomialFeatures
 from sklearn.utils import get_tags
 
+from .preprocessing._one_hot import public_categories
 from .utils.validation import check_privacy_params
 
 __all__ = ["private_steps", "split_budget"]
@@ -84,13 +86,9 @@ def _learns_nothing(step):
     parameters and the public shape (``PolynomialFeatures``; a ``OneHotEncoder`` with
     public categories that neither raises, warns nor counts, see
     :func:`~skdp_sparse.preprocessing.one_hot_bounds`)."""
-    from sklearn.preprocessing import OneHotEncoder, PolynomialFeatures
-
     if isinstance(step, PolynomialFeatures):
         return True
     if type(step) is OneHotEncoder:
-        from .preprocessing._one_hot import public_categories
-
         try:
             public_categories(step)
         except ValueError:
@@ -106,8 +104,6 @@ def _data_dependent_columns(composite):
     """The names of a ``ColumnTransformer``'s transformers whose columns are chosen by
     a callable: it runs on the rows (``make_column_selector``, which reads only the
     columns' names and types, is allowed)."""
-    from sklearn.compose import make_column_selector
-
     return [name for name, _, columns in composite.transformers
             if callable(columns) and not isinstance(columns, make_column_selector)]
 

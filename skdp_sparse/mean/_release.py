@@ -52,12 +52,12 @@ def clipped_mean(X, plan, n=None):
     Sparse input is not copied (CSC is converted to CSR; a matrix with duplicate
     or unsorted entries is copied and summed): a Numba kernel computes the rows'
     norms and adds their scaled values, block by block (``clipped_mean_csr``).
-    Raises ``ValueError`` on NaN or infinite values, before anything is released.
+    The rows are finite: the estimator checks them before its budget is reserved,
+    in memory and in each dask block (the sparse kernel still stops on a NaN).
     """
     n = X.shape[0] if n is None else n
     if not sp.issparse(X):
         X = np.asarray(X, dtype=np.float64)
-        check_finite(X)
         return clip_rows(X, plan.max_l2, plan.max_l1).sum(axis=0) / n
     X = with_summed_duplicates(X.tocsr())
     if X.data.dtype != np.float64:

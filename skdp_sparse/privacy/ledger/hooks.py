@@ -28,6 +28,7 @@ from ._suspension import reporting_suspended
 
 __all__ = ["FitBudget", "fit_budget", "ledgers_for", "check_budget", "report_fit"]
 
+
 def _own_ledgers(estimator):
     """The ``ledger`` parameters of ``estimator`` and of the estimators it holds (the
     searched estimator of a private search, its pipeline's steps): a meta-estimator
