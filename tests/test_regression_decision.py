@@ -246,7 +246,7 @@ def _pair_releases(monkeypatch, spy_on_releases, name, pure, rows, epsilon=30.0,
         # The releases compose adaptively: an audit of one may fix the outputs of the
         # others. The scale is 1 (half the centred scores' bound of 2) on both sides,
         # whatever its noisy counts, so that u = x.
-        monkeypatch.setattr(_calibration, "_scale_from_counts", lambda c, bound, n: bound / 2)
+        monkeypatch.setattr(_calibration, "_scale_from_counts", lambda c, bound, n, **_: bound / 2)
     x = np.linspace(-1, 1, n)
     y = np.where(np.arange(n) % 2 == 0, 0.5, -0.5)
     releases = []
@@ -351,6 +351,34 @@ def test_default_regression_is_not_below_the_mean():
     # A slope whose estimate passes one sd by noise keeps a little of it: near the
     # mean's R^2 of 0, never far below.
     assert np.mean(calibrated) > -0.05
+
+
+@pytest.mark.parametrize("safe", [False, True])
+def test_a_noisy_scale_never_blows_up_the_refit_slope(safe):
+    # n = 20 at epsilon 1: the scale's counts are mostly noise; a sum of noise that
+    # stayed below the threshold down to a deep level gave scales of 2^-29 of the bound,
+    # a slope fitted on the signs of the scores, and coefficients up to 2e7.
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (20, 1))
+    y = np.clip(0.5 * X[:, 0] + 0.1 * rng.normal(size=20), -1, 1)
+    coefs = [DPGreedyCDRegressor(solver="output_perturbation", penalty="l2", delta=0,
+                                 floating_point_safe=safe, fit_intercept=False,
+                                 random_state=s).fit(X, y).coef_[0] for s in range(30)]
+    # Rows within norm 1 and targets within 1: a slope above a few units would predict
+    # far outside the targets' range on every row.
+    assert np.max(np.abs(coefs)) < 5.0
+
+
+def test_scale_threshold_errs_towards_the_larger_scale():
+    counts = np.zeros(_calibration.SCALE_LEVELS)
+    counts[10] = 1000.0  # every row's score within 2^-10 of the bound
+    assert _calibration._scale_from_counts(counts, 1.0, 1000) == 2.0 ** -10
+    # Noise of sd 300 per count: the threshold (50 rows) less two sds of the summed
+    # noise is below 0 at the first level.
+    assert _calibration._scale_from_counts(counts, 1.0, 1000, noise_sd=300.0) == 1.0
+    # Noise of sd 1: two sds of the sum of 48 levels' noise (14) leave the threshold
+    # above 0 at every level.
+    assert _calibration._scale_from_counts(counts, 1.0, 1000, noise_sd=1.0) == 2.0 ** -10
 
 
 def test_calibrated_regression_rescales_a_shrunk_prediction():

@@ -10,7 +10,9 @@ under replace-one is ``sqrt(2)`` per problem (``sqrt(2K)`` for K one-vs-rest pro
    (``C = L ||w||_2`` bounds every ``|s_i|`` of a row clipped to ``L``; the last bin
    takes everything below). The scale ``c`` is the upper edge of the first bin at
    which the noisy mass above reaches ``1 - SCALE_QUANTILE`` of the rows (their
-   number is public): about 5% of the scores lie beyond ``c``, within a factor 2.
+   number is public), less ``SCALE_NOISE_MARGIN`` sds of its noise: about 5% of the
+   scores lie beyond ``c``, within a factor 2, where the noise is small against them;
+   where it is not, ``c`` errs upwards, to the bound at most.
 2. **decision**: counts of ``u_i = clip(s_i / c, -1, 1)`` on ``CALIBRATION_BINS`` equal
    bins of ``[-1, 1]``, one histogram per class. Logistic regression of the class on
    the bin centres, weighted by the noisy counts (clamped at 0), gives ``(a, b)``
@@ -65,6 +67,9 @@ __all__ = ["SCALE_LEVELS", "SCALE_QUANTILE", "CALIBRATION_BINS", "GAIN_SENSITIVI
 SCALE_LEVELS = 48
 #: Quantile of ``|s|`` the scale aims at (the scores beyond it are clipped in step 2).
 SCALE_QUANTILE = 0.95
+#: Standard deviations of the summed counts' noise by which the scale's threshold is
+#: lowered (:func:`_scale_from_counts`).
+SCALE_NOISE_MARGIN = 2.0
 #: Bins of ``[-1, 1]`` in the class histograms.
 CALIBRATION_BINS = 20
 #: The fitted rule replaces the majority only if its estimated gain in training
@@ -134,15 +139,23 @@ def _scale_levels(abs_scores, bound):
                    0, SCALE_LEVELS - 1).astype(np.int64)
 
 
-def _scale_from_counts(counts, bound, n_rows, quantile=SCALE_QUANTILE):
+def _scale_from_counts(counts, bound, n_rows, quantile=SCALE_QUANTILE, noise_sd=0.0):
     """The upper edge of the first level at which the noisy mass above reaches
     ``1 - quantile`` of the ``n_rows`` rows (each counted once: the total is
-    public); ``bound`` if none does. The noisy counts are summed as they are: clamping
-    each at 0 would add the positive part of the noise of every empty level above the
-    scores (most of the 48 where the bound is loose), which reached the threshold
-    before any score did and left the scale at the bound."""
+    public) less ``SCALE_NOISE_MARGIN`` standard deviations of the noise summed so far
+    (``noise_sd`` per count); ``bound`` if none does. The noisy counts are summed as
+    they are: clamping each at 0 would add the positive part of the noise of every
+    empty level above the scores (most of the 48 where the bound is loose), which
+    reached the threshold before any score did and left the scale at the bound.
+
+    The margin errs towards the larger scale, the safe side: a scale below the scores'
+    saturates ``clip(s / c, -1, 1)`` into a sign, whose slope ``a`` then multiplies
+    ``1 / c`` in the coefficients. Without it a sum of noise that stayed below the
+    threshold down to a deep level gave, at n = 20 and epsilon 1, scales of ``2^-29``
+    of the bound and coefficients of 1e7."""
     above = np.cumsum(counts)
-    reached = np.flatnonzero(above >= (1.0 - quantile) * float(n_rows))
+    margin = SCALE_NOISE_MARGIN * float(noise_sd) * np.sqrt(np.arange(1, above.size + 1))
+    reached = np.flatnonzero(above >= (1.0 - quantile) * float(n_rows) - margin)
     if reached.size == 0:
         return bound
     return bound * 2.0 ** -min(int(reached[0]), SCALE_LEVELS - 1)
@@ -232,9 +245,10 @@ def _release_scales(data, full, bounds, clip, unit, floating_point_safe, rng, pu
     on the dyadic levels below its bound (one count per row and problem)."""
     draw = release_pure if pure else release
     counts = data.row_sum(_scale_counts, full, bounds, centres, **clip)
-    noisy, _ = draw(counts, _count_sensitivity(bounds.size, pure), unit,
-                    floating_point_safe, rng)
-    return np.array([_scale_from_counts(noisy[k], bounds[k], data.n_samples)
+    noisy, count_sd = draw(counts, _count_sensitivity(bounds.size, pure), unit,
+                           floating_point_safe, rng)
+    return np.array([_scale_from_counts(noisy[k], bounds[k], data.n_samples,
+                                        noise_sd=count_sd)
                      if bounds[k] > 0 else 1.0 for k in range(bounds.size)])
 
 
