@@ -58,7 +58,7 @@ import scipy.sparse as sp
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _common import load_dataset, markdown_table  # noqa: E402
+from _common import PUBLIC_NORM_BOUNDS, load_dataset, markdown_table  # noqa: E402
 
 from skdp_sparse import DPSparseLogisticRegression  # noqa: E402
 from skdp_sparse.solvers import SOLVERS  # noqa: E402
@@ -186,6 +186,8 @@ def fit_once(case, X, y, seed, safe, recorders):
     n = X.shape[0]
     options = dict(case.options)
     options.setdefault("delta", 1.0 / n**2)
+    # The generated rows have unit norm: 20 entries of 1 / sqrt(20).
+    options.setdefault("norm_bound", PUBLIC_NORM_BOUNDS.get(case.data, 1.0))
     est = DPSparseLogisticRegression(epsilon=case.epsilon, classes=[0, 1], random_state=seed,
                                      floating_point_safe=safe, **options)
     for recorder in recorders.values():
