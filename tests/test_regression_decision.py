@@ -369,16 +369,17 @@ def test_a_noisy_scale_never_blows_up_the_refit_slope(safe):
     assert np.max(np.abs(coefs)) < 5.0
 
 
-def test_scale_threshold_errs_towards_the_larger_scale():
+def test_scale_goes_down_only_levels_whose_summed_noise_is_small_against_the_rows():
     counts = np.zeros(_calibration.SCALE_LEVELS)
     counts[10] = 1000.0  # every row's score within 2^-10 of the bound
     assert _calibration._scale_from_counts(counts, 1.0, 1000) == 2.0 ** -10
-    # Noise of sd 300 per count: the threshold (50 rows) less two sds of the summed
-    # noise is below 0 at the first level.
-    assert _calibration._scale_from_counts(counts, 1.0, 1000, noise_sd=300.0) == 1.0
-    # Noise of sd 1: two sds of the sum of 48 levels' noise (14) leave the threshold
-    # above 0 at every level.
-    assert _calibration._scale_from_counts(counts, 1.0, 1000, noise_sd=1.0) == 2.0 ** -10
+    # Noise of sd 600 per count: twice it exceeds the 1000 rows at the first level.
+    assert _calibration._scale_from_counts(counts, 1.0, 1000, noise_sd=600.0) == 1.0
+    # sd 100: levels 0 to 24 (2 * 100 * sqrt(25) = 1000); the rows at level 10 are
+    # found.
+    assert _calibration._scale_from_counts(counts, 1.0, 1000, noise_sd=100.0) == 2.0 ** -10
+    # sd 200: levels 0 to 5 only; the rows deeper give the deepest of them.
+    assert _calibration._scale_from_counts(counts, 1.0, 1000, noise_sd=200.0) == 2.0 ** -5
 
 
 def test_calibrated_regression_rescales_a_shrunk_prediction():

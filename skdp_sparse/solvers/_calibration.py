@@ -10,9 +10,8 @@ under replace-one is ``sqrt(2)`` per problem (``sqrt(2K)`` for K one-vs-rest pro
    (``C = L ||w||_2`` bounds every ``|s_i|`` of a row clipped to ``L``; the last bin
    takes everything below). The scale ``c`` is the upper edge of the first bin at
    which the noisy mass above reaches ``1 - SCALE_QUANTILE`` of the rows (their
-   number is public), less ``SCALE_NOISE_MARGIN`` sds of its noise: about 5% of the
-   scores lie beyond ``c``, within a factor 2, where the noise is small against them;
-   where it is not, ``c`` errs upwards, to the bound at most.
+   number is public), among the levels whose summed noise is small against the rows:
+   about 5% of the scores lie beyond ``c``, within a factor 2.
 2. **decision**: counts of ``u_i = clip(s_i / c, -1, 1)`` on ``CALIBRATION_BINS`` equal
    bins of ``[-1, 1]``, one histogram per class. Logistic regression of the class on
    the bin centres, weighted by the noisy counts (clamped at 0), gives ``(a, b)``
@@ -67,8 +66,8 @@ __all__ = ["SCALE_LEVELS", "SCALE_QUANTILE", "CALIBRATION_BINS", "GAIN_SENSITIVI
 SCALE_LEVELS = 48
 #: Quantile of ``|s|`` the scale aims at (the scores beyond it are clipped in step 2).
 SCALE_QUANTILE = 0.95
-#: Standard deviations of the summed counts' noise by which the scale's threshold is
-#: lowered (:func:`_scale_from_counts`).
+#: The scale's levels go down as long as the noise summed over them, times this, stays
+#: within the number of rows (:func:`_scale_from_counts`).
 SCALE_NOISE_MARGIN = 2.0
 #: Bins of ``[-1, 1]`` in the class histograms.
 CALIBRATION_BINS = 20
@@ -142,23 +141,27 @@ def _scale_levels(abs_scores, bound):
 def _scale_from_counts(counts, bound, n_rows, quantile=SCALE_QUANTILE, noise_sd=0.0):
     """The upper edge of the first level at which the noisy mass above reaches
     ``1 - quantile`` of the ``n_rows`` rows (each counted once: the total is
-    public) less ``SCALE_NOISE_MARGIN`` standard deviations of the noise summed so far
-    (``noise_sd`` per count); ``bound`` if none does. The noisy counts are summed as
-    they are: clamping each at 0 would add the positive part of the noise of every
-    empty level above the scores (most of the 48 where the bound is loose), which
-    reached the threshold before any score did and left the scale at the bound.
+    public), among the levels whose summed noise (``noise_sd`` per count) is at most
+    ``1 / SCALE_NOISE_MARGIN`` of the rows; the deepest of those if none does,
+    ``bound`` if there are none. The noisy counts are summed as they are: clamping
+    each at 0 would add the positive part of the noise of every empty level above the
+    scores (most of the 48 where the bound is loose), which reached the threshold
+    before any score did and left the scale at the bound.
 
-    The margin errs towards the larger scale, the safe side: a scale below the scores'
-    saturates ``clip(s / c, -1, 1)`` into a sign, whose slope ``a`` then multiplies
-    ``1 / c`` in the coefficients. Without it a sum of noise that stayed below the
-    threshold down to a deep level gave, at n = 20 and epsilon 1, scales of ``2^-29``
-    of the bound and coefficients of 1e7."""
+    The mass above a level runs from 0 to all the rows, so where the noise summed down
+    to a level is small against the rows, a sum that has not reached the threshold
+    there says the scores lie deeper. Below, a sum of noise alone can stay under the
+    threshold for many levels: at n = 20 and epsilon 1 it gave scales of ``2^-29`` of
+    the bound, every ``clip(s / c, -1, 1)`` saturated into a sign, and coefficients of
+    1e7. A scale too large is the safe side (the scores use part of ``[-1, 1]``)."""
     above = np.cumsum(counts)
-    margin = SCALE_NOISE_MARGIN * float(noise_sd) * np.sqrt(np.arange(1, above.size + 1))
-    reached = np.flatnonzero(above >= (1.0 - quantile) * float(n_rows) - margin)
-    if reached.size == 0:
+    summed_sd = float(noise_sd) * np.sqrt(np.arange(1, above.size + 1))
+    levels = int(np.count_nonzero(SCALE_NOISE_MARGIN * summed_sd <= float(n_rows)))
+    if levels == 0:
         return bound
-    return bound * 2.0 ** -min(int(reached[0]), SCALE_LEVELS - 1)
+    reached = np.flatnonzero(above[:levels] >= (1.0 - quantile) * float(n_rows))
+    level = int(reached[0]) if reached.size else levels - 1
+    return bound * 2.0 ** -min(level, SCALE_LEVELS - 1)
 
 
 def _unit_ratio(scores, scale):
