@@ -353,19 +353,26 @@ def test_default_regression_is_not_below_the_mean():
     assert np.mean(calibrated) > -0.05
 
 
-@pytest.mark.parametrize("safe", [False, True])
-def test_a_noisy_scale_never_blows_up_the_refit_slope(safe):
-    # n = 20 at epsilon 1: the scale's counts are mostly noise; a sum of noise that
+@pytest.mark.parametrize("solver, n, data_seed, options", [
+    ("output_perturbation", 20, 0, dict(penalty="l2", delta=0, floating_point_safe=False,
+                                         fit_intercept=False)),
+    ("output_perturbation", 20, 0, dict(penalty="l2", delta=0, fit_intercept=False)),
+    ("sgd", 50, 1, {}),
+])
+def test_a_noisy_scale_never_blows_up_the_refit_slope(solver, n, data_seed, options):
+    # At epsilon 1 and these n the scale's counts are mostly noise; a sum of noise that
     # stayed below the threshold down to a deep level gave scales of 2^-29 of the bound,
-    # a slope fitted on the signs of the scores, and coefficients up to 2e7.
-    rng = np.random.default_rng(0)
-    X = rng.uniform(-1, 1, (20, 1))
-    y = np.clip(0.5 * X[:, 0] + 0.1 * rng.normal(size=20), -1, 1)
-    coefs = [DPGreedyCDRegressor(solver="output_perturbation", penalty="l2", delta=0,
-                                 floating_point_safe=safe, fit_intercept=False,
-                                 random_state=s).fit(X, y).coef_[0] for s in range(30)]
+    # a slope fitted on the signs of the scores, and coefficients up to 2e7 (output
+    # perturbation, n = 20, fit 12) and 9e11 (sgd, n = 50, fit 26).
+    rng = np.random.default_rng(data_seed)
+    X = rng.uniform(-1, 1, (n, 3))[:, :1 if solver == "output_perturbation" else 3]
+    X /= np.sqrt(X.shape[1])
+    beta = np.array([1.0, -0.5, 0.3])[:X.shape[1]]
+    y = np.clip(X @ beta + 0.1 * rng.normal(size=n), -1, 1)
+    coefs = [DPGreedyCDRegressor(solver=solver, random_state=s, **options).fit(X, y).coef_
+             for s in range(30)]
     # Rows within norm 1 and targets within 1: a slope above a few units would predict
-    # far outside the targets' range on every row.
+    # far outside the targets' range on most rows.
     assert np.max(np.abs(coefs)) < 5.0
 
 
