@@ -95,7 +95,8 @@ delta = 1.0 / n**2
 # With the defaults
 # -----------------
 # Every bound is 1 by default: a fit on raw incomes and latitudes clips nearly every
-# value. The fit does not say so (that would be a fact about the training data);
+# value. A fit is not bound to say so (that would be a fact about the training data;
+# only the noisy count of the curvature estimate, released anyway, may warn);
 # :func:`~skdp_sparse.preprocessing.diagnose_bounds`, which is not private, checks
 # bounds against data one may inspect and names the bound to supply. A test row is
 # clipped as the training rows were (``clip_predict``).

@@ -115,10 +115,14 @@ class DPGreedyCDRegressor(TargetRangeMixin, LinearRegressorMixin, RegressorMixin
         The intercept is the coefficient of a constant feature 1, unpenalised;
         its gradient is clipped like a feature of bound 1.
     solver : {"auto", "greedy_cd", "cd", "sgd", "bias_reduced_sgd", "sparse_sgd", \
-"phased_sgd", "output_perturbation", "screened_newton"}, default="auto"
+"phased_sgd", "output_perturbation", "screened_newton", "sufficient_statistics"}, \
+default="auto"
         ``"screened_newton"`` (logistic loss only) screens the features privately and
         takes one diagonal Newton step from the null model
-        (:mod:`skdp_sparse.solvers.screened_newton`). ``"bias_reduced_sgd"`` is for n
+        (:mod:`skdp_sparse.solvers.screened_newton`). ``"sufficient_statistics"``
+        (squared loss without an l1 penalty) releases noisy ``X^T X`` and ``X^T y``
+        within the bounds and solves a ridge whose strength adapts to their noise
+        (AdaSSP, :mod:`skdp_sparse.solvers.sufficient_statistics`). ``"bias_reduced_sgd"`` is for n
         epsilon well beyond 10^5 with s-sparse rows: up to that its noisy steps barely
         move it from its start (:mod:`skdp_sparse.solvers.bias_reduced_sgd` says why).
     selection : {"auto", "exponential", "laplace"}, default="auto"

@@ -120,7 +120,7 @@ def resolve_solver(solver, n_samples, n_features, epsilon, *, delta=None, loss=N
       ``epsilon=inf``, the bounds are not consulted), otherwise
       ``"screened_newton"``, which measured best in every other regime of
       ``benchmarks/bench_text.py`` (IMDB, SMS spam and Reuters at epsilon 1 and 10,
-      a9a at 0.1, w8a at 0.1 to 10) and costs a few passes over the data;
+      a9a at 0.1, w8a at 1 and 10) and costs a few passes over the data;
     * the squared loss without an l1 penalty (``l1_penalty`` False: the estimator's
       ``alpha`` left to the solver, or an l2 penalty): ``"sufficient_statistics"``
       (AdaSSP) if ``epsilon`` is finite, ``n epsilon / (p + 1)^2 >=
