@@ -6,6 +6,7 @@ import warnings
 import joblib
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from sklearn.compose import ColumnTransformer
 from sklearn.pipeline import FeatureUnion, Pipeline, make_pipeline
 
@@ -94,6 +95,64 @@ def test_a_column_transformer_with_a_private_step_is_searched_and_released_unsee
     # The fitted clone a column transformer keeps is released without its generator.
     assert fitted["priv"].random_state is None and hasattr(fitted["priv"], "mean_")
     assert search.predict(X[:5]).shape == (5,)
+
+
+@pytest.mark.parametrize("refit", [True, False])
+def test_private_steps_of_a_column_transformer_draw_independent_noise(refit):
+    # Every step used to get the same generator: a column transformer clones its steps,
+    # copying it, so both scalers drew the same noise and the difference of their means
+    # was exact (to 1e-11) while each noise was 1e-2.
+    X, y = _data()
+    X[:, 1] = X[:, 0]  # the same column twice: equal true means
+    ct = ColumnTransformer([("a", DPStandardScaler(bounds=(0, 10), with_std=False), [0]),
+                            ("b", DPStandardScaler(bounds=(0, 10), with_std=False), [1])])
+    search = _search(make_pipeline(ct, _classifier()), refit=refit).fit(X, y)
+    fitted = search.best_estimator_[0].named_transformers_
+    assert abs(fitted["a"].mean_[0] - fitted["b"].mean_[0]) > 1e-6
+
+
+def test_a_run_whose_public_step_overflows_is_fitted_on_zeroed_rows():
+    # PolynomialFeatures turns 1e200 into inf; the classifier refused it, the run failed
+    # and the search released the candidate's model fitted on public data instead: a
+    # release that depended on one row (8 searches in 10 with that row, none without).
+    from sklearn.preprocessing import PolynomialFeatures
+
+    from skdp_sparse.model_selection import _search as search_module
+
+    X, y = _data()
+    X[0, 0] = 1e200
+    failures = []
+    fit_or_fail = search_module.PrivateHyperparameterSearch._fit_or_fail
+
+    def spying(self, *args, **kwargs):
+        est = fit_or_fail(self, *args, **kwargs)
+        failures.append(est is None)
+        return est
+
+    pipe = make_pipeline(PolynomialFeatures(2), _classifier(solver="sgd"))
+    search = _search(pipe, {"dpsparselogisticregression__alpha": [1e-3]})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(search_module.PrivateHyperparameterSearch, "_fit_or_fail", spying)
+        search.fit(X, y)
+    assert failures and not any(failures)
+
+
+def test_a_fit_within_a_search_maps_non_finite_rows_to_zero_rows():
+    from skdp_sparse.utils.validation import nonfinite_rows_zeroed
+
+    X, y = _data()
+    X_inf = X.copy()
+    X_inf[[3, 7], [0, 2]] = [np.inf, np.nan]
+    X_zero = X.copy()
+    X_zero[[3, 7]] = 0.0
+    for data in (X_inf, sp.csr_matrix(X_inf), sp.csc_matrix(X_inf)):
+        with pytest.raises(ValueError, match="NaN|infinity"):
+            _classifier(solver="sgd", random_state=0).fit(data, y)
+        with nonfinite_rows_zeroed():
+            got = _classifier(solver="sgd", random_state=0).fit(data, y).coef_
+        want = _classifier(solver="sgd", random_state=0).fit(
+            X_zero if not sp.issparse(data) else type(data)(X_zero), y).coef_
+        np.testing.assert_array_equal(got, want)
 
 
 def test_raw_text_gets_an_error_that_says_what_the_search_needs():

@@ -18,10 +18,10 @@ from sklearn.base import clone
 from ..privacy.ledger._suspension import suspended_reporting
 from ..privacy.selection import events_rdp
 from ..utils._warnings import warn
-from ..utils.validation import checked_array
+from ..utils.validation import checked_array, nonfinite_rows_zeroed
 
 __all__ = ["PublicData", "inner_fits", "check_candidates", "numeric_rows", "take_rows",
-           "n_rows", "same_events", "fit_events", "fit_generator", "released",
+           "n_rows", "same_events", "fit_events", "released",
            "WarningsAtCallersLine", "SEARCH_SET_PARAMS", "PrivateSteps"]
 
 #: Parameters the search sets on every fit itself (a grid may not).
@@ -97,9 +97,12 @@ def inner_fits(private=False):
 
     ``private``: the fits of the runs on the private data, whose number K is not
     released; their warnings and their printed output (``verbose``) would each tell
-    it, and go nowhere. The dummy fits have shown the public ones."""
+    it, and go nowhere. The dummy fits have shown the public ones. Every fit maps a row
+    that reaches it with a non-finite value to a zero row
+    (:func:`~skdp_sparse.utils.validation.nonfinite_rows_zeroed`) rather than fail."""
     with contextlib.ExitStack() as stack:
         stack.enter_context(suspended_reporting())
+        stack.enter_context(nonfinite_rows_zeroed())
         stack.enter_context(parallel_config(backend="sequential"))
         if private:
             stack.enter_context(warnings.catch_warnings())
@@ -222,9 +225,14 @@ class PublicData:
         return Xd, np.zeros((n_rows,) + np.shape(y)[1:], dtype=float)
 
 
-    def configured(self, index, epsilon, random_state):
+    def configured(self, index, epsilon, seeds=None):
         """A fit of candidate ``index``: the per-fit budget (shared by a pipeline's
-        private steps), the public label set and the given randomness."""
+        private steps), the public label set and its randomness: ``random_state=0`` in
+        every step for a fit on public data (``seeds`` None), else a generator of its
+        own for each step, from a child of ``seeds``. One generator shared by two steps
+        would give them the same noise wherever a composite clones its steps (a column
+        transformer copies the generator with each), and the difference of their
+        releases would be exact."""
         # Estimators given as grid values are cloned too (as GridSearchCV does): every
         # run fits its own copy, and the objects of the grid, which the search returns
         # in candidate_params_, never hold a fit of a run that was not selected.
@@ -233,8 +241,10 @@ class PublicData:
         self.steps.set_budget(est, epsilon, self.fit_delta)
         if self.classes is not None:
             est.set_params(**{self.steps.classes_param: self.classes.tolist()})
-        for name in _random_state_params(est):
-            est.set_params(**{name: random_state})
+        names = _random_state_params(est)
+        children = [None] * len(names) if seeds is None else seeds.spawn(len(names))
+        for name, child in zip(names, children, strict=True):
+            est.set_params(**{name: 0 if child is None else np.random.default_rng(child)})
         return est
 
     def probe(self, index, fit_epsilon, n_rows):
@@ -243,7 +253,7 @@ class PublicData:
         key = (index, fit_epsilon, n_rows)
         if key not in self.cache:
             Xd, yd = self.dummy(n_rows)
-            est = self.configured(index, fit_epsilon, 0)
+            est = self.configured(index, fit_epsilon)
             with inner_fits():
                 est.fit(Xd) if yd is None else est.fit(Xd, yd)
             events = fit_events(est, self.steps)
@@ -290,12 +300,6 @@ def _random_state_params(estimator):
     """Every ``random_state`` parameter of ``estimator`` and of its steps."""
     return [name for name in estimator.get_params(deep=True)
             if name == "random_state" or name.endswith("__random_state")]
-
-
-def fit_generator(fit_seeds):
-    """A fresh generator for one fit, spawned from the search's seed sequence."""
-    (child,) = fit_seeds.spawn(1)
-    return np.random.default_rng(child)
 
 
 def released(estimator):

@@ -41,7 +41,6 @@ from ._public import (
     PublicData,
     WarningsAtCallersLine,
     check_candidates,
-    fit_generator,
     inner_fits,
     n_rows,
     numeric_rows,
@@ -127,13 +126,20 @@ class PrivateHyperparameterSearch(DPEstimatorMixin, MetaEstimatorMixin, BaseEsti
     Failures. Whether a computation on the private data raises is itself a
     release, so everything public is checked before any budget is reserved: the
     parameters, the data, the labels against the public label set (``classes``),
-    and every candidate, by its fit on dummy data. Afterwards nothing that depends
-    on the data raises. A fit that raises anyway counts as a model of the lowest
-    score: its run scores ``low`` plus the same score noise, and if it wins, the
-    candidate's model fitted on the public dummy data is released, which holds
-    no private information. A per-example scoring that raises on the validation
-    part is retried row by row, a failing row scoring ``low``. A refit that
-    raises leaves the winning run's model. The spend is the same in every case.
+    and every candidate, by its fit on dummy data. Within the runs, a row that
+    reaches a private step with a non-finite value (a public step such as
+    ``PolynomialFeatures`` can overflow on finite input) is mapped to a zero row
+    instead of failing the fit: a map of each row alone, which keeps neighbours
+    neighbours. A fit that raises anyway counts as a model of the lowest score: its
+    run scores ``low`` plus the same score noise, and if it wins, the candidate's
+    model fitted on the public dummy data is released, which holds no private
+    information. That is covered only where the failure is one the estimator's own
+    guarantee covers; a public step of the user's that raises on some rows (a
+    function that fails on some values) would make what the search releases depend
+    on them, and the search cannot tell. A per-example scoring that raises on the
+    validation part is retried row by row, a failing row scoring ``low``. A refit
+    that raises leaves the winning run's model. The spend is the same in every
+    case.
     Warnings raised during the private part are not shown (a warning on private
     data would be a release as well); the dummy fits show the public ones.
 
@@ -498,7 +504,8 @@ default=None
         record of a failed check still counts it.
         """
         expected = public.probe(index, fit_epsilon, n_rows(X))[0]
-        est = public.configured(index, fit_epsilon, fit_generator(fit_seeds))
+        (seeds,) = fit_seeds.spawn(1)
+        est = public.configured(index, fit_epsilon, seeds)
         try:
             est.fit(X) if y is None else est.fit(X, y)
         except Exception:

@@ -13,6 +13,8 @@ Booleans are never accepted as numbers (``True`` is not ``1``).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import math
 import numbers
@@ -39,6 +41,7 @@ __all__ = [
     "check_bound",
     "canonical_sparse",
     "validate_fit_data",
+    "nonfinite_rows_zeroed",
     "validate_predict_data",
     "data_free_errors",
     "validate_rows",
@@ -375,6 +378,44 @@ def checked_array(X, **kwargs):
         return check_array(X, **kwargs)
 
 
+_ZERO_NONFINITE_ROWS = contextvars.ContextVar("zero_nonfinite_rows", default=False)
+
+
+@contextlib.contextmanager
+def nonfinite_rows_zeroed():
+    """Within it, a fit maps each row of ``X`` holding NaN or infinity to a zero row
+    instead of raising. The map reads each row alone, so neighbouring data sets stay
+    neighbours and a fit's guarantee holds for the mapped rows; whether a fit fails no
+    longer depends on them. The private search's runs fit in it: a failed run would
+    change what the search releases, and a public step (``PolynomialFeatures``
+    overflowing, a function of the rows) can make a value non-finite after the search
+    checked its input."""
+    token = _ZERO_NONFINITE_ROWS.set(True)
+    try:
+        yield
+    finally:
+        _ZERO_NONFINITE_ROWS.reset(token)
+
+
+def _zero_nonfinite_rows(X):
+    """``X`` with every row holding NaN or infinity set to 0 (a copy where any is)."""
+    if sp.issparse(X):
+        bad = ~np.isfinite(X.data)
+        if not bad.any():
+            return X
+        X = X.copy()
+        entry_rows = X.indices if X.format == "csc" else \
+            np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+        X.data[np.isin(entry_rows, entry_rows[bad])] = 0.0
+        X.eliminate_zeros()
+        return X
+    bad = ~np.isfinite(X).all(axis=1)
+    if bad.any():
+        X = np.array(X, copy=True)
+        X[bad] = 0.0
+    return X
+
+
 def validate_fit_data(estimator, X, y=None, *, y_required=False, y_numeric=False,
                       accept_sparse=("csr", "csc"), ensure_all_finite=True):
     """Data of a fit: ``validate_data`` plus a canonical private copy of sparse input.
@@ -382,14 +423,16 @@ def validate_fit_data(estimator, X, y=None, *, y_required=False, y_numeric=False
     Sparse formats other than ``accept_sparse`` (COO, LIL, DOK, ...) are converted
     to the first of them; stored duplicates are summed and stored zeros dropped
     (in a copy: the caller's matrix is never changed). Raises ``ValueError`` on
-    NaN or infinity (unless ``ensure_all_finite=False``), on no rows or no
-    features, and when ``y`` is required and missing.
+    NaN or infinity (unless ``ensure_all_finite=False``, or within
+    :func:`nonfinite_rows_zeroed`, which maps such rows of ``X`` to zero rows), on no
+    rows or no features, and when ``y`` is required and missing.
     """
+    zero_rows = ensure_all_finite and _ZERO_NONFINITE_ROWS.get()
     if y is None and y_required:
         raise ValueError(f"{type(estimator).__name__} requires y to be passed, "
                          "but the target y is None.")
     kwargs = dict(reset=True, accept_sparse=list(accept_sparse), dtype=np.float64,
-                  ensure_all_finite=ensure_all_finite)
+                  ensure_all_finite=ensure_all_finite and not zero_rows)
     _check_container(X, type(estimator).__name__)
     with data_free_errors():
         if y is None:
@@ -405,6 +448,8 @@ def validate_fit_data(estimator, X, y=None, *, y_required=False, y_numeric=False
                     raise ValueError("Input y contains NaN or infinity (or None).")
     if X.shape[0] == 0:
         raise ValueError("X has no rows")
+    if zero_rows:
+        X = _zero_nonfinite_rows(X)
     if sp.issparse(X):
         X = canonical_sparse(X)
     return X, y
