@@ -183,6 +183,24 @@ def test_tree_rebuilds_on_rise_and_drop():
     assert int(sel.arrays[2][0]) < high
 
 
+def test_tree_rebuilds_after_a_drop_beyond_the_floor_of_many_keys():
+    # 2^21 keys: the floor weight each leaf keeps (1) sums to more than the drop
+    # threshold, so a total that counted it never fell below it and keys fallen far
+    # below the reference were not rebuilt (greedy CD stalled past 2^20 features).
+    from skdp_sparse.privacy.discrete._selection_kernels import needs_rebuild
+
+    p = 2**21
+    sel = ExponentialSelector(np.zeros(p, dtype=np.int64), 64, dynamic=True)
+    sel.select(np.random.default_rng(0))
+    high = int(sel.arrays[2][0])
+    keys, tree, meta, params, weights, _ = sel.arrays
+    assert not needs_rebuild(tree, meta, params, weights)
+    sel.set(np.arange(p), np.full(p, -10**6))
+    assert needs_rebuild(tree, meta, params, weights)
+    sel.select(np.random.default_rng(0))
+    assert int(sel.arrays[2][0]) < high
+
+
 @pytest.fixture
 def short_words(monkeypatch):
     """6-bit words: a uniform word ties with an acceptance threshold about once in 64

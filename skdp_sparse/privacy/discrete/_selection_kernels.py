@@ -98,10 +98,22 @@ def tree_rebuild(keys, tree, meta, params, weights):
 
 
 @numba.njit(cache=True)
+def needs_rebuild(tree, meta, params, weights):
+    """Whether the tree's reference bucket is stale: flagged, or the total proposal
+    weight above the floor every leaf keeps (``E_M`` each, whatever its key) has fallen
+    below ``2^(S - H - drop)``. Without the floor's share, from ``p >= 2^(S - H - drop)``
+    (``2^21`` keys) the leaves at the floor alone kept the total above that, keys
+    that had all fallen far below the reference were never rebuilt, and nearly every
+    proposal was rejected."""
+    p = tree.size // 2
+    return meta[1] != 0 or tree[1] - p * weights[params[_M]] < params[_DROP]
+
+
+@numba.njit(cache=True)
 def _select_tree(keys, tree, meta, params, weights, thresholds, next64, state, fb):
     """Descent of the integer sum tree (O(log p)) until a proposal is accepted."""
     p = keys.size
-    if meta[1] != 0 or tree[1] < params[_DROP]:
+    if needs_rebuild(tree, meta, params, weights):
         tree_rebuild(keys, tree, meta, params, weights)
     top = meta[0]
     kref = ((top + 1) << params[_WSHIFT]) - 1
