@@ -11,7 +11,7 @@ with both settings, side by side in one run:
   ``DPGreedyCDRegressor`` at epsilon 1 on the labels mapped to {-1, 1};
 * a generated CSR matrix of ``n x d`` (default 10^5 x 10^6, 20 ones a row, Zipf-like
   column frequencies, labels from a sparse logistic model): the logistic regression
-  at epsilon 1 (``sparse_sgd`` at this width) and ``DPSparseMeanEstimator`` (default
+  at epsilon 1 (``solver="auto"``) and ``DPSparseMeanEstimator`` (default
   method with the public ``sparsity=20``, delta = 1/n^2).
 
 Times are CPU seconds of the calling thread, the minimum over ``--repeats``
