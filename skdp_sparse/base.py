@@ -62,12 +62,7 @@ class DPEstimatorMixin:
         for name in _fitted_attribute_names(self):
             delattr(self, name)
         try:
-            validate_params(self._parameter_constraints, self.get_params(deep=False),
-                            type(self).__name__)
-            budget = getattr(self, "epsilon", None), getattr(self, "delta", None)
-            if all(isinstance(v, numbers.Real) for v in budget):
-                check_budget_pair(*budget)
-            self._check_dp_rules()
+            self._check_parameters()
             # numpy's floating-point warnings (an overflow in a row's norm, say) would
             # tell whether some private value is extreme; the steps below read private
             # values, so they stay silent (the thread's own setting, restored after).
@@ -94,6 +89,16 @@ class DPEstimatorMixin:
         self.epsilon_spent_, self.delta_spent_ = spent
         self.privacy_events_ = events
         return self
+
+    def _check_parameters(self):
+        """The checks of the parameters alone, before a fit reads any data (and before
+        :func:`~skdp_sparse.pipeline.split_budget` returns a pipeline)."""
+        validate_params(self._parameter_constraints, self.get_params(deep=False),
+                        type(self).__name__)
+        budget = getattr(self, "epsilon", None), getattr(self, "delta", None)
+        if all(isinstance(v, numbers.Real) for v in budget):
+            check_budget_pair(*budget)
+        self._check_dp_rules()
 
     @staticmethod
     def _spend(events, plan):

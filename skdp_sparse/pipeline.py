@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, clone
 from sklearn.compose import ColumnTransformer, make_column_selector
 from sklearn.frozen import FrozenEstimator
 from sklearn.pipeline import FeatureUnion, Pipeline
@@ -191,6 +191,10 @@ def split_budget(estimator, epsilon, delta=0.0, *, weights=None):
     -------
     estimator
         The same object, with the ``epsilon`` and ``delta`` of each private step set.
+        Each step's parameters are then checked as its fit would check them before
+        reading any data (a step that needs ``delta > 0`` given none of it, a missing
+        public bound): a pipeline fits its steps in turn, so an error of a later step's
+        parameters would otherwise come after an earlier step had spent its share.
 
     Examples
     --------
@@ -241,5 +245,14 @@ def split_budget(estimator, epsilon, delta=0.0, *, weights=None):
         prefix = f"{path}__" if path else ""
         params[f"{prefix}epsilon"] = epsilon * share
         params[f"{prefix}delta"] = delta * share
-    estimator.set_params(**params)
-    return estimator
+    # Checked on a copy, so that a refused split leaves the estimator as it was.
+    for path, step in private_steps(clone(estimator).set_params(**params)).items():
+        check = getattr(step, "_check_parameters", None)
+        if check is None:
+            continue
+        try:
+            check()
+        except ValueError as exc:
+            raise ValueError(f"split_budget: the step {path or type(step).__name__!r} with "
+                             f"its share of the budget: {exc}") from None
+    return estimator.set_params(**params)

@@ -141,6 +141,20 @@ def test_a_frozen_private_step_is_not_fitted_again():
     assert sum(n.startswith("DPSparseLogisticRegression") for n in names) == 2 * 3 + 1
 
 
+def test_split_budget_checks_every_step_with_its_share_before_any_fit():
+    # A pipeline fits its steps in turn: a later step's parameter error used to come
+    # after the vectorizer had spent and recorded its share.
+    no_delta = Pipeline([("t", DPTfidfVectorizer()), ("c", DPSparseLogisticRegression())])
+    with pytest.raises(ValueError, match="step 't'.*needs 0 < delta"):
+        split_budget(no_delta, 1.0, 0.0)
+    assert no_delta[0].epsilon == 1.0 and no_delta[0].delta == DPTfidfVectorizer().delta
+    no_sparsity = Pipeline([("t", DPTfidfVectorizer()), ("k", DPSelectKBest(k=5)),
+                            ("c", DPSparseLogisticRegression())])
+    with pytest.raises(ValueError, match="step 'k'.*sparsity"):
+        split_budget(no_sparsity, 1.0, 1e-6)
+    assert no_sparsity[1].epsilon == DPSelectKBest().epsilon
+
+
 def test_split_budget_leaves_a_frozen_private_step_out():
     # A frozen step fits nothing again, so the budget is the other steps' to share
     # (setting a frozen step's parameters is an error in scikit-learn).
