@@ -593,3 +593,28 @@ def test_poisson_rows_never_keep_above_the_rate():
     sampler = PoissonRows(2.0**-53 * 0.999, (1, 2))
     assert sampler.rows(0, 100_000).size == 0
     assert PoissonRows(1.0, (1, 2)).rows(0, 1000).size == 1000
+
+
+# --------------------------------------------------------------------------
+# Predictions on dask arrays
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("chunks", CHUNKINGS)
+def test_predictions_on_a_dask_array_are_those_in_memory_block_by_block(sparse_data, chunks):
+    # They used to be refused with "does not take dask collections", after a dask fit.
+    X, y = sparse_data
+    Xd = as_dask(X, chunks)
+    labels = np.array(["a", "b", "c"])[(np.arange(X.shape[0]) * 7) % 3]
+    for clf in (DPSparseLogisticRegression(solver="sgd", classes=[0, 1],
+                                           random_state=0).fit(as_dask(X, chunks),
+                                                               da.from_array(y)),
+                DPSparseLogisticRegression(solver="sgd", classes=["a", "b", "c"],
+                                           random_state=0).fit(X, labels)):
+        for name in ("predict", "decision_function", "predict_proba", "predict_log_proba"):
+            lazy = getattr(clf, name)(Xd)
+            assert isinstance(lazy, da.Array)
+            got, want = lazy.compute(), getattr(clf, name)(X)
+            assert got.shape == want.shape and got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+    reg = DPGreedyCDRegressor(solver="sgd", target_bounds=(-3, 3),
+                              random_state=0).fit(X, X @ np.linspace(-1, 1, X.shape[1]))
+    np.testing.assert_array_equal(reg.predict(Xd).compute(), reg.predict(X))

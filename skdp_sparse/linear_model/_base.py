@@ -8,6 +8,7 @@ calibration (:mod:`skdp_sparse.solvers`) to the shared code.
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from dataclasses import dataclass
@@ -242,6 +243,42 @@ def _check_distributed(name, solver, options, choosable):
                          "use feature_selection='none'")
 
 
+def _by_blocks(columns, dtype=None):
+    """Decorator of a prediction method: on a dask array of rows, the method applied to
+    each row block, lazily (a dask array back, one output row per input row).
+    ``columns(self)``: the width of the output, None for one value a row; ``dtype(self)``:
+    its type (float by default). Predicting reads the released model and the rows a
+    user predicts on, nothing of the training data."""
+    def decorate(method):
+        @functools.wraps(method)
+        def wrapper(self, X):
+            if not is_dask_array(X):
+                return method(self, X)
+            check_is_fitted(self)
+            if X.ndim != 2:
+                raise ValueError(f"X must be a 2-d dask array, got {X.ndim} dimensions")
+            if len(X.chunks[1]) > 1:
+                X = X.rechunk({1: -1})
+            width = columns(self)
+            kind = np.dtype(np.float64 if dtype is None else dtype(self))
+            blocks = functools.partial(method, self)
+            if width is None:
+                return X.map_blocks(blocks, drop_axis=1, dtype=kind,
+                                    meta=np.empty((0,), dtype=kind))
+            return X.map_blocks(blocks, chunks=(X.chunks[0], (width,)), dtype=kind,
+                                meta=np.empty((0, 0), dtype=kind))
+        return wrapper
+    return decorate
+
+
+def _score_columns(self):
+    return None if np.shape(self.coef_)[0] == 1 else np.shape(self.coef_)[0]
+
+
+def _class_columns(self):
+    return len(self.classes_)
+
+
 class LinearClassifierMixin:
     """One-vs-rest targets from the public label set, and class predictions."""
 
@@ -262,17 +299,20 @@ class LinearClassifierMixin:
         return {"coef_": np.asarray(result.coef), "intercept_": np.asarray(result.intercept),
                 "classes_": public["classes"]}
 
+    @_by_blocks(_score_columns)
     def decision_function(self, X):
         """Signed distance to the separating hyperplane(s); shape (n_samples,) for
-        two classes."""
+        two classes. A dask array of rows gives a dask array, block by block."""
         scores = np.asarray(self._decision(X))
         return scores.ravel() if scores.shape[1] == 1 else scores
 
+    @_by_blocks(_class_columns)
     def predict_proba(self, X):
         """Class probabilities: the sigmoid of the score (normalised over the classes'
         one-vs-rest scores for more than two classes)."""
         return np.exp(self.predict_log_proba(X))
 
+    @_by_blocks(_class_columns)
     def predict_log_proba(self, X):
         """Logarithm of :meth:`predict_proba`, computed in log space so that rows whose
         sigmoids all underflow keep finite probabilities."""
@@ -282,6 +322,7 @@ class LinearClassifierMixin:
         log_p = log_expit(scores)
         return log_p - logsumexp(log_p, axis=1, keepdims=True)
 
+    @_by_blocks(lambda self: None, lambda self: self.classes_.dtype)
     def predict(self, X):
         """Predicted class labels."""
         scores = self.decision_function(X)
@@ -313,6 +354,7 @@ class LinearRegressorMixin:
         """Fit the model privately on ``X`` (dense or sparse) and real targets ``y``."""
         return self._fit(X, y)
 
+    @_by_blocks(lambda self: None)
     def predict(self, X):
         """Predicted targets ``X @ coef_ + intercept_``."""
         return np.asarray(self._decision(X)).ravel()
@@ -375,6 +417,7 @@ class TargetRangeMixin:
             attributes["intercept_"] = attributes["intercept_"] * h + c
         return attributes
 
+    @_by_blocks(lambda self: None)
     def predict(self, X):
         """Predicted targets ``X @ coef_ + intercept_``; with ``target_bounds`` and
         ``clip_predict``, clipped to that public range, as the training targets were
