@@ -131,3 +131,14 @@ def test_diagnose_bounds_names_the_value_to_supply(sparse):
     per_feature = diagnose_bounds(X, feature_bound=[1.0, 2.0, 3.0, 4.0], norm_bound=1e9)
     assert "feature_bound (its per-feature values" in per_feature.advice
     assert "norm_bound (" not in per_feature.advice
+
+
+def test_diagnose_bounds_reports_targets_outside_their_range():
+    X, _ = _wide(scale=0.4)
+    prices = np.linspace(1e5, 9e5, X.shape[0])
+    report = diagnose_bounds(X, prices)
+    assert report.targets_outside_bounds == 1.0
+    assert "target_bounds=(low, high)" in report.advice and "feature_bound" not in report.advice
+    assert diagnose_bounds(X, prices, target_bounds=(0, 1e6)).targets_outside_bounds == 0.0
+    assert diagnose_bounds(X, prices, target_bounds=(0, 1e6)).advice == ""
+    assert diagnose_bounds(X).targets_outside_bounds is None

@@ -39,11 +39,15 @@ class BoundsDiagnosis:
     advice : str
         Empty when each share is at most one half; otherwise which bound to supply
         and how to obtain a public value.
+    targets_outside_bounds : float or None
+        Share of the targets outside ``target_bounds`` (regressors clip their targets
+        to it); None when no ``y`` was given.
     """
 
     rows_above_feature_bound: float
     rows_above_norm_bound: float
     advice: str
+    targets_outside_bounds: float | None = None
 
 
 def _rows_above(X, feature_bound, norm_bound):
@@ -60,8 +64,9 @@ def _rows_above(X, feature_bound, norm_bound):
     return above_entry, int(np.count_nonzero(norms > norm_bound))
 
 
-def diagnose_bounds(X, *, feature_bound=1.0, norm_bound=1.0):
-    """How much of ``X`` the bounds ``feature_bound`` and ``norm_bound`` would clip.
+def diagnose_bounds(X, y=None, *, feature_bound=1.0, norm_bound=1.0, target_bounds=(-1.0, 1.0)):
+    """How much of ``X`` the bounds ``feature_bound`` and ``norm_bound`` would clip, and
+    of ``y`` (a regression's targets) the range ``target_bounds``.
 
     **Not private**: it reads ``X`` and reports about it. Run it on data you may
     inspect, not inside a private pipeline; the estimators never run it.
@@ -69,8 +74,13 @@ def diagnose_bounds(X, *, feature_bound=1.0, norm_bound=1.0):
     Parameters
     ----------
     X : {array-like, sparse matrix} of shape (n_samples, n_features)
+    y : array-like of shape (n_samples,), optional
+        Real targets.
     feature_bound : float or array-like of shape (n_features,), default=1.0
     norm_bound : float, default=1.0
+    target_bounds : pair of float, default=(-1.0, 1.0)
+        The regressor's ``target_bounds`` (``(-b, b)`` for its ``target_bound=b``; the
+        default is the regressors' default, ``target_bound=1``).
 
     Returns
     -------
@@ -88,4 +98,15 @@ def diagnose_bounds(X, *, feature_bound=1.0, norm_bound=1.0):
     advice = "" if not named else (
         f"More than half of the rows exceed {' and '.join(named)} and would be clipped "
         f"to it, which can leave the model no better than its intercept. {HOW_TO_BOUND}")
-    return BoundsDiagnosis(above_entry / max(n, 1), above_norm / max(n, 1), advice)
+    outside = None
+    if y is not None:
+        y = np.asarray(y, dtype=float).ravel()
+        low, high = (float(v) for v in target_bounds)
+        outside = float(np.count_nonzero((y < low) | (y > high))) / max(y.size, 1)
+        if 2 * outside > 1:
+            advice = " ".join(part for part in (advice, (
+                f"More than half of the targets lie outside [{low:g}, {high:g}] and would "
+                "be clipped to it: pass the regressor target_bounds=(low, high), a public "
+                "range of the target (its units, a documented range), never one read "
+                "from the targets.")) if part)
+    return BoundsDiagnosis(above_entry / max(n, 1), above_norm / max(n, 1), advice, outside)
