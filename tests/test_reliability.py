@@ -468,3 +468,20 @@ def test_a_row_of_huge_opposite_entries_fits_like_any_other(solver, extra):
                                            classes=[0, 1], random_state=0, **extra)
         model.fit(layout, y)
         assert np.all(np.isfinite(model.coef_)) and np.all(np.isfinite(model.intercept_))
+
+
+@pytest.mark.parametrize("solver, params, unused", [
+    ("sgd", {"gradient_clip": 0.1}, "gradient_clip"),
+    ("greedy_cd", {"batch_size": 64, "learning_rate": 0.1}, "batch_size, learning_rate"),
+    ("cd", {"selection": "laplace", "contribution_bound": 3}, "contribution_bound, selection"),
+])
+def test_a_parameter_the_running_solver_does_not_read_is_pointed_out(solver, params, unused):
+    # They were ignored in silence: the fit's coefficients were those without them.
+    X = sp.random(400, 20, density=0.3, format="csr", random_state=0)
+    y = np.arange(400) % 2
+    with pytest.warns(UserWarning, match=f"solver '{solver}' does not use {unused} "):
+        DPSparseLogisticRegression(classes=[0, 1], solver=solver, random_state=0,
+                                   **params).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        DPSparseLogisticRegression(classes=[0, 1], solver=solver, random_state=0).fit(X, y)

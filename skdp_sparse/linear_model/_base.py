@@ -9,6 +9,7 @@ calibration (:mod:`skdp_sparse.solvers`) to the shared code.
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 import numbers
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from ..optim.penalties import L1, L2, ElasticNet, NoPenalty
 from ..privacy.clipping import clip_entries, clip_rows
 from ..solvers import SOLVERS, get_solver
 from ..utils._labels import encode_labels
-from ..utils._warnings import warn_float_noise
+from ..utils._warnings import warn, warn_float_noise
 from ..utils.validation import (
     DELTA,
     EPSILON,
@@ -163,8 +164,12 @@ class DPLinearModel(DPEstimatorMixin, BaseEstimator):
         public = {"n_samples": n, "n_features": p, "n_targets": Y.shape[1], **facts}
         return LocalData(X, Y), public
 
+    def _warn_unused_parameters(self, name):
+        """Warn of parameters the solver ``name`` does not read (none to check here)."""
+
     def _plan(self, public):
         name = self._solver_name(public)
+        self._warn_unused_parameters(name)
         epsilon, delta = float(self.epsilon), float(self.delta)
         solver = self._with_decision(get_solver(name), epsilon)
         problem = self._problem(public["n_features"], solver)
@@ -430,6 +435,26 @@ class TargetRangeMixin:
         return y
 
 
+#: The linear models' parameters that set one solver's options, and the option
+#: (:attr:`~skdp_sparse.solvers.Solver.reads`).
+_SOLVER_PARAMETERS = {
+    "max_iter": "max_iter", "batch_size": "batch_size", "learning_rate": "learning_rate",
+    "selection_threshold": "threshold", "selection_share": "selection_share",
+    "contribution_bound": "contribution_bound",
+    "feature_selection_share": "feature_selection_share", "curvature": "curvature",
+    "selection": "selection", "gradient_clip": "gradient_clip",
+}
+
+
+def _is_default(value, default):
+    if value is default:
+        return True
+    try:
+        return bool(np.all(np.asarray(value) == np.asarray(default)))
+    except (TypeError, ValueError):
+        return False
+
+
 class DPMultiSolverModel(DPLinearModel):
     """A linear model offering every registered solver (``solver="auto"`` resolved
     from public n, p and epsilon), with the parameters of
@@ -437,6 +462,19 @@ class DPMultiSolverModel(DPLinearModel):
 
     _parameter_constraints = SOLVER_CONSTRAINTS
     _default_alpha = 1e-3
+
+    def _warn_unused_parameters(self, name):
+        """Warn of parameters set away from their defaults that the solver running
+        (``solver_``, a function of public values) does not read: set for another
+        solver, or for ``solver="auto"``'s other choices. Public values only."""
+        reads = get_solver(name).reads
+        defaults = inspect.signature(type(self).__init__).parameters
+        unused = [param for param, option in _SOLVER_PARAMETERS.items()
+                  if param in defaults and option not in reads
+                  and not _is_default(getattr(self, param), defaults[param].default)]
+        if unused:
+            warn(f"{type(self).__name__}: solver {name!r} does not use "
+                 f"{', '.join(unused)} (set for other solvers): no effect on this fit")
 
     def _check_dp_rules(self):
         if self.solver == "output_perturbation" and self.penalty != "l2":

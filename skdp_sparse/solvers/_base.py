@@ -141,10 +141,14 @@ class Solver:
 
     ``options`` is a mapping of the estimator's solver settings (``max_iter``,
     ``batch_size``, ``learning_rate``, ``selection``, ``curvature``, ``tol``,
-    ``verbose``, ...); a solver reads the ones it uses.
+    ``verbose``, ...); a solver reads the ones it uses, and names those an estimator's
+    parameter can set in ``reads`` (``"gradient_clip"`` for the problem's
+    per-example coordinate clip), so that a parameter set for another solver can be
+    pointed out.
     """
 
     name = ""
+    reads = frozenset()
 
     def check(self, problem, options, epsilon, delta):
         """Raise ``ValueError`` if the solver cannot run the problem privately

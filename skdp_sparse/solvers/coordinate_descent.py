@@ -79,6 +79,8 @@ class CoordinateDescentPlan(Plan):
 class _CoordinateDescent(Solver):
     """The calibration and the run shared by the greedy and randomised rules."""
 
+    reads = frozenset({"max_iter", "curvature", "gradient_clip"})
+
     selection = ""
 
     def check(self, problem, options, epsilon, delta):
@@ -313,6 +315,7 @@ class GreedyCoordinateDescent(_CoordinateDescent):
     """
 
     name = "greedy_cd"
+    reads = _CoordinateDescent.reads | {"selection"}
     selection = "greedy"
     #: Reads the data through the view's clipped rows, targets and second-moment sums,
     #: which a dask view answers with row blocks that keep their margins where they

@@ -128,6 +128,7 @@ class ScreenedNewton(Solver):
     """Private screening and one diagonal Newton step (see the module docstring)."""
 
     name = "screened_newton"
+    reads = frozenset({"feature_selection_share"})
     screens = True
     #: Penalty strength of the estimators' ``alpha=None``: none, the soft threshold at
     #: the association's noise and the curvature's ridge at its own noise regularise.

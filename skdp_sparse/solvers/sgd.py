@@ -147,6 +147,7 @@ class NoisySGD(GradientSolver):
     """DP-SGD and noisy gradient descent (see the module docstring)."""
 
     name = "sgd"
+    reads = frozenset({"max_iter", "batch_size", "learning_rate", "feature_selection_share"})
     screens = True
     #: Reads the data only through ``data.row_sum``: fits dask arrays too.
     distributed = True

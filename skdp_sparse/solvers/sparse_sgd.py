@@ -291,6 +291,9 @@ class SparseSGD(GradientSolver):
     """
 
     name = "sparse_sgd"
+    reads = frozenset({"max_iter", "batch_size", "learning_rate", "threshold",
+                       "selection_share", "contribution_bound", "feature_selection_share",
+                       "frequent_features"})
     use_sparsity = False
 
     def plan_with(self, problem, shape, epsilon, delta, options, bounds):
