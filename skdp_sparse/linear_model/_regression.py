@@ -122,9 +122,10 @@ default="auto"
         (:mod:`skdp_sparse.solvers.screened_newton`). ``"sufficient_statistics"``
         (squared loss without an l1 penalty) releases noisy ``X^T X`` and ``X^T y``
         within the bounds and solves a ridge whose strength adapts to their noise
-        (AdaSSP, :mod:`skdp_sparse.solvers.sufficient_statistics`). ``"bias_reduced_sgd"`` is for n
-        epsilon well beyond 10^5 with s-sparse rows: up to that its noisy steps barely
-        move it from its start (:mod:`skdp_sparse.solvers.bias_reduced_sgd` says why).
+        (AdaSSP, :mod:`skdp_sparse.solvers.sufficient_statistics`).
+        ``"bias_reduced_sgd"`` is for n epsilon well beyond 10^5 with s-sparse rows: up
+        to that its noisy steps barely move it from its start
+        (:mod:`skdp_sparse.solvers.bias_reduced_sgd` says why).
     selection : {"auto", "exponential", "laplace"}, default="auto"
         Noisy selection of the greedy solver: the exponential mechanism, composed in
         zCDP (needs ``delta > 0``), or Laplace report-noisy-max, which keeps the fit
