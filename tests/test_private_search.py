@@ -687,7 +687,7 @@ def test_training_part_missing_a_class_does_not_raise(multiclass):
     X, y, _ = _rare_label_data(multiclass)
     y = np.roll(y, -1)  # the rare label in the last row: a validation row (shuffle=False)
     search = PrivateHyperparameterSearch(
-        DPSparseLogisticRegression(delta=1e-5, max_iter=5), {"alpha": [1e-3, 1e-1]},
+        DPSparseLogisticRegression(delta=1e-5), {"alpha": [1e-3, 1e-1]},
         delta=1e-5, shuffle=False, random_state=0)
     with pytest.warns(PrivacyLeakWarning, match="label set") as record:
         search.fit(X, y)

@@ -142,8 +142,9 @@ def _scale_from_counts(counts, bound, n_rows, quantile=SCALE_QUANTILE, noise_sd=
     """The upper edge of the first level at which the noisy mass above reaches
     ``1 - quantile`` of the ``n_rows`` rows (each counted once: the total is
     public), among the levels whose summed noise (``noise_sd`` per count) is at most
-    ``1 / SCALE_NOISE_MARGIN`` of the rows; the deepest of those if none does,
-    ``bound`` if there are none. The noisy counts are summed as they are: clamping
+    ``1 / SCALE_NOISE_MARGIN`` of the rows; the deepest of those if none does and they
+    are not all the levels, ``bound`` if there are none or none of all the levels
+    reaches it (no mass: nothing to clip). The noisy counts are summed as they are: clamping
     each at 0 would add the positive part of the noise of every empty level above the
     scores (most of the 48 where the bound is loose), which reached the threshold
     before any score did and left the scale at the bound.
@@ -160,7 +161,12 @@ def _scale_from_counts(counts, bound, n_rows, quantile=SCALE_QUANTILE, noise_sd=
     if levels == 0:
         return bound
     reached = np.flatnonzero(above[:levels] >= (1.0 - quantile) * float(n_rows))
-    level = int(reached[0]) if reached.size else levels - 1
+    if reached.size:
+        level = int(reached[0])
+    elif levels < above.size:
+        level = levels - 1
+    else:
+        return bound
     return bound * 2.0 ** -min(level, SCALE_LEVELS - 1)
 
 
