@@ -142,8 +142,6 @@ def check_no_step_fits_without_privacy(estimator, paths, context):
                 "learn nothing (requires_fit false, as BoundedScaler)")
 
 
-
-
 def _check_fitted_once(estimator, steps):
     """Each private step is fitted once per fit of ``estimator``, as itself: it sits in
     pipelines, column transformers and feature unions only, and no object fills two

@@ -164,14 +164,15 @@ class DPLinearModel(DPEstimatorMixin, BaseEstimator):
         public = {"n_samples": n, "n_features": p, "n_targets": Y.shape[1], **facts}
         return LocalData(X, Y), public
 
-    def _warn_unused_parameters(self, name):
-        """Warn of parameters the solver ``name`` does not read (none to check here)."""
+    def _warn_unused_parameters(self, solver):
+        """Warn of parameters ``solver`` does not read (none to check here)."""
 
     def _plan(self, public):
         name = self._solver_name(public)
-        self._warn_unused_parameters(name)
         epsilon, delta = float(self.epsilon), float(self.delta)
-        solver = self._with_decision(get_solver(name), epsilon)
+        solver = get_solver(name)
+        self._warn_unused_parameters(solver)
+        solver = self._with_decision(solver, epsilon)
         problem = self._problem(public["n_features"], solver)
         options = self._solver_options()
         solver.check(problem, options, epsilon, delta)
@@ -463,17 +464,16 @@ class DPMultiSolverModel(DPLinearModel):
     _parameter_constraints = SOLVER_CONSTRAINTS
     _default_alpha = 1e-3
 
-    def _warn_unused_parameters(self, name):
+    def _warn_unused_parameters(self, solver):
         """Warn of parameters set away from their defaults that the solver running
         (``solver_``, a function of public values) does not read: set for another
         solver, or for ``solver="auto"``'s other choices. Public values only."""
-        reads = get_solver(name).reads
         defaults = inspect.signature(type(self).__init__).parameters
         unused = [param for param, option in _SOLVER_PARAMETERS.items()
-                  if param in defaults and option not in reads
+                  if param in defaults and option not in solver.reads
                   and not _is_default(getattr(self, param), defaults[param].default)]
         if unused:
-            warn(f"{type(self).__name__}: solver {name!r} does not use "
+            warn(f"{type(self).__name__}: solver {solver.name!r} does not use "
                  f"{', '.join(unused)} (set for other solvers): no effect on this fit")
 
     def _check_dp_rules(self):
