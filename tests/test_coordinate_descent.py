@@ -619,3 +619,32 @@ def test_data_passes_count_the_entries_each_rule_reads():
     rows = np.flatnonzero(X[:, moved[0]]) if moved[0] < 12 else np.arange(60)
     read = (np.count_nonzero(X[rows], axis=1) + 1).sum()
     assert step.data_passes == pytest.approx(1.0 + read / pass_size, rel=1e-12)
+
+
+@pytest.mark.parametrize("limit", [3, 10_000])
+def test_a_move_lists_the_changed_coordinates_up_to_its_limit(limit):
+    # A move lists the coordinates whose gradient changed; past its consumer's limit
+    # it records "all of them" and stops listing (the rest of the column needs no
+    # marking pass). The gradient is the same either way.
+    from skdp_sparse.optim._cd_margins import BlockMargins, new_changes, take_changes
+
+    rng = np.random.default_rng(0)
+    X = sp.random(300, 40, density=0.1, format="csr", random_state=1)
+    X[np.arange(300), np.arange(300) % 40] = 1.0
+    y = np.where(rng.random(300) < 0.5, -1.0, 1.0)
+    clip = np.full(41, 0.5)
+    listed = BlockMargins.of(X, y, LogisticLoss(), clip, 41, 300)
+    reference = BlockMargins.of(X, y, LogisticLoss(), clip, 41, 300)
+    changed = new_changes(41, list_limit=limit)
+    column = X.tocsc()[:, 5]
+    touched = np.unique(X[column.indices].indices)
+    g = listed.move(5, 0.3, changed)
+    np.testing.assert_array_equal(g, reference.move(5, 0.3))
+    coords = take_changes(changed)
+    if limit < touched.size:
+        assert coords is None
+    else:
+        np.testing.assert_array_equal(np.sort(coords), np.append(touched, 40))
+    assert not changed[1].any() and changed[0][0] == 0  # reset for the next move
+    # The default limit is the selection's rebuild threshold, m / (log2(m) + 1).
+    assert new_changes(1024)[0][-1] == 93

@@ -124,7 +124,8 @@ class _GroupMargins:
 
         self._margins = [BlockMargins.of(X, Y[:, k], loss, clip, n_coords, n_total)
                          for X, Y in blocks]
-        self._changed = new_changes(n_coords)
+        # Past half the coordinates the whole gradient costs no more to send than a list.
+        self._changed = new_changes(n_coords, list_limit=n_coords // 2)
         self._n_coords = n_coords
 
     def gradient(self, coords=None):

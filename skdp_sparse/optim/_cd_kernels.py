@@ -296,9 +296,9 @@ def cd_run(
     else).
     A non-empty ``tree`` (built by :func:`tree_build`) switches greedy Gumbel
     selection to the log-sum-exp heap sampler; otherwise selection is one pass over
-    all scores. ``changed`` is a pair of zeroed arrays, int64 of size ``1 + n_coords``
-    and uint8 of size ``n_coords``, whenever the heap or exact greedy selection needs
-    the coordinates whose scores changed; empty otherwise.
+    all scores. ``changed`` is the pair of ``new_changes(n_coords)`` whenever the heap or
+    exact greedy selection needs the coordinates whose scores changed; a pair of empty
+    arrays otherwise.
 
     Exact noise: ``exact = (sel, sel_noise, sel_pos, upd_noise, upd_pos, lattice)``.
     ``sel`` is the selection's array tuple (``ExponentialSelector.arrays``; for

@@ -128,11 +128,22 @@ class BlockMargins:
         return object.__sizeof__(self) + sum(a.nbytes for a in arrays)
 
 
-def new_changes(n_coords):
+def new_changes(n_coords, list_limit=None):
     """The zeroed pair ``(dirty, marked)`` in which moves record the coordinates whose
-    gradient they changed: ``dirty[0]`` counts those listed in ``dirty[1:]`` (negative:
-    all of them), ``marked`` keeps a coordinate from being listed twice."""
-    return np.zeros(1 + n_coords, dtype=np.int64), np.zeros(n_coords, dtype=np.uint8)
+    gradient they changed: ``dirty[0]`` counts those listed in ``dirty[1 : 1 +
+    n_coords]`` (negative: all of them), ``marked`` keeps a coordinate from being listed
+    twice.
+
+    The last slot of ``dirty`` holds ``list_limit``: past that many listed coordinates a
+    move stops listing and records "all of them" instead, since its consumer would
+    treat a longer list as a change of everything anyway. By default the limit is the
+    selection's: from ``m / (log2(m) + 1)`` changed scores on, one O(m) rebuild of its
+    sampler costs less than O(log m) path updates, one per listed score."""
+    if list_limit is None:
+        list_limit = n_coords / (np.log2(max(n_coords, 1)) + 1.0)
+    dirty = np.zeros(2 + n_coords, dtype=np.int64)
+    dirty[-1] = int(list_limit)
+    return dirty, np.zeros(n_coords, dtype=np.uint8)
 
 
 def take_changes(changed):

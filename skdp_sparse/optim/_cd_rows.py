@@ -121,8 +121,8 @@ def loss_sum(y, z, loss_code, loss_param):
 
 @numba.njit(cache=True, inline="always")
 def _mark(changed, k):
-    # changed = (dirty, marked): dirty[0] counts the coordinates listed in
-    # dirty[1:], a negative count means "rebuild everything"; marked[k] keeps a
+    # changed = (dirty, marked) of new_changes: dirty[0] counts the coordinates listed
+    # from dirty[1], a negative count means "rebuild everything"; marked[k] keeps a
     # coordinate from being listed twice.
     dirty, marked = changed
     if dirty.size == 0 or dirty[0] < 0:
@@ -185,6 +185,7 @@ def _apply_delta_sparse(data, j, delta, n_features, y, loss_code, loss_param, z,
     with_intercept = g.size > n_features
     dirty, marked = changed
     track = maintain and dirty.size > 0 and dirty[0] >= 0
+    list_limit = dirty[dirty.size - 1] if track else 0
     c0 = clip[n_features] if with_intercept else 0.0
     g0 = g[n_features] if with_intercept else 0.0
     touched = 0
@@ -239,6 +240,11 @@ def _apply_delta_sparse(data, j, delta, n_features, y, loss_code, loss_param, z,
                     marked[k] = 1
                     dirty[1 + dirty[0]] = k
                     dirty[0] += 1
+            # Past the consumer's limit the list is worth no more than "all changed",
+            # and the rest of the column's rows need no marking pass.
+            if dirty[0] > list_limit:
+                dirty[0] = -1
+                track = False
         if with_intercept:
             g0 += (clip_scalar(d_new, c0) - clip_scalar(d_old, c0)) * inv_n
         touched += stop - start + 1
