@@ -111,12 +111,35 @@ def test_private_steps_of_a_column_transformer_draw_independent_noise(refit):
     assert abs(fitted["a"].mean_[0] - fitted["b"].mean_[0]) > 1e-6
 
 
-def test_a_run_whose_public_step_overflows_is_fitted_on_zeroed_rows():
-    # PolynomialFeatures turns 1e200 into inf; the classifier refused it, the run failed
-    # and the search released the candidate's model fitted on public data instead: a
-    # release that depended on one row (8 searches in 10 with that row, none without).
-    from sklearn.preprocessing import PolynomialFeatures
+def _overflowing_pipelines():
+    from sklearn.preprocessing import Normalizer, PolynomialFeatures
 
+    from skdp_sparse.preprocessing import DPStandardScaler
+
+    return {
+        "poly": lambda: make_pipeline(PolynomialFeatures(2), _classifier(solver="sgd")),
+        "poly-bounded": lambda: make_pipeline(PolynomialFeatures(2),
+                                              BoundedScaler(bounds=(-1, 1)),
+                                              _classifier(solver="sgd")),
+        "poly-normalizer": lambda: make_pipeline(PolynomialFeatures(2), Normalizer(),
+                                                 _classifier(solver="sgd")),
+        "poly-standard": lambda: make_pipeline(PolynomialFeatures(2),
+                                               DPStandardScaler(bounds=(-1, 1)),
+                                               _classifier(solver="sgd")),
+        "column-transformer": lambda: make_pipeline(
+            ColumnTransformer([("poly", make_pipeline(PolynomialFeatures(2), Normalizer()),
+                                [0, 1]), ("rest", "passthrough", [2, 3])]),
+            Normalizer(), _classifier(solver="sgd")),
+    }
+
+
+@pytest.mark.parametrize("kind", list(_overflowing_pipelines()))
+def test_a_run_whose_public_step_overflows_is_fitted_on_zeroed_rows(kind):
+    # PolynomialFeatures turns 1e200 into inf; the next step (the classifier, a
+    # BoundedScaler, DPStandardScaler's transform, scikit-learn's Normalizer) refused
+    # it, the run failed and the search released the candidate's model fitted on public
+    # data instead: a release that depended on one row (8 to 19 searches in 20 with
+    # that row, none without).
     from skdp_sparse.model_selection import _search as search_module
 
     X, y = _data()
@@ -129,12 +152,38 @@ def test_a_run_whose_public_step_overflows_is_fitted_on_zeroed_rows():
         failures.append(est is None)
         return est
 
-    pipe = make_pipeline(PolynomialFeatures(2), _classifier(solver="sgd"))
-    search = _search(pipe, {"dpsparselogisticregression__alpha": [1e-3]})
+    pipe = _overflowing_pipelines()[kind]()
+    param = [name for name in pipe.get_params() if name.endswith("__alpha")][0]
+    search = _search(pipe, {param: [1e-3]})
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(search_module.PrivateHyperparameterSearch, "_fit_or_fail", spying)
         search.fit(X, y)
     assert failures and not any(failures)
+    # The released pipeline holds the user's steps, not the search's guards.
+    released_steps = [type(step).__name__ for _, step in search.best_estimator_.steps]
+    assert released_steps == [type(step).__name__ for _, step in pipe.steps]
+    assert "_FiniteRows" not in repr(search.best_estimator_)
+
+
+def test_a_row_whose_duplicate_entries_overflow_is_zeroed_within_a_search():
+    # Two stored entries of 1e308 in one cell sum to inf: the bare classifier refused
+    # the row inside a run, which failed and released the public model.
+    from skdp_sparse.utils.validation import nonfinite_rows_zeroed
+
+    X, y = _data()
+    csr = sp.csr_matrix(X)
+    first = csr.indptr[1]
+    X_dup = sp.csr_matrix((np.insert(csr.data, first, [1e308, 1e308]),
+                           np.insert(csr.indices, first, [1, 1]),
+                           np.r_[0, csr.indptr[1:] + 2]), shape=X.shape)
+    with pytest.raises(ValueError, match="duplicate entries"):
+        _classifier(solver="sgd", random_state=0).fit(X_dup, y)
+    X_zero = X.copy()
+    X_zero[0] = 0.0
+    with nonfinite_rows_zeroed():
+        got = _classifier(solver="sgd", random_state=0).fit(X_dup, y).coef_
+    want = _classifier(solver="sgd", random_state=0).fit(sp.csr_matrix(X_zero), y).coef_
+    np.testing.assert_array_equal(got, want)
 
 
 def test_a_fit_within_a_search_maps_non_finite_rows_to_zero_rows():

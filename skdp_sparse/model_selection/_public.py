@@ -13,12 +13,15 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 from joblib import parallel_config
-from sklearn.base import clone
+from sklearn.base import BaseEstimator, TransformerMixin, clone
+from sklearn.compose import ColumnTransformer
+from sklearn.pipeline import FeatureUnion, Pipeline
+from sklearn.utils import get_tags
 
 from ..privacy.ledger._suspension import suspended_reporting
 from ..privacy.selection import events_rdp
 from ..utils._warnings import warn
-from ..utils.validation import checked_array, nonfinite_rows_zeroed
+from ..utils.validation import checked_array, nonfinite_rows_zeroed, zero_nonfinite_rows
 
 __all__ = ["PublicData", "inner_fits", "check_candidates", "numeric_rows", "take_rows",
            "n_rows", "same_events", "fit_events", "released",
@@ -245,7 +248,7 @@ class PublicData:
         children = [None] * len(names) if seeds is None else seeds.spawn(len(names))
         for name, child in zip(names, children, strict=True):
             est.set_params(**{name: 0 if child is None else np.random.default_rng(child)})
-        return est
+        return _guard_public_steps(est, self.steps.paths)
 
     def probe(self, index, fit_epsilon, n_rows):
         """``(events, RDP curve, model)`` of candidate ``index`` fitted on ``n_rows``
@@ -296,6 +299,99 @@ def fit_events(estimator, steps):
     return steps.events(estimator)
 
 
+class _FiniteRows(TransformerMixin, BaseEstimator):
+    """A public step of a run whose output rows holding NaN or infinity become zero
+    rows: a public step can overflow on finite rows (``PolynomialFeatures``), and the
+    next step would raise on them, so that whether a run fails, and what the search
+    releases, would depend on those rows. A map of each row alone: neighbours stay
+    neighbours. Only inside the search; the released model holds the step itself."""
+
+    def __init__(self, transformer):
+        self.transformer = transformer
+
+    def fit(self, X, y=None, **params):
+        self.transformer.fit(X, y, **params)
+        return self
+
+    def transform(self, X):
+        return _finite_rows(self.transformer.transform(X))
+
+    def fit_transform(self, X, y=None, **params):
+        return _finite_rows(self.transformer.fit_transform(X, y, **params))
+
+    def get_feature_names_out(self, input_features=None):
+        return self.transformer.get_feature_names_out(input_features)
+
+    def set_output(self, *, transform=None):
+        self.transformer.set_output(transform=transform)
+        return self
+
+    def __sklearn_tags__(self):
+        return get_tags(self.transformer)
+
+
+def _finite_rows(Xt):
+    if hasattr(Xt, "iloc"):  # a DataFrame (set_output): its index and columns kept
+        values = Xt.to_numpy()
+        if values.dtype.kind == "f":
+            bad = ~np.isfinite(values).all(axis=1)
+            if bad.any():
+                Xt = Xt.copy()
+                Xt.iloc[bad] = 0.0
+        return Xt
+    if sp.issparse(Xt) or (isinstance(Xt, np.ndarray) and Xt.dtype.kind == "f"):
+        return zero_nonfinite_rows(Xt)
+    return Xt
+
+
+def _guard_public_steps(estimator, private_paths, path=""):
+    """Wrap in :class:`_FiniteRows` every step of ``estimator``'s composites that
+    feeds another step and holds no private step; the private steps map such rows
+    themselves (:func:`~skdp_sparse.utils.validation.nonfinite_rows_zeroed`)."""
+
+    def public(sub):
+        return not any(p == sub or p.startswith(sub + "__") for p in private_paths)
+
+    def guard(name, step, feeds):
+        sub = f"{path}__{name}" if path else name
+        if isinstance(step, str) or step is None:
+            return step
+        _guard_public_steps(step, private_paths, sub)
+        if feeds and public(sub) and hasattr(step, "transform"):
+            return _FiniteRows(step)
+        return step
+
+    if isinstance(estimator, Pipeline):
+        last = len(estimator.steps) - 1
+        estimator.steps = [(name, guard(name, step, i < last or bool(path)))
+                           for i, (name, step) in enumerate(estimator.steps)]
+    elif isinstance(estimator, ColumnTransformer):
+        estimator.transformers = [(name, guard(name, step, True), cols)
+                                  for name, step, cols in estimator.transformers]
+    elif isinstance(estimator, FeatureUnion):
+        estimator.transformer_list = [(name, guard(name, step, True))
+                                      for name, step in estimator.transformer_list]
+    return estimator
+
+
+def _unguard(estimator):
+    """``estimator`` with every :class:`_FiniteRows` replaced by the step it wraps, also
+    among the fitted clones a column transformer keeps."""
+    def inner(step):
+        return _unguard(step.transformer if isinstance(step, _FiniteRows) else step)
+
+    if isinstance(estimator, Pipeline):
+        estimator.steps = [(name, inner(step)) for name, step in estimator.steps]
+    elif isinstance(estimator, ColumnTransformer):
+        estimator.transformers = [(n, inner(t), c) for n, t, c in estimator.transformers]
+        if hasattr(estimator, "transformers_"):
+            estimator.transformers_ = [(n, inner(t), c)
+                                       for n, t, c in estimator.transformers_]
+    elif isinstance(estimator, FeatureUnion):
+        estimator.transformer_list = [(n, inner(t)) for n, t in estimator.transformer_list]
+    return estimator
+
+
 def _random_state_params(estimator):
     """Every ``random_state`` parameter of ``estimator`` and of its steps."""
     return [name for name in estimator.get_params(deep=True)
@@ -305,7 +401,9 @@ def _random_state_params(estimator):
 def released(estimator):
     """The estimator as released: without the generator its noise came from (whose
     state, even advanced, can be rewound to regenerate that noise), in any step, also
-    in the fitted clones a column transformer keeps beside its parameters."""
+    in the fitted clones a column transformer keeps beside its parameters; its public
+    steps as given (not guarded, :class:`_FiniteRows`)."""
+    _unguard(estimator)
     for name in _random_state_params(estimator):
         estimator.set_params(**{name: None})
     for outer in [estimator, *estimator.get_params(deep=True).values()]:

@@ -127,10 +127,12 @@ class PrivateHyperparameterSearch(DPEstimatorMixin, MetaEstimatorMixin, BaseEsti
     release, so everything public is checked before any budget is reserved: the
     parameters, the data, the labels against the public label set (``classes``),
     and every candidate, by its fit on dummy data. Within the runs, a row that
-    reaches a private step with a non-finite value (a public step such as
+    reaches a step with a non-finite value (a public step such as
     ``PolynomialFeatures`` can overflow on finite input) is mapped to a zero row
-    instead of failing the fit: a map of each row alone, which keeps neighbours
-    neighbours. A fit that raises anyway counts as a model of the lowest score: its
+    instead of failing the fit (private steps map it themselves; the output of each
+    public step of a composite is mapped before the next step reads it): a map of
+    each row alone, which keeps neighbours neighbours. The released model holds the
+    steps as given. A fit that raises anyway counts as a model of the lowest score: its
     run scores ``low`` plus the same score noise, and if it wins, the candidate's
     model fitted on the public dummy data is released, which holds no private
     information. That is covered only where the failure is one the estimator's own

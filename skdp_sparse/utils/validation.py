@@ -272,7 +272,8 @@ def canonical_sparse(X):
     The caller's matrix is never modified: a non-canonical input (unsorted or
     duplicate indices, stored zeros, other dtypes) is copied before it is made
     canonical; a canonical one is wrapped in a new object that shares its arrays,
-    which the library only reads.
+    which the library only reads. Duplicates whose sum overflows raise, or within
+    :func:`nonfinite_rows_zeroed` make their rows zero rows.
     """
     fmt = X.format
     zeros = X.nnz > 0 and not np.all(X.data)
@@ -283,6 +284,8 @@ def canonical_sparse(X):
     X.sum_duplicates()
     # The values were checked finite as stored; the sums of duplicates can overflow.
     if not np.all(np.isfinite(X.data)):
+        if _ZERO_NONFINITE_ROWS.get():
+            return zero_nonfinite_rows(X)
         raise ValueError("X holds duplicate entries (the same row and column stored more "
                          "than once) whose sum is not finite; a sparse matrix means their "
                          "sum, so sum_duplicates() and check the values first")
@@ -364,10 +367,15 @@ def check_sparse_structure(X):
 
 def validate_rows(estimator, X, **kwargs):
     """scikit-learn's ``validate_data`` within :class:`data_free_errors`, on a sparse
-    matrix whose index arrays were checked."""
+    matrix whose index arrays were checked. Within :func:`nonfinite_rows_zeroed`, rows
+    holding NaN or infinity become zero rows instead of raising."""
     _check_container(X, type(estimator).__name__)
+    zero_rows = kwargs.get("ensure_all_finite", True) is True and _ZERO_NONFINITE_ROWS.get()
+    if zero_rows:
+        kwargs["ensure_all_finite"] = False
     with data_free_errors():
-        return validate_data(estimator, X, **kwargs)
+        X = validate_data(estimator, X, **kwargs)
+    return zero_nonfinite_rows(X) if zero_rows else X
 
 
 def checked_array(X, **kwargs):
@@ -397,7 +405,7 @@ def nonfinite_rows_zeroed():
         _ZERO_NONFINITE_ROWS.reset(token)
 
 
-def _zero_nonfinite_rows(X):
+def zero_nonfinite_rows(X):
     """``X`` with every row holding NaN or infinity set to 0 (a copy where any is)."""
     if sp.issparse(X):
         bad = ~np.isfinite(X.data)
@@ -449,7 +457,7 @@ def validate_fit_data(estimator, X, y=None, *, y_required=False, y_numeric=False
     if X.shape[0] == 0:
         raise ValueError("X has no rows")
     if zero_rows:
-        X = _zero_nonfinite_rows(X)
+        X = zero_nonfinite_rows(X)
     if sp.issparse(X):
         X = canonical_sparse(X)
     return X, y
