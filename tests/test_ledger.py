@@ -888,3 +888,22 @@ def test_grid_search_reports_to_a_library_estimator_ledger_parameter():
                  n_jobs=2).fit(X, y)
     assert len(ledger) == 2 * 3 + 1
     assert {r.pid for r in ledger.records()} - {os.getpid()}  # worker processes too
+
+
+def test_a_record_does_not_tell_how_long_its_fit_ran(tmp_path):
+    # A fit's record carried the time it was written, its reservation the time it
+    # started: their difference was the fit's running time, which for a private search
+    # tells its number of runs K (correlation 0.999 over 12 searches).
+    ledger = PrivacyLedger(tmp_path / "ledger.jsonl")
+    rid = ledger.reserve(1.0, 1e-6, estimator="slow fit")
+    (pending,) = ledger.pending()
+    reserved = pending.timestamp
+    time.sleep(0.05)
+    record = ledger.record("slow fit", (), 1.0, 1e-6, reservation=rid)
+    assert record.timestamp == reserved
+    times = {json.loads(line).get("time")
+             for line in (tmp_path / "ledger.jsonl").read_text().splitlines()}
+    assert times - {None} == {reserved}
+    # Without a reservation a record has the time it is written.
+    before = time.time()
+    assert ledger.record("other", (), 0.5, 0.0).timestamp >= before

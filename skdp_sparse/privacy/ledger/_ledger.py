@@ -500,6 +500,11 @@ class PrivacyLedger:
             "pid": os.getpid(), "reservation": reservation,
         }
         with self._locked(exclusive=True) as log:
+            # The time of the reservation, not of the end of the fit: a record must not
+            # tell how long its fit ran (a search's time tells its number of runs).
+            reserved = self._reservations.get(reservation)
+            if reserved is not None:
+                payload["time"] = reserved.timestamp
             log.append(payload)
             self._refresh(log)
             record = next(r for r in reversed(self._records) if r.id == rid)

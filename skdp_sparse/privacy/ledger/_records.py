@@ -32,7 +32,10 @@ class LedgerRecord:
     events : tuple of PrivacyEvent
         The mechanism calls it recorded (empty if it recorded none).
     timestamp : float
-        ``time.time()`` when the record was written.
+        ``time.time()`` when the fit reserved its budget (when the record was written,
+        for a fit that reserved none): no record tells how long its fit ran, which
+        may depend on the data (a private search's running time tells its number of
+        runs).
     pid : int
         Process that ran the fit.
     id : str
