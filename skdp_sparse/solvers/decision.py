@@ -21,7 +21,8 @@ problems), recorded with their privacy loss distribution, so they compose with t
 solver's own steps in the same accountant; the solver is then planned at the
 largest ``epsilon_in`` for which the whole composes to at most ``(epsilon, delta)``
 (:func:`inner_epsilon`). A third release takes a quarter of the share on top: with
-K > 1 classes it compares the argmax rule with the most frequent class
+K > 1 classes it compares the calibrated argmax rule and the solver's own with the
+most frequent class
 (:data:`MULTICLASS_GAIN_SPLIT`), with two it counts the positive rows, the majority a
 fit falls back on (:data:`CLASS_COUNT_SPLIT`; :func:`._calibration.calibrate`).
 Everything after the releases is post-processing.
@@ -73,11 +74,11 @@ CELL_NOISE = 0.1
 #: scale only needs its quantile within a factor 2, the class counts fit the slope
 #: and the intercept.
 DECISION_SPLIT = {"scale": 0.25, "calibration": 0.75}
-#: With K > 1 one-vs-rest problems, the release that compares the argmax rule with the
-#: most frequent class (:func:`._calibration.calibrate`: its correct rows and each
-#: class's rows, sensitivity ``sqrt(3)``) takes this fraction of the share on top: the
-#: noise of the compared difference, ``sqrt(6) / (mu sqrt(share / 4))``, is then a few
-#: cells' worth, small against the gain of a rule that learnt anything.
+#: With K > 1 one-vs-rest problems, the release that compares the calibrated argmax rule
+#: and the solver's own with the most frequent class (:func:`._calibration.calibrate`:
+#: their correct rows and each class's rows, sensitivity 2) takes this fraction of the
+#: share on top: the noise of a compared difference, ``sqrt(8) / (mu sqrt(share / 4))``,
+#: is then a few cells' worth, small against the gain of a rule that learnt anything.
 MULTICLASS_GAIN_SPLIT = 0.25
 #: With one problem, the release of its number of positive rows (sensitivity 1), from
 #: which a fit that falls back on the majority takes it, takes this fraction of the
@@ -200,7 +201,7 @@ def decision_units(epsilon, delta, floating_point_safe, n_samples, n_targets,
         unit = 1.0 / (mu * math.sqrt(share * split))
         units[name] = unit
         # Noise per unit of l2 sensitivity: a histogram count moves by 1 in two cells
-        # (sqrt(2) per problem), the multiclass counts by sqrt(3), the class count by
+        # (sqrt(2) per problem), the multiclass counts by 2, the class count by
         # 1; the release scales the unit by the sensitivity.
         events.append(gaussian_release_event(unit, floating_point_safe,
                                              f"decision: {_EVENT_NAMES[name]}"))

@@ -239,8 +239,9 @@ MUTATIONS = [
     Mutation(
         "decision_multiclass", "the multiclass comparison of a calibrated decision",
         "solvers/_calibration.py",
-        "noisy, count_sd = draw(counts, 3.0 if pure else GAIN_SENSITIVITY, gain_unit,",
-        "noisy, count_sd = draw(counts, 3.0 if pure else GAIN_SENSITIVITY, gain_unit / 2,"),
+        "noisy, count_sd = draw(counts, gain_sensitivity, gain_unit, floating_point_safe, rng)",
+        "noisy, count_sd = draw(counts, gain_sensitivity, gain_unit / 2, floating_point_safe, "
+        "rng)"),
     Mutation(
         "decision_class_count", "the class count of a binary calibrated decision",
         "solvers/_calibration.py",
