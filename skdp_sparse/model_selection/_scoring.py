@@ -4,14 +4,18 @@ and the clipped mean of a validation part that never raises."""
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
-from sklearn.base import is_classifier
+from sklearn.base import clone, is_classifier
+from sklearn.pipeline import Pipeline
 from sklearn.utils import get_tags
 
+from ..utils._warnings import warn
 from ._public import n_rows, take_rows
 
-__all__ = ["BUILTIN_SCORES", "resolve_scoring", "per_example_scores", "mean_score"]
+__all__ = ["BUILTIN_SCORES", "ERROR_BOUNDS", "public_target_range", "resolve_scoring",
+           "per_example_scores", "check_scorer", "mean_score"]
 
 #: Built-in per-example scores and their default public ranges ``(low, high)``.
 BUILTIN_SCORES = {
@@ -20,9 +24,53 @@ BUILTIN_SCORES = {
     "neg_absolute_error": (-1.0, 0.0),
 }
 
+#: The largest error of a prediction in a public target range of width ``w``, for the
+#: error scores: their default range is ``(-bound(w), 0)`` when the range is known.
+ERROR_BOUNDS = {
+    "neg_squared_error": lambda width: width ** 2,
+    "neg_absolute_error": lambda width: width,
+}
 
-def resolve_scoring(scoring, score_bounds, estimator):
-    """``(scorer, (low, high))`` from the search's ``scoring`` and ``score_bounds``."""
+
+def _stated_range(estimator):
+    """``(low, high)`` of the targets as the model (a pipeline's final step) states it
+    in its parameters (``target_bounds``, or ``(-T, T)`` for ``target_bound=T``), or
+    None. Parameters only: the range must not come from the rows."""
+    while isinstance(estimator, Pipeline):
+        estimator = estimator[-1]
+    if not hasattr(estimator, "get_params"):
+        return None
+    params = estimator.get_params(deep=False)
+    pair = params.get("target_bounds")
+    bound = params.get("target_bound")
+    if pair is None and isinstance(bound, numbers.Real):
+        pair = (-bound, bound)
+    try:
+        low, high = (float(v) for v in pair)
+    except (TypeError, ValueError):
+        # No range, or one the estimator's own checks will refuse on its dummy fit.
+        return None
+    return (low, high) if math.isfinite(high - low) and low < high else None
+
+
+def public_target_range(estimator, candidates=({},)):
+    """The hull of the target ranges every candidate states, or None if one states
+    none: one score range serves all candidates, whose scores are compared."""
+    ranges = [_stated_range(clone(estimator).set_params(**candidate))
+              for candidate in candidates]
+    if not ranges or any(r is None for r in ranges):
+        return None
+    return min(r[0] for r in ranges), max(r[1] for r in ranges)
+
+
+def resolve_scoring(scoring, score_bounds, estimator, candidates=({},)):
+    """``(scorer, (low, high))`` from the search's ``scoring`` and ``score_bounds``.
+
+    An error score without ``score_bounds`` is bounded by the largest error within the
+    candidates' public target range, if they all state one: the default ``(-1, 0)``
+    would count every error above 1 alike (errors in euros, say), leaving the choice
+    to the noise. Without a range it stays ``(-1, 0)``, with a warning.
+    """
     if scoring is None:
         if is_classifier(estimator):
             scoring = "accuracy"
@@ -37,7 +85,18 @@ def resolve_scoring(scoring, score_bounds, estimator):
     elif scoring not in BUILTIN_SCORES:
         raise ValueError(f"scoring must be one of {sorted(BUILTIN_SCORES)} or a "
                          f"callable, got {scoring!r}")
-    bounds = score_bounds if score_bounds is not None else BUILTIN_SCORES[scoring]
+    bounds = score_bounds
+    if bounds is None and scoring in ERROR_BOUNDS:
+        target_range = public_target_range(estimator, candidates)
+        if target_range is None:
+            warn(f"scoring={scoring!r} clips each error to 1 (score_bounds=(-1, 0)) and "
+                 f"{type(estimator).__name__} states no public target range, so every "
+                 "error above 1 counts alike and the noise may choose the candidate: give "
+                 "the model target_bounds=(low, high) of the targets, or score_bounds")
+        else:
+            bounds = (-ERROR_BOUNDS[scoring](target_range[1] - target_range[0]), 0.0)
+    if bounds is None:
+        bounds = BUILTIN_SCORES[scoring]
     low, high = (float(b) for b in bounds)
     if not (math.isfinite(low) and math.isfinite(high) and low < high):
         raise ValueError(f"score_bounds must be finite with low < high, got {bounds!r}")
@@ -60,6 +119,15 @@ def per_example_scores(scorer, estimator, X, y):
     if s.shape != (n,):
         raise ValueError(f"scoring must give one score per row ({n}), got shape {s.shape}")
     return s
+
+
+def check_scorer(public, scorer, fit_epsilon, n_val):
+    """Score every candidate's public model (:class:`PublicData`) on dummy validation
+    data, so that a scoring that cannot work fails there, in public."""
+    Xd, yd = public.dummy(n_val)
+    for index in range(len(public.candidates)):
+        model = public.probe(index, fit_epsilon, public.n_train)[2]
+        per_example_scores(scorer, model, Xd, yd)
 
 
 def mean_score(scorer, estimator, X_val, y_val, low, high):

@@ -48,10 +48,9 @@ from ._public import (
     same_events,
     take_rows,
 )
-from ._scoring import mean_score, per_example_scores, resolve_scoring
+from ._scoring import check_scorer, mean_score, resolve_scoring
 
 __all__ = ["PrivateHyperparameterSearch"]
-
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -175,9 +174,13 @@ default=None
         score of row ``i`` depending on row ``i`` and the model only.
     score_bounds : (float, float), default=None
         Public range ``(low, high)`` each per-example score is clipped to;
-        ``None``: ``(0, 1)`` for accuracy, ``(-1, 0)`` for the negative errors
-        (errors above 1 count as 1: scale the targets, or widen the bounds).
-        Required for a callable ``scoring``.
+        ``None``: ``(0, 1)`` for accuracy; for the negative errors, the largest error
+        of a prediction in the public target range ``(low_y, high_y)`` the model (a
+        pipeline's final step) states in every candidate, ``target_bounds``, or
+        ``(-T, T)`` for ``target_bound=T`` (their hull across the grid):
+        ``(-(high_y - low_y)**2, 0)`` for squared errors, ``(-(high_y - low_y), 0)``
+        for absolute ones; with no stated range, ``(-1, 0)`` (errors above 1 count as
+        1), with a warning. Required for a callable ``scoring``.
     validation_fraction : float, default=0.2
         Share of the rows held out for scoring.
     shuffle : bool, default=True
@@ -241,6 +244,9 @@ default=None
         The grid.
     fit_epsilon_, fit_delta_ : float
         Budget of every fit (search runs and refit).
+    score_bounds_ : (float, float)
+        The public range the per-example scores were clipped to (``score_bounds``, or
+        its default).
     score_noise_ : float
         Scale ``sigma`` of the Gaussian noise on validation scores (its standard
         deviation on the float path; the discrete Gaussian's is slightly below it).
@@ -314,7 +320,8 @@ default=None
             mean = max(10.0, 2.0 * len(candidates))
         if not (isinstance(mean, numbers.Real) and mean > 1 and math.isfinite(mean)):
             raise ValueError(f"expected_repetitions must be a number > 1, got {mean!r}")
-        scorer, bounds = resolve_scoring(self.scoring, self.score_bounds, self.estimator)
+        scorer, bounds = resolve_scoring(self.scoring, self.score_bounds, self.estimator,
+                                         candidates)
         # Fits whose every private step is pure DP (delta = 0) stay so.
         pure = all(isinstance(d, numbers.Real) and d == 0
                    for _, _, d in steps.budget_params(self.estimator))
@@ -419,7 +426,7 @@ default=None
             fit_epsilon, _, run_curve, total_curve = self._calibrate(
                 public, epsilon, delta, eta, gamma
             )
-            self._check_scorer(public, scorer, fit_epsilon, facts["n_val"])
+            check_scorer(public, scorer, fit_epsilon, facts["n_val"])
         sensitivity = (high - low) / facts["n_val"]
         rho_score = float(np.min(run_curve / RDP_ORDERS))
         if not rho_score > 0:
@@ -484,19 +491,12 @@ default=None
             "gamma_": plan.gamma,
             "eta_": plan.eta,
             "expected_repetitions_": plan.mean_k,
+            "score_bounds_": (plan.low, plan.high),
         }
         for name in ("n_features_in_", "feature_names_in_"):
             if hasattr(result.best_estimator, name):
                 attributes[name] = getattr(result.best_estimator, name)
         return attributes
-
-    def _check_scorer(self, public, scorer, fit_epsilon, n_val):
-        """Score every candidate's public model on dummy validation data, so that a
-        scoring that cannot work fails here, in public."""
-        Xd, yd = public.dummy(n_val)
-        for index in range(len(public.candidates)):
-            model = public.probe(index, fit_epsilon, public.n_train)[2]
-            per_example_scores(scorer, model, Xd, yd)
 
     def _fit_or_fail(self, public, index, fit_epsilon, X, y, fit_seeds, realised):
         """A private fit of candidate ``index``; None if it raised.
