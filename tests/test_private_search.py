@@ -396,6 +396,8 @@ def test_data_dependent_spend_is_detected_and_reported():
         ({"param_grid": {"epsilon": [1.0, 2.0]}}, "may not set"),
         ({"delta": 0.0}, "delta > 0"),
         ({"epsilon": np.inf}, "finite"),
+        ({"epsilon": 0.0}, r"epsilon must be a number in \(0,"),
+        ({"epsilon": -1.0}, r"epsilon must be a number in \(0,"),
         ({"scoring": lambda est, X, y: np.ones(len(X))}, "score_bounds"),
         ({"scoring": "roc_auc"}, "scoring must be"),
         ({"validation_fraction": 1.0}, "validation_fraction"),

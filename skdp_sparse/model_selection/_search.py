@@ -35,7 +35,7 @@ from ..privacy.selection import (
 )
 from ..utils._labels import check_classes, encode_labels
 from ..utils._warnings import warn
-from ..utils.validation import check_privacy_params, checked_array, smallest_epsilon
+from ..utils.validation import DELTA, EPSILON, check_privacy_params, checked_array, smallest_epsilon
 from ._public import (
     PrivateSteps,
     PublicData,
@@ -264,6 +264,9 @@ default=None
     ...     epsilon=1.0, delta=1e-6).fit(X, y)
     >>> search.best_params_, search.epsilon_spent_     # doctest: +SKIP
     """
+
+    # Checked before the pair is, so that epsilon=0 is out of range, not small for delta.
+    _parameter_constraints = {"epsilon": EPSILON, "delta": DELTA}
 
     def __init__(self, estimator, param_grid, *, epsilon=1.0, delta=1e-6, scoring=None,
                  score_bounds=None, validation_fraction=0.2, shuffle=True,
