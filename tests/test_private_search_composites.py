@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.compose import ColumnTransformer
+from sklearn.frozen import FrozenEstimator
 from sklearn.pipeline import FeatureUnion, Pipeline, make_pipeline
 
 from skdp_sparse import (
@@ -252,3 +253,13 @@ def test_the_runs_print_nothing_that_counts_them(capsys):
         search.fit(X, y)
         printed.add(len(capsys.readouterr().out.splitlines()))
     assert len(printed) == 1
+
+
+def test_a_frozen_step_feeding_the_model_is_searched():
+    # A frozen step has no fit_transform; the search's guard of public steps called it.
+    X, y = _data()
+    scaler = DPStandardScaler(bounds=(0, 10), clip_output=3.0, random_state=0).fit(X)
+    pipe = make_pipeline(FrozenEstimator(scaler), _classifier())
+    search = _search(pipe).fit(X, y)
+    assert search.best_estimator_[0].estimator is scaler
+    assert search.epsilon_spent_ <= 1.0 + 1e-9

@@ -317,6 +317,10 @@ class _FiniteRows(TransformerMixin, BaseEstimator):
         return _finite_rows(self.transformer.transform(X))
 
     def fit_transform(self, X, y=None, **params):
+        # A FrozenEstimator hides fit_transform (it would refit); a pipeline then fits
+        # and transforms, and so must the guard in its place.
+        if not hasattr(self.transformer, "fit_transform"):
+            return _finite_rows(self.transformer.fit(X, y, **params).transform(X))
         return _finite_rows(self.transformer.fit_transform(X, y, **params))
 
     def get_feature_names_out(self, input_features=None):
