@@ -205,11 +205,14 @@ def test_a_fit_within_a_search_maps_non_finite_rows_to_zero_rows():
         np.testing.assert_array_equal(got, want)
 
 
-def test_raw_text_gets_an_error_that_says_what_the_search_needs():
+def test_raw_text_for_a_model_of_numbers_fails_on_the_stand_in_documents():
+    # Raw documents are taken; a model that needs numbers fails on the empty stand-in
+    # documents, in public, before any budget, and the message quotes no document.
     docs = ["patient alice smith diagnosed HIV+", "a b c"] * 4
-    with pytest.raises(ValueError, match="takes a 2-d numeric X") as info:
+    with privacy_ledger() as ledger, pytest.raises(ValueError, match="not a number") as info:
         _search(_classifier(), {"alpha": [1e-4]}).fit(docs, [0, 1] * 4)
     assert "alice" not in str(info.value)
+    assert len(ledger) == 0 and ledger.pending() == []
 
 
 def test_a_grid_value_may_not_swap_in_a_step_that_fits_without_privacy():

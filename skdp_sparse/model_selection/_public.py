@@ -23,7 +23,7 @@ from ..privacy.selection import events_rdp
 from ..utils._warnings import warn
 from ..utils.validation import checked_array, nonfinite_rows_zeroed, zero_nonfinite_rows
 
-__all__ = ["PublicData", "inner_fits", "check_candidates", "numeric_rows", "take_rows",
+__all__ = ["PublicData", "inner_fits", "check_candidates", "search_rows", "take_rows",
            "n_rows", "same_events", "fit_events", "released",
            "WarningsAtCallersLine", "SEARCH_SET_PARAMS", "PrivateSteps"]
 
@@ -152,25 +152,93 @@ def _fitted_step(estimator, path):
     return step
 
 
-def numeric_rows(X):
-    """``X`` checked as the search needs it: numbers, finite, at least 4 rows.
+#: What the search takes, and why: the message of every refused ``X``.
+_WHAT_THE_SEARCH_TAKES = (
+    "The private search takes a 2-d array or sparse matrix of numbers, a DataFrame whose "
+    "columns hold numbers or strings, or raw documents (a 1-d sequence of str): it first "
+    "fits every candidate on public stand-in data of the same type and shape (zeros, "
+    "empty strings), which it makes from these types alone. Turn other values into "
+    "numbers or strings before the search")
 
-    The search fits every candidate on public stand-in data of the shape of ``X`` before
-    it reads ``X`` (:meth:`PublicData.dummy`), which it can make for numbers only: raw
-    text or categories are featurised before the search, by public steps."""
+
+#: Parts of scikit-learn's messages on an ``X`` of a type or shape the search does not take.
+_TYPE_ERRORS = ("not a number", "Expected 2D array", "bytes/strings", "Found array with dim")
+
+
+def search_rows(X):
+    """``X`` checked as the search needs it, before any budget: at least 4 rows, and
+    numbers that are finite or strings (a missing value in a text column is refused as
+    NaN is in a numeric one: whether a run fails must not depend on the rows). Returns
+    what the fits get: ``X`` itself, or the checked array of a list of numbers.
+
+    The search fits every candidate on public stand-in data of the type of ``X``
+    (:meth:`PublicData.dummy`) before it reads ``X``; the steps that featurise text or
+    categories must learn nothing from the rows (frozen, or a ``OneHotEncoder`` with
+    public categories)."""
+    if _is_documents(X):
+        _check_strings(X, "X")
+        if len(X) < 4:
+            raise ValueError(f"X holds {len(X)} documents; the private search needs 4 "
+                             "or more")
+        return X
+    text = _text_columns(X) if hasattr(X, "columns") else []
+    if text:
+        numeric = [i for i, c in enumerate(X.columns) if c not in text]
+        if numeric:
+            _numeric_rows(X.iloc[:, numeric])
+        elif len(X) < 4:
+            raise ValueError(f"X has {len(X)} rows; the private search needs 4 or more")
+        for column in text:
+            _check_strings(X[column], f"column {column!r} of X")
+        return X
+    checked = _numeric_rows(X)
+    return X if hasattr(X, "shape") else checked
+
+
+def _numeric_rows(X):
     try:
         return checked_array(X, accept_sparse=True, dtype="numeric", ensure_all_finite=True,
                              ensure_min_samples=4, ensure_min_features=1, input_name="X")
     except ValueError as exc:
-        if "not a number" not in str(exc) and "Expected 2D array" not in str(exc):
+        # The errors of a type or a shape the search does not take; the others (NaN,
+        # too few rows) say what is wrong with a type it takes.
+        if not any(text in str(exc) for text in _TYPE_ERRORS):
             raise
-        raise ValueError(
-            f"{exc}. The private search takes a 2-d numeric X: it first fits every "
-            "candidate on public stand-in data of the same shape, which it can make for "
-            "numbers only. Featurise text or categories before the search with public "
-            "steps that learn nothing from the rows (a HashingVectorizer, a "
-            "OneHotEncoder with the public categories fitted on them alone)."
-        ) from None
+        raise ValueError(f"{_WHAT_THE_SEARCH_TAKES}; here: {exc}") from None
+
+
+def _is_documents(X):
+    """Whether ``X`` is a 1-d list, tuple, array or Series whose first entry is a str
+    (its type, like a column's, is public)."""
+    if isinstance(X, list | tuple):
+        return len(X) > 0 and isinstance(X[0], str)
+    if getattr(X, "ndim", None) == 1 and not sp.issparse(X) and len(X) > 0:
+        return isinstance(X.iloc[0] if hasattr(X, "iloc") else X[0], str)
+    return False
+
+
+def _text_columns(frame):
+    """The columns of a DataFrame whose dtype is text (object or string); a column of
+    another non-numeric dtype (categorical, dates) is refused."""
+    from pandas.api import types
+
+    text = []
+    for column, dtype in frame.dtypes.items():
+        if types.is_numeric_dtype(dtype) or types.is_bool_dtype(dtype):
+            continue
+        if not (types.is_object_dtype(dtype) or types.is_string_dtype(dtype)):
+            raise ValueError(f"{_WHAT_THE_SEARCH_TAKES}; column {column!r} has dtype "
+                             f"{dtype}")
+        text.append(column)
+    return text
+
+
+def _check_strings(values, where):
+    # The check reads every value, as the finiteness check of numbers does: a value
+    # that is not a str would fail some fits and not others, after the budget.
+    if not all(isinstance(v, str) for v in values):
+        raise ValueError(f"{_WHAT_THE_SEARCH_TAKES}; {where} holds a value that is not a "
+                         "str (a missing value, say; it is not shown)")
 
 
 def take_rows(X, rows):
@@ -206,8 +274,15 @@ class PublicData:
 
     def dummy(self, n_rows):
         """Stand-in data of ``n_rows`` rows: same width, type and label set, no
-        private values."""
-        X, y = self._X, self._y
+        private values; empty strings for documents and text columns."""
+        X = self._X
+        if _is_documents(X):
+            Xd = [""] * n_rows
+            if hasattr(X, "iloc"):
+                Xd = type(X)(Xd, name=X.name, dtype=X.dtype)
+            elif hasattr(X, "dtype"):
+                Xd = np.full(n_rows, "", dtype=X.dtype)
+            return Xd, self._dummy_labels(n_rows)
         n_features = X.shape[1]
         rows = np.arange(n_rows)
         cols = rows % n_features
@@ -221,11 +296,17 @@ class PublicData:
                 import pandas as pd
 
                 Xd = pd.DataFrame(Xd, columns=X.columns)
+                for i in [X.columns.get_loc(c) for c in _text_columns(X)]:
+                    Xd.isetitem(i, pd.Series([""] * n_rows, dtype=X.dtypes.iloc[i]))
+        return Xd, self._dummy_labels(n_rows)
+
+    def _dummy_labels(self, n_rows):
+        y = self._y
         if y is None:
-            return Xd, None
+            return None
         if self.classes is not None:
-            return Xd, np.resize(self.classes, n_rows)
-        return Xd, np.zeros((n_rows,) + np.shape(y)[1:], dtype=float)
+            return np.resize(self.classes, n_rows)
+        return np.zeros((n_rows,) + np.shape(y)[1:], dtype=float)
 
 
     def configured(self, index, epsilon, seeds=None):

@@ -43,9 +43,9 @@ from ._public import (
     check_candidates,
     inner_fits,
     n_rows,
-    numeric_rows,
     released,
     same_events,
+    search_rows,
     take_rows,
 )
 from ._scoring import check_scorer, mean_score, resolve_scoring
@@ -104,7 +104,10 @@ class PrivateHyperparameterSearch(DPEstimatorMixin, MetaEstimatorMixin, BaseEsti
     ``score_bounds`` plus Gaussian noise (exact discrete Gaussian noise on a
     lattice with ``floating_point_safe=True``, the default). The run with the
     highest noisy score wins. With ``refit=True`` (default) its parameters are
-    fitted again on all the rows with the same per-fit budget.
+    fitted again on all the rows with the same per-fit budget. ``X`` is a 2-d
+    array or sparse matrix of numbers, a DataFrame of number and string columns,
+    or raw documents (a 1-d sequence of str): the dummy data below follow its
+    type (zeros, empty strings); other types are refused.
 
     Privacy
     -------
@@ -346,10 +349,7 @@ default=None
             (X,) = indexable(X)
         else:
             X, y = indexable(X, y)
-        # Two rows per part at least; the part sizes are checked below.
-        checked = numeric_rows(X)
-        if not hasattr(X, "shape"):
-            X = checked
+        X = search_rows(X)  # 4 rows or more; each part's size is checked below
         classes = None
         if y is None:
             return X, y, classes
