@@ -134,6 +134,13 @@ def check_no_step_fits_without_privacy(estimator, paths, context):
                     f"{path or name} chooses the columns of {chosen} with a callable that "
                     f"runs on the rows, without privacy; {context} give the columns by "
                     "name or index (or make_column_selector, which reads their types)")
+            if isinstance(step, ColumnTransformer) and step.sparse_threshold != 0:
+                # Where a block is sparse, the output is sparse iff the density of the
+                # rows is below the threshold: a bit of the data in sparse_output_.
+                raise ValueError(
+                    f"{path or name} chooses between a sparse and a dense output from the "
+                    f"density of the rows (sparse_threshold={step.sparse_threshold!r}), "
+                    f"without privacy; {context} set sparse_threshold=0 (always dense)")
             continue
         if not _learns_nothing(step):
             raise ValueError(

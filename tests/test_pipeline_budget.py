@@ -61,7 +61,7 @@ def test_split_budget_by_weights():
 
 def test_private_steps_found_in_nested_composites():
     ct = ColumnTransformer([("scale", DPStandardScaler(bounds=(0, 1)), [0, 1]),
-                            ("norm", Normalizer(), [2])])
+                            ("norm", Normalizer(), [2])], sparse_threshold=0)
     model = make_pipeline(ct, DPSparseLogisticRegression())
     steps = private_steps(model)
     assert list(steps) == ["columntransformer__scale", "dpsparselogisticregression"]
@@ -172,11 +172,11 @@ def test_split_budget_leaves_a_frozen_private_step_out():
 def test_split_budget_refuses_one_object_in_two_places():
     # Both places would fit it with the share set last: (1, 3, 1) would spend 1.4.
     shared = DPStandardScaler(bounds=(0, 1))
-    ct = ColumnTransformer([("a", shared, [0]), ("b", shared, [1])])
+    ct = ColumnTransformer([("a", shared, [0]), ("b", shared, [1])], sparse_threshold=0)
     model = make_pipeline(ct, DPSparseLogisticRegression(classes=[0, 1]))
     with pytest.raises(ValueError, match="are one object"):
         split_budget(model, 1.0, 1e-6, weights=[1, 3, 1])
-    ct = ColumnTransformer([("a", shared, [0]), ("b", clone(shared), [1])])
+    ct = ColumnTransformer([("a", shared, [0]), ("b", clone(shared), [1])], sparse_threshold=0)
     split_budget(make_pipeline(ct, DPSparseLogisticRegression(classes=[0, 1])), 1.0, 1e-6)
 
 
@@ -232,7 +232,7 @@ def _refused_steps():
     return [
         Pipeline([("remember", _MeanRememberer()), ("lr", DPSparseLogisticRegression())]),
         make_pipeline(ColumnTransformer([("n", Normalizer(), lambda Z: [int(np.argmax(
-            np.asarray(Z).mean(axis=0)))])]), DPSparseLogisticRegression()),
+            np.asarray(Z).mean(axis=0)))])], sparse_threshold=0), DPSparseLogisticRegression()),
         make_pipeline(OneHotEncoder(), DPSparseLogisticRegression()),
         make_pipeline(OneHotEncoder(categories=[[0, 1]]), DPSparseLogisticRegression()),
     ]
@@ -252,13 +252,36 @@ def test_split_budget_and_the_search_refuse_steps_that_learn_however_they_look(m
 @pytest.mark.parametrize("step", [
     OneHotEncoder(categories=[[0, 1]] * 4, handle_unknown="ignore"),
     PolynomialFeatures(),
-    ColumnTransformer([("a", "passthrough", [0, 1]), ("b", "drop", [2])]),
+    ColumnTransformer([("a", "passthrough", [0, 1]), ("b", "drop", [2])], sparse_threshold=0),
     FeatureUnion([("a", "passthrough")]),
     Pipeline([("p", "passthrough")]),
-    ColumnTransformer([("n", Normalizer(), make_column_selector(dtype_include=np.number))]),
+    ColumnTransformer([("n", Normalizer(), make_column_selector(dtype_include=np.number))], sparse_threshold=0),
 ])
 def test_split_budget_accepts_steps_that_learn_nothing(step):
     # These were refused: their tags say they need a fit, but they learn nothing from
     # the rows' values.
     model = make_pipeline(step, DPSparseLogisticRegression(classes=[0, 1]))
     assert split_budget(model, 1.0, 1e-6)[-1].epsilon == 1.0
+
+
+def test_a_column_transformer_that_chooses_its_output_format_from_the_rows_is_refused():
+    # Where a block is sparse, ColumnTransformer makes its output sparse iff the rows'
+    # density is below sparse_threshold: sparse_output_ held one exact bit of the data
+    # (one unknown category flipped it in 5 of 5 fits).
+    from sklearn.preprocessing import OneHotEncoder
+
+    from skdp_sparse import PrivateHyperparameterSearch
+
+    def pipeline(**kwargs):
+        columns = ColumnTransformer(
+            [("city", OneHotEncoder(categories=[["a", "b"]], handle_unknown="ignore"), [0])],
+            **kwargs)
+        return make_pipeline(columns, DPSparseLogisticRegression(classes=[0, 1]))
+
+    with pytest.raises(ValueError, match="sparse_threshold=0"):
+        split_budget(pipeline(), 1.0, 1e-6)
+    with pytest.raises(ValueError, match="sparse_threshold=0"):
+        PrivateHyperparameterSearch(pipeline(), {"dpsparselogisticregression__alpha": [1e-3]}
+                                    ).fit(np.array([["a"], ["b"]] * 4, dtype=object),
+                                          [0, 1] * 4)
+    split_budget(pipeline(sparse_threshold=0), 1.0, 1e-6)

@@ -155,7 +155,7 @@ def test_bounded_scaler_feature_names_and_column_transformer():
     scaler = BoundedScaler(bounds=(LOW, HIGH)).fit(X)
     np.testing.assert_array_equal(scaler.get_feature_names_out(), ["x0", "x1", "x2"])
     ct = ColumnTransformer([("bounded", BoundedScaler(bounds=([0, -10], [1, 10])), [0, 1]),
-                            ("rest", "passthrough", [2])])
+                            ("rest", "passthrough", [2])], sparse_threshold=0)
     out = ct.fit_transform(X)
     np.testing.assert_allclose(out[:, :2], np.clip((X[:, :2] - LOW[:2]) / (HIGH - LOW)[:2],
                                                    0, 1))

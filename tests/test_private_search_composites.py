@@ -6,10 +6,12 @@ import warnings
 import joblib
 import numpy as np
 import pytest
+import pandas as pd
 import scipy.sparse as sp
 from sklearn.compose import ColumnTransformer
 from sklearn.frozen import FrozenEstimator
 from sklearn.pipeline import FeatureUnion, Pipeline, make_pipeline
+from sklearn.preprocessing import FunctionTransformer
 
 from skdp_sparse import (
     BoundedScaler,
@@ -88,7 +90,7 @@ def test_steps_that_fit_in_parallel_do_not_report_the_searchs_inner_fits(backend
 def test_a_column_transformer_with_a_private_step_is_searched_and_released_unseeded():
     X, y = _data()
     ct = ColumnTransformer([("priv", DPStandardScaler(bounds=(0, 10), clip_output=3), [0, 1]),
-                            ("free", BoundedScaler(bounds=(0, 10)), [2, 3])])
+                            ("free", BoundedScaler(bounds=(0, 10)), [2, 3])], sparse_threshold=0)
     with privacy_ledger() as ledger:
         search = _search(make_pipeline(ct, _classifier())).fit(X, y)
     assert len(ledger) == 1 and search.epsilon_spent_ <= 1.0
@@ -106,7 +108,7 @@ def test_private_steps_of_a_column_transformer_draw_independent_noise(refit):
     X, y = _data()
     X[:, 1] = X[:, 0]  # the same column twice: equal true means
     ct = ColumnTransformer([("a", DPStandardScaler(bounds=(0, 10), with_std=False), [0]),
-                            ("b", DPStandardScaler(bounds=(0, 10), with_std=False), [1])])
+                            ("b", DPStandardScaler(bounds=(0, 10), with_std=False), [1])], sparse_threshold=0)
     search = _search(make_pipeline(ct, _classifier()), refit=refit).fit(X, y)
     fitted = search.best_estimator_[0].named_transformers_
     assert abs(fitted["a"].mean_[0] - fitted["b"].mean_[0]) > 1e-6
@@ -129,9 +131,32 @@ def _overflowing_pipelines():
                                                _classifier(solver="sgd")),
         "column-transformer": lambda: make_pipeline(
             ColumnTransformer([("poly", make_pipeline(PolynomialFeatures(2), Normalizer()),
-                                [0, 1]), ("rest", "passthrough", [2, 3])]),
+                                [0, 1]), ("rest", "passthrough", [2, 3])], sparse_threshold=0),
             Normalizer(), _classifier(solver="sgd")),
+        # The remainder of a column transformer that holds a private step.
+        "remainder": lambda: make_pipeline(
+            ColumnTransformer([("priv", DPStandardScaler(bounds=(0, 10)), [2, 3])],
+                              remainder=FunctionTransformer(np.square), sparse_threshold=0),
+            Normalizer(), _classifier(solver="sgd")),
+        # Outputs whose non-finite rows are read through another type.
+        "coo-output": lambda: make_pipeline(
+            FunctionTransformer(lambda Z: sp.coo_matrix(np.square(Z))), Normalizer(),
+            _classifier(solver="sgd")),
+        "object-frame": lambda: make_pipeline(
+            FunctionTransformer(lambda Z: pd.DataFrame(
+                {"square": np.square(Z[:, 0]), "flag": Z[:, 1] > 5})),
+            Normalizer(), _classifier(solver="sgd")),
+        # A public step that raises on some values (a user's function, an encoder
+        # meeting an unknown category, a vectorizer a string it cannot encode).
+        "raising-step": lambda: make_pipeline(
+            FunctionTransformer(_refuse_huge), _classifier(solver="sgd")),
     }
+
+
+def _refuse_huge(Z):
+    if np.abs(Z).max() > 1e100:
+        raise ValueError("a value this large is not meant to be here")
+    return Z
 
 
 @pytest.mark.parametrize("kind", list(_overflowing_pipelines()))
@@ -140,7 +165,8 @@ def test_a_run_whose_public_step_overflows_is_fitted_on_zeroed_rows(kind):
     # BoundedScaler, DPStandardScaler's transform, scikit-learn's Normalizer) refused
     # it, the run failed and the search released the candidate's model fitted on public
     # data instead: a release that depended on one row (8 to 19 searches in 20 with
-    # that row, none without).
+    # that row, none without). The same where the inf left through a remainder, a COO
+    # matrix or a DataFrame of mixed types, or where a public step raised on the row.
     from skdp_sparse.model_selection import _search as search_module
 
     X, y = _data()

@@ -36,7 +36,7 @@ def _city_pipeline():
     columns = ColumnTransformer([
         ("cat", OneHotEncoder(categories=[["a", "b", "c"]], handle_unknown="ignore"),
          ["city"]),
-        ("num", BoundedScaler(bounds=([1900], [2030])), ["year"])])
+        ("num", BoundedScaler(bounds=([1900], [2030])), ["year"])], sparse_threshold=0)
     return Pipeline([("ct", columns), ("clf", DPSparseLogisticRegression(norm_bound=2.0))])
 
 

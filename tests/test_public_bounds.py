@@ -52,7 +52,7 @@ def test_one_hot_bounds_feed_a_private_pipeline_without_warnings():
         model.fit(X, y)
     assert model.score(X, y) > 0.9
     # Beside other columns: the norms add in squares, the sparsities add.
-    columns = ColumnTransformer([("cat", encoder, [0, 1, 2])])
+    columns = ColumnTransformer([("cat", encoder, [0, 1, 2])], sparse_threshold=0)
     assert columns.fit_transform(X).shape[1] == 9
 
 
@@ -75,7 +75,7 @@ def test_one_hot_bounds_refuse_an_encoder_that_tells_of_unknown_values(handle_un
 
 
 def test_one_hot_bounds_name_what_they_take():
-    columns = ColumnTransformer([("cat", OneHotEncoder(categories=CATEGORIES), [0])])
+    columns = ColumnTransformer([("cat", OneHotEncoder(categories=CATEGORIES), [0])], sparse_threshold=0)
     with pytest.raises(ValueError, match="takes a OneHotEncoder .* got ColumnTransformer"):
         one_hot_bounds(columns)
 

@@ -16,7 +16,9 @@ from joblib import parallel_config
 from sklearn.base import BaseEstimator, TransformerMixin, clone
 from sklearn.compose import ColumnTransformer
 from sklearn.pipeline import FeatureUnion, Pipeline
+from sklearn.exceptions import NotFittedError
 from sklearn.utils import get_tags
+from sklearn.utils.validation import check_is_fitted
 
 from ..privacy.ledger._suspension import suspended_reporting
 from ..privacy.selection import events_rdp
@@ -382,10 +384,13 @@ def fit_events(estimator, steps):
 
 class _FiniteRows(TransformerMixin, BaseEstimator):
     """A public step of a run whose output rows holding NaN or infinity become zero
-    rows: a public step can overflow on finite rows (``PolynomialFeatures``), and the
-    next step would raise on them, so that whether a run fails, and what the search
-    releases, would depend on those rows. A map of each row alone: neighbours stay
-    neighbours. Only inside the search; the released model holds the step itself."""
+    rows, and whose transform, where it raises, runs row by row, a row that raises
+    giving a zero row: a public step can overflow on finite rows (``PolynomialFeatures``)
+    or refuse some values (an encoder an unknown category, a vectorizer a string it
+    cannot encode), and the next step or the run would fail on them, so that whether a
+    run fails, and what the search releases, would depend on those rows. A map of each
+    row alone: neighbours stay neighbours. Only inside the search; the released model
+    holds the step itself."""
 
     def __init__(self, transformer):
         self.transformer = transformer
@@ -395,14 +400,27 @@ class _FiniteRows(TransformerMixin, BaseEstimator):
         return self
 
     def transform(self, X):
-        return _finite_rows(self.transformer.transform(X))
+        try:
+            return _finite_rows(self.transformer.transform(X))
+        except Exception:
+            return _finite_rows(_row_by_row(self.transformer.transform, X))
 
     def fit_transform(self, X, y=None, **params):
         # A FrozenEstimator hides fit_transform (it would refit); a pipeline then fits
         # and transforms, and so must the guard in its place.
-        if not hasattr(self.transformer, "fit_transform"):
-            return _finite_rows(self.transformer.fit(X, y, **params).transform(X))
-        return _finite_rows(self.transformer.fit_transform(X, y, **params))
+        if hasattr(self.transformer, "fit_transform"):
+            try:
+                return _finite_rows(self.transformer.fit_transform(X, y, **params))
+            except Exception:
+                pass
+        return self.fit(X, y, **params).transform(X)
+
+    def __sklearn_is_fitted__(self):
+        try:
+            check_is_fitted(self.transformer)
+        except NotFittedError:
+            return False
+        return True
 
     def get_feature_names_out(self, input_features=None):
         return self.transformer.get_feature_names_out(input_features)
@@ -415,17 +433,54 @@ class _FiniteRows(TransformerMixin, BaseEstimator):
         return get_tags(self.transformer)
 
 
+def _row_by_row(transform, X):
+    """``transform`` of each row of ``X`` alone, a row that raises giving a zero row of
+    the others' width; raises if every row does (then no row shows the output)."""
+    outputs = []
+    for i in range(n_rows(X)):
+        try:
+            outputs.append(transform(take_rows(X, [i])))
+        except Exception:
+            outputs.append(None)
+    template = next((out for out in outputs if out is not None), None)
+    if template is None:
+        return transform(X)  # raises, as every row does alone
+    if sp.issparse(template):
+        zero = sp.csr_matrix(template.shape, dtype=template.dtype)
+        return sp.vstack([zero if out is None else out for out in outputs], format="csr")
+    if hasattr(template, "iloc"):
+        import pandas as pd
+
+        zero = template.copy()
+        zero.iloc[:] = 0
+        return pd.concat([zero if out is None else out for out in outputs])
+    template = np.asarray(template)
+    zero = np.zeros_like(template) if template.dtype.kind in "biufc" else template * 0
+    return np.vstack([zero if out is None else np.asarray(out) for out in outputs])
+
+
 def _finite_rows(Xt):
+    """``Xt`` with the rows that hold NaN or infinity in a numeric entry set to zero."""
     if hasattr(Xt, "iloc"):  # a DataFrame (set_output): its index and columns kept
-        values = Xt.to_numpy()
-        if values.dtype.kind == "f":
-            bad = ~np.isfinite(values).all(axis=1)
-            if bad.any():
-                Xt = Xt.copy()
-                Xt.iloc[bad] = 0.0
+        from pandas.api import types
+
+        bad = np.zeros(len(Xt), dtype=bool)
+        numeric = [i for i, dtype in enumerate(Xt.dtypes)
+                   if types.is_numeric_dtype(dtype) and not types.is_bool_dtype(dtype)]
+        for i in numeric:
+            values = Xt.iloc[:, i].to_numpy(dtype=np.float64, na_value=np.nan)
+            bad |= ~np.isfinite(values)
+        if bad.any():
+            Xt = Xt.copy()
+            for i in numeric:
+                column = Xt.iloc[:, i].copy()
+                column[bad] = 0
+                Xt.isetitem(i, column)
         return Xt
-    if sp.issparse(Xt) or (isinstance(Xt, np.ndarray) and Xt.dtype.kind == "f"):
-        return zero_nonfinite_rows(Xt)
+    if sp.issparse(Xt):
+        return zero_nonfinite_rows(Xt if Xt.format in ("csr", "csc") else Xt.tocsr())
+    if isinstance(Xt, np.ndarray) and Xt.dtype.kind in "fc":
+        return zero_nonfinite_rows(np.asarray(Xt))
     return Xt
 
 
@@ -453,6 +508,7 @@ def _guard_public_steps(estimator, private_paths, path=""):
     elif isinstance(estimator, ColumnTransformer):
         estimator.transformers = [(name, guard(name, step, True), cols)
                                   for name, step, cols in estimator.transformers]
+        estimator.remainder = guard("remainder", estimator.remainder, True)
     elif isinstance(estimator, FeatureUnion):
         estimator.transformer_list = [(name, guard(name, step, True))
                                       for name, step in estimator.transformer_list]
@@ -469,6 +525,7 @@ def _unguard(estimator):
         estimator.steps = [(name, inner(step)) for name, step in estimator.steps]
     elif isinstance(estimator, ColumnTransformer):
         estimator.transformers = [(n, inner(t), c) for n, t, c in estimator.transformers]
+        estimator.remainder = inner(estimator.remainder)
         if hasattr(estimator, "transformers_"):
             estimator.transformers_ = [(n, inner(t), c)
                                        for n, t, c in estimator.transformers_]
