@@ -255,7 +255,8 @@ def test_split_budget_and_the_search_refuse_steps_that_learn_however_they_look(m
     ColumnTransformer([("a", "passthrough", [0, 1]), ("b", "drop", [2])], sparse_threshold=0),
     FeatureUnion([("a", "passthrough")]),
     Pipeline([("p", "passthrough")]),
-    ColumnTransformer([("n", Normalizer(), make_column_selector(dtype_include=np.number))], sparse_threshold=0),
+    ColumnTransformer([("n", Normalizer(), make_column_selector(dtype_include=np.number))],
+                      sparse_threshold=0),
 ])
 def test_split_budget_accepts_steps_that_learn_nothing(step):
     # These were refused: their tags say they need a fit, but they learn nothing from

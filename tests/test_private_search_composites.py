@@ -5,8 +5,8 @@ import warnings
 
 import joblib
 import numpy as np
-import pytest
 import pandas as pd
+import pytest
 import scipy.sparse as sp
 from sklearn.compose import ColumnTransformer
 from sklearn.frozen import FrozenEstimator
@@ -108,7 +108,8 @@ def test_private_steps_of_a_column_transformer_draw_independent_noise(refit):
     X, y = _data()
     X[:, 1] = X[:, 0]  # the same column twice: equal true means
     ct = ColumnTransformer([("a", DPStandardScaler(bounds=(0, 10), with_std=False), [0]),
-                            ("b", DPStandardScaler(bounds=(0, 10), with_std=False), [1])], sparse_threshold=0)
+                            ("b", DPStandardScaler(bounds=(0, 10), with_std=False), [1])],
+                                sparse_threshold=0)
     search = _search(make_pipeline(ct, _classifier()), refit=refit).fit(X, y)
     fitted = search.best_estimator_[0].named_transformers_
     assert abs(fitted["a"].mean_[0] - fitted["b"].mean_[0]) > 1e-6

@@ -75,7 +75,8 @@ def test_one_hot_bounds_refuse_an_encoder_that_tells_of_unknown_values(handle_un
 
 
 def test_one_hot_bounds_name_what_they_take():
-    columns = ColumnTransformer([("cat", OneHotEncoder(categories=CATEGORIES), [0])], sparse_threshold=0)
+    columns = ColumnTransformer([("cat", OneHotEncoder(categories=CATEGORIES), [0])],
+                                sparse_threshold=0)
     with pytest.raises(ValueError, match="takes a OneHotEncoder .* got ColumnTransformer"):
         one_hot_bounds(columns)
 

@@ -15,8 +15,8 @@ import scipy.sparse as sp
 from joblib import parallel_config
 from sklearn.base import BaseEstimator, TransformerMixin, clone
 from sklearn.compose import ColumnTransformer
-from sklearn.pipeline import FeatureUnion, Pipeline
 from sklearn.exceptions import NotFittedError
+from sklearn.pipeline import FeatureUnion, Pipeline
 from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted
 
