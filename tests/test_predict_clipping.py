@@ -4,6 +4,7 @@ solver clipped the training rows with (``clip_predict=True``, the default)."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from sklearn.base import clone
 
 from skdp_sparse import DPGreedyCDRegressor, DPSparseLogisticRegression
 from skdp_sparse.linear_model import (
@@ -106,3 +107,22 @@ def test_classifier_scores_are_clipped_too(estimator):
     np.testing.assert_allclose(sparse, est.decision_function(OUTLIER))
     off = est.set_params(clip_predict=False).decision_function(OUTLIER)
     assert np.all(np.abs(off) > bound)
+
+
+@pytest.mark.parametrize("estimator", REGRESSORS, ids=lambda e: type(e).__name__ + "-" +
+                         str(e.get_params().get("solver", "op")))
+def test_a_symmetric_target_bound_clips_predictions_as_its_range_does(estimator):
+    # target_bound=T and target_bounds=(-T, T) state the same public range: both clip.
+    X, y = _data(n=2000)
+    y = (y - 300.0) / 40.0
+    # A clone: the tests above leave target_bounds and clip_predict set on the shared
+    # estimators.
+    symmetric = clone(estimator).set_params(epsilon=2.0, target_bound=0.5, target_bounds=None,
+                                            clip_predict=True, random_state=0)
+    if "decision" in symmetric.get_params():
+        symmetric.set_params(decision="fitted")
+    pred = symmetric.fit(X, y).predict(X)
+    # The rows of X are within the input bounds: only the range can move a prediction.
+    raw = symmetric.set_params(clip_predict=False).predict(X)
+    assert np.abs(raw).max() > 0.5
+    np.testing.assert_array_equal(pred, np.clip(raw, -0.5, 0.5))

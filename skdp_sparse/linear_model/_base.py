@@ -423,16 +423,27 @@ class TargetRangeMixin:
             attributes["intercept_"] = attributes["intercept_"] * h + c
         return attributes
 
+    def _prediction_range(self):
+        """``(low, high)``: the public range of the targets the user stated, either
+        spelling (``target_bounds``, or ``(-T, T)`` for ``target_bound=T``), or None.
+        The default ``target_bound=None`` states no range: it only sets a scale."""
+        target_range = self._target_range()
+        if target_range is not None:
+            c, h = target_range
+            return c - h, c + h
+        if self.target_bound is not None:
+            return -float(self.target_bound), float(self.target_bound)
+        return None
+
     @_by_blocks(lambda self: None)
     def predict(self, X):
-        """Predicted targets ``X @ coef_ + intercept_``; with ``target_bounds`` and
-        ``clip_predict``, clipped to that public range, as the training targets were
-        (for a target in the range, a prediction moved into it is never further off)."""
+        """Predicted targets ``X @ coef_ + intercept_``; with ``target_bounds`` or
+        ``target_bound`` and ``clip_predict``, clipped to that public range (for a
+        target in the range, a prediction moved into it is never further off)."""
         y = super().predict(X)
-        target_range = self._target_range()
-        if target_range is not None and getattr(self, "clip_predict", True):
-            c, h = target_range
-            y = np.clip(y, c - h, c + h)
+        prediction_range = self._prediction_range()
+        if prediction_range is not None and getattr(self, "clip_predict", True):
+            y = np.clip(y, *prediction_range)
         return y
 
 

@@ -249,7 +249,8 @@ class DPOutputPerturbationRegressor(TargetRangeMixin, LinearRegressorMixin, Regr
         Threshold of the Huber loss (quadratic for residuals below it).
     target_bound : float, default=None
         Public bound on ``|y|`` (``None`` is 1); scale targets so that it is meaningful,
-        or give ``target_bounds`` instead.
+        or give ``target_bounds`` instead. A value given is also the range ``predict``
+        clips to (with ``clip_predict``), as for ``target_bounds=(-T, T)``.
     target_bounds : pair (low, high), default=None
         Public range of the targets in their own units: ``y`` is clipped to it and
         mapped to ``[-1, 1]`` by ``(y - c) / h`` (``c`` the centre, ``h`` the

@@ -93,7 +93,9 @@ class DPGreedyCDRegressor(TargetRangeMixin, LinearRegressorMixin, RegressorMixin
     target_bound : float, default=None
         Public scale of ``|y|``, used for the default gradient clipping of the
         squared loss (``C_j = target_bound * feature_bound_j``); ``None`` is 1
-        (targets already scaled to about ``[-1, 1]``). Give either this or
+        (targets already scaled to about ``[-1, 1]``). A value given is a public
+        bound on ``|y|``: ``predict`` clips to ``[-target_bound, target_bound]`` as
+        with ``target_bounds=(-target_bound, target_bound)``. Give either this or
         ``target_bounds``.
     target_bounds : pair (low, high), default=None
         Public range of the targets, in their own units (a price range, a score
@@ -213,8 +215,8 @@ default="auto"
         gradient solvers and output perturbation; nothing for ``screened_newton``,
         whose decision is calibrated on unclipped scores), so that one outlying row
         cannot get a score far outside those the model was fitted on; with
-        ``target_bounds``, each prediction is also clipped to that range, as the
-        training targets were. False predicts on the rows as given, unclipped. Uses
+        ``target_bounds`` (or ``target_bound=T``: ``[-T, T]``), each prediction is
+        also clipped to that range, as the training targets were. False predicts on the rows as given, unclipped. Uses
         only the public bounds: costs no privacy.
     decision : {"auto", "calibrated", "fitted"}, default="auto"
         How the fitted score becomes a prediction (squared loss).
