@@ -150,7 +150,9 @@ def test_multiclass_association_and_feature_names():
 
 def test_k_larger_than_the_columns_keeps_all():
     X, _ = _data(p=6)
-    sel = DPSelectKBest(k=50, sparsity=3, random_state=0).fit(X)
+    # Warned from the public k and n_features, as scikit-learn's SelectKBest warns.
+    with pytest.warns(UserWarning, match="k=50 is greater than n_features=6"):
+        sel = DPSelectKBest(k=50, sparsity=3, random_state=0).fit(X)
     assert sel.get_support().all()
     # k="all", as in scikit-learn: every column, the same noisy scores and spend
     every = DPSelectKBest(k="all", sparsity=3, random_state=0).fit(X)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -107,8 +108,9 @@ class DPSelectKBest(SelectorMixin, DPEstimatorMixin, BaseEstimator):
     ----------
     k : int or "all", default=10
         Number of columns kept (all of them when ``k`` is at least their number, or
-        ``"all"``, as in scikit-learn: the noisy scores are still released and paid
-        for, so that a search over ``k`` compares like with like).
+        ``"all"``, as in scikit-learn, which warns when an integer ``k`` exceeds the
+        number of columns: the noisy scores are still released and paid for, so that a
+        search over ``k`` compares like with like).
     epsilon : float, default=1.0
         Privacy budget, > 0, or ``np.inf`` (no noise).
     delta : float, default=1e-6
@@ -224,6 +226,12 @@ class DPSelectKBest(SelectorMixin, DPEstimatorMixin, BaseEstimator):
     def _plan(self, public):
         safe = self.floating_point_safe is not False
         p = int(public["n_features"])
+        if self.k != "all" and int(self.k) > p:
+            # k and n_features are public: the warning tells nothing about the data.
+            warnings.warn(f"{type(self).__name__}: k={int(self.k)} is greater than "
+                          f"n_features={p}. All the features will be returned; the noisy "
+                          "scores_ are still released and paid for, as with k='all'",
+                          UserWarning, stacklevel=4)
         k = p if self.k == "all" else min(int(self.k), p)
         epsilon, delta = float(self.epsilon), float(self.delta)
         if self.score_func == "frequency":
