@@ -91,11 +91,11 @@ class DPGreedyCDRegressor(TargetRangeMixin, LinearRegressorMixin, RegressorMixin
         ``norm_bound * sqrt(s)`` (projection-mechanism gradients, pure-DP output
         perturbation).
     target_bound : float, default=None
-        Public scale of ``|y|``, used for the default gradient clipping of the
+        Public bound on ``|y|``, used for the default gradient clipping of the
         squared loss (``C_j = target_bound * feature_bound_j``); ``None`` is 1
-        (targets already scaled to about ``[-1, 1]``). A value given is a public
-        bound on ``|y|``: ``predict`` clips to ``[-target_bound, target_bound]`` as
-        with ``target_bounds=(-target_bound, target_bound)``. Give either this or
+        (targets already scaled to about ``[-1, 1]``, no range stated). A value
+        given is also the range ``predict`` clips to (with ``clip_predict``), as for
+        ``target_bounds=(-target_bound, target_bound)``. Give either this or
         ``target_bounds``.
     target_bounds : pair (low, high), default=None
         Public range of the targets, in their own units (a price range, a score
