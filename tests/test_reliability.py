@@ -6,6 +6,8 @@ output derived from the data, a stale model after a failed refit, an unexact
 spend at extreme budgets, a curvature share taken in the wrong measure.
 """
 
+import contextlib
+import io
 import math
 import warnings
 
@@ -485,3 +487,40 @@ def test_a_parameter_the_running_solver_does_not_read_is_pointed_out(solver, par
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         DPSparseLogisticRegression(classes=[0, 1], solver=solver, random_state=0).fit(X, y)
+
+
+@pytest.mark.parametrize("solver", sorted(REGISTERED_SOLVERS))
+def test_verbose_prints_or_is_pointed_out(solver):
+    # verbose=2 printed nothing for screened_newton, in silence.
+    X = sp.random(400, 20, density=0.3, format="csr", random_state=0)
+    y = np.arange(400) % 2
+    extra = {"penalty": "l2"} if solver == "output_perturbation" else {}
+    model = (DPGreedyCDRegressor() if solver == "sufficient_statistics"
+             else DPSparseLogisticRegression(classes=[0, 1]))
+    model.set_params(solver=solver, verbose=1, delta=1e-6, random_state=0, **extra)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(X, y)
+    pointed_out = [w for w in caught if "does not use verbose " in str(w.message)]
+    assert bool(printed.getvalue()) == ("verbose" in REGISTERED_SOLVERS[solver].reads)
+    assert bool(pointed_out) != bool(printed.getvalue())
+
+
+@pytest.mark.parametrize("solver, decision, epsilon, pointed_out", [
+    ("greedy_cd", "fitted", 1.0, True),  # greedy CD fits its own decision anyway
+    ("greedy_cd", "calibrated", 1.0, False),
+    ("cd", "fitted", 1.0, False),
+    ("cd", "calibrated", 1.0, True),  # what "auto" chooses for cd
+    ("cd", "calibrated", np.inf, True),  # nothing to calibrate without noise
+])
+def test_a_decision_the_run_takes_anyway_is_pointed_out(solver, decision, epsilon,
+                                                         pointed_out):
+    X = sp.random(400, 20, density=0.3, format="csr", random_state=0)
+    y = np.arange(400) % 2
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        DPSparseLogisticRegression(classes=[0, 1], solver=solver, decision=decision,
+                                   epsilon=epsilon, random_state=0).fit(X, y)
+    messages = [str(w.message) for w in caught]
+    assert any("does not use decision " in m for m in messages) == pointed_out, messages

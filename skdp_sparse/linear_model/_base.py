@@ -201,14 +201,9 @@ class DPLinearModel(DPEstimatorMixin, BaseEstimator):
         the squared loss)."""
         from ..solvers.decision import CalibratedDecision
 
-        decision = getattr(self, "decision", "fitted")
-        if not math.isfinite(epsilon) or decision == "fitted":
+        if not self._calibrates(solver, epsilon, getattr(self, "decision", "fitted")):
             return solver
-        fits_loss = type(self._loss()) in (LogisticLoss, SquaredLoss)
-        if decision == "auto" and not (fits_loss
-                                       and getattr(solver, "calibrated_decision", False)):
-            return solver
-        if not fits_loss:
+        if type(self._loss()) not in (LogisticLoss, SquaredLoss):
             raise ValueError("decision='calibrated' fits the logistic and the squared "
                              "loss; with loss='huber' use decision='auto' or 'fitted'")
         if getattr(solver, "adaptive_budget", False):
@@ -217,6 +212,16 @@ class DPLinearModel(DPEstimatorMixin, BaseEstimator):
             raise ValueError(f"decision='calibrated' does not apply to solver={solver.name!r}"
                              "; use decision='auto' or 'fitted'")
         return CalibratedDecision(solver)
+
+    def _calibrates(self, solver, epsilon, decision):
+        """Whether the fit under ``decision`` fits its decision privately (public
+        values only; :meth:`_with_decision` refuses the settings it cannot run)."""
+        if not math.isfinite(epsilon) or decision == "fitted":
+            return False
+        if decision == "auto":
+            return type(self._loss()) in (LogisticLoss, SquaredLoss) \
+                and getattr(solver, "calibrated_decision", False)
+        return True
 
     def _fitted_attributes(self, public, plan, result):
         attributes = self._linear_attributes(public, result)
@@ -454,7 +459,7 @@ _SOLVER_PARAMETERS = {
     "selection_threshold": "threshold", "selection_share": "selection_share",
     "contribution_bound": "contribution_bound",
     "feature_selection_share": "feature_selection_share", "curvature": "curvature",
-    "selection": "selection", "gradient_clip": "gradient_clip",
+    "selection": "selection", "gradient_clip": "gradient_clip", "verbose": "verbose",
 }
 
 
@@ -483,6 +488,13 @@ class DPMultiSolverModel(DPLinearModel):
         unused = [param for param, option in _SOLVER_PARAMETERS.items()
                   if param in defaults and option not in solver.reads
                   and not _is_default(getattr(self, param), defaults[param].default)]
+        # A decision the run takes anyway, whatever "auto" would have chosen (greedy
+        # CD fits its own decision; without noise nothing is calibrated).
+        epsilon = float(self.epsilon)
+        if "decision" in defaults and self.decision != defaults["decision"].default \
+                and self._calibrates(solver, epsilon, self.decision) \
+                == self._calibrates(solver, epsilon, defaults["decision"].default):
+            unused.append("decision")
         if unused:
             warn(f"{type(self).__name__}: solver {solver.name!r} does not use "
                  f"{', '.join(unused)} (set for other solvers): no effect on this fit")

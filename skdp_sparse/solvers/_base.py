@@ -143,8 +143,8 @@ class Solver:
     ``batch_size``, ``learning_rate``, ``selection``, ``curvature``, ``tol``,
     ``verbose``, ...); a solver reads the ones it uses, and names those an estimator's
     parameter can set in ``reads`` (``"gradient_clip"`` for the problem's
-    per-example coordinate clip), so that a parameter set for another solver can be
-    pointed out.
+    per-example coordinate clip; ``"verbose"`` if it prints progress), so that a
+    parameter set for another solver can be pointed out.
     """
 
     name = ""

@@ -309,7 +309,7 @@ class BiasReducedSGD(GradientSolver):
     docstring says when to use it."""
 
     name = "bias_reduced_sgd"
-    reads = frozenset({"max_iter", "learning_rate"})
+    reads = frozenset({"max_iter", "learning_rate", "verbose"})
     #: Its budget is a privacy filter's, spent as the run goes (its plan records no
     #: events up front); its intercept starts at the noisy class balance instead.
     calibrated_decision = False

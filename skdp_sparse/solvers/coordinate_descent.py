@@ -79,7 +79,7 @@ class CoordinateDescentPlan(Plan):
 class _CoordinateDescent(Solver):
     """The calibration and the run shared by the greedy and randomised rules."""
 
-    reads = frozenset({"max_iter", "curvature", "gradient_clip"})
+    reads = frozenset({"max_iter", "curvature", "gradient_clip", "verbose"})
 
     selection = ""
 

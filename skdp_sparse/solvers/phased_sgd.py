@@ -140,7 +140,7 @@ class PhasedSGD(GradientSolver):
     at ``8 / beta``), ``sampling``."""
 
     name = "phased_sgd"
-    reads = frozenset({"max_iter", "learning_rate"})
+    reads = frozenset({"max_iter", "learning_rate", "verbose"})
 
     def plan_with(self, problem, shape, epsilon, delta, options, bounds):
         options = {"radius": 10.0, "n_phases": None, "target_accuracy": None,

@@ -147,7 +147,8 @@ class NoisySGD(GradientSolver):
     """DP-SGD and noisy gradient descent (see the module docstring)."""
 
     name = "sgd"
-    reads = frozenset({"max_iter", "batch_size", "learning_rate", "feature_selection_share"})
+    reads = frozenset({"max_iter", "batch_size", "learning_rate", "feature_selection_share",
+                       "verbose"})
     screens = True
     #: Reads the data only through ``data.row_sum``: fits dask arrays too.
     distributed = True

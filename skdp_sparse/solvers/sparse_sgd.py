@@ -293,7 +293,7 @@ class SparseSGD(GradientSolver):
     name = "sparse_sgd"
     reads = frozenset({"max_iter", "batch_size", "learning_rate", "threshold",
                        "selection_share", "contribution_bound", "feature_selection_share",
-                       "frequent_features"})
+                       "frequent_features", "verbose"})
     use_sparsity = False
 
     def plan_with(self, problem, shape, epsilon, delta, options, bounds):

@@ -108,6 +108,7 @@ class SufficientStatistics(Solver):
     """AdaSSP: noisy ``X^T X`` and ``X^T y`` and an adaptive ridge (module docstring)."""
 
     name = "sufficient_statistics"
+    reads = frozenset({"verbose"})
     #: Penalty strength of the estimators' ``alpha=None``: none, the adaptive ridge
     #: regularises as much as the noise requires.
     default_alpha = 0.0
