@@ -91,6 +91,24 @@ def test_bounded_scaler_inverse_transform():
     np.testing.assert_allclose(back.toarray(), np.clip(Xs.toarray(), -2.0, 0.5))
 
 
+@pytest.mark.parametrize("scaler", [
+    BoundedScaler(bounds=([18.0, 0.0], [100.0, 1e5])),
+    DPStandardScaler(bounds=([18.0, 0.0], [100.0, 1e5]), epsilon=1.0, random_state=0),
+], ids=["bounded", "standard"])
+def test_inverse_transform_of_the_output_of_a_dataframe_fit_is_silent(scaler):
+    # The output has no feature names: inverse_transform warned that it lacked them
+    # (scikit-learn's scalers do not check names there).
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"age": [20.0, 40.0, 60.0], "income": [1e4, 5e4, 9e4]})
+    Z = scaler.fit(frame).transform(frame)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        back = scaler.inverse_transform(Z)
+    assert back.shape == (3, 2)
+    with pytest.raises(ValueError, match="X has 3 features, but .* is expecting 2"):
+        scaler.inverse_transform(np.zeros((3, 3)))
+
+
 def _wide_sparse(fmt, n=50, p=1_000_000, nnz=1000, seed=0):
     """n x p with ``nnz`` entries in [-20, 20], none 0 (a dense copy: 400 MB)."""
     rng = np.random.default_rng(seed)

@@ -9,7 +9,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 
-from ..utils.validation import canonical_sparse, validate_rows
+from ..utils.validation import canonical_sparse, validate_output_rows, validate_rows
 from ._bounds import (
     OutputBounds,
     bounds_for,
@@ -190,8 +190,7 @@ class BoundedScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         X_original : {ndarray, sparse matrix} of shape (n_samples, n_features)
         """
         self._check_params()
-        X = validate_rows(self, X, accept_sparse=["csr", "csc"], dtype=np.float64,
-                          reset=False)
+        X = validate_output_rows(self, X, accept_sparse=["csr", "csc"], dtype=np.float64)
         lower, upper = self._ranges(X.shape[1])
         if sp.issparse(X):
             X = canonical_sparse(X).astype(np.float64, copy=True)

@@ -19,6 +19,7 @@ from ..utils.validation import (
     Options,
     canonical_sparse,
     validate_fit_data,
+    validate_output_rows,
     validate_rows,
 )
 from ._bounds import (
@@ -305,8 +306,7 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, DPEstimatorMixin,
         X_original : {ndarray, sparse matrix} of shape (n_samples, n_features)
         """
         check_is_fitted(self)
-        X = validate_rows(self, X, accept_sparse=["csr", "csc"], dtype=np.float64,
-                          reset=False)
+        X = validate_output_rows(self, X, accept_sparse=["csr", "csc"], dtype=np.float64)
         scale = np.ones(X.shape[1]) if self.scale_ is None else self.scale_
         if sp.issparse(X):
             if self.with_mean:

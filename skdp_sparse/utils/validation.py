@@ -45,6 +45,7 @@ __all__ = [
     "validate_predict_data",
     "data_free_errors",
     "validate_rows",
+    "validate_output_rows",
     "checked_array",
 ]
 
@@ -376,6 +377,19 @@ def validate_rows(estimator, X, **kwargs):
     with data_free_errors():
         X = validate_data(estimator, X, **kwargs)
     return zero_nonfinite_rows(X) if zero_rows else X
+
+
+def validate_output_rows(estimator, X, **kwargs):
+    """Rows in a fitted transformer's output space (``inverse_transform``'s input):
+    :func:`checked_array` and the fitted number of columns. Feature names belong to
+    the input space and are not checked (nor are they by scikit-learn's scalers): an
+    array the transformer returned has none."""
+    X = checked_array(X, **kwargs)
+    n_features = getattr(estimator, "n_features_in_", None)
+    if n_features is not None and X.shape[1] != n_features:
+        raise ValueError(f"X has {X.shape[1]} features, but {type(estimator).__name__} "
+                         f"is expecting {n_features} features as input.")
+    return X
 
 
 def checked_array(X, **kwargs):
