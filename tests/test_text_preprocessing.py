@@ -236,6 +236,22 @@ def test_empty_vocabulary_warns_and_gives_zero_columns():
     assert vec.transform(["one doc", "two"]).shape == (2, 0)
 
 
+def test_a_model_after_an_empty_vocabulary_says_so_and_spends_nothing():
+    # It failed with scikit-learn's "Found array with 0 feature(s)", naming no cause.
+    from sklearn.pipeline import Pipeline
+
+    from skdp_sparse import DPSparseLogisticRegression
+
+    model = Pipeline([("tfidf", DPTfidfVectorizer(epsilon=1.0, delta=1e-6, random_state=0)),
+                      ("clf", DPSparseLogisticRegression(classes=[0, 1]))])
+    with privacy_ledger() as ledger, pytest.warns(UserWarning, match="kept no term"):
+        with pytest.raises(ValueError, match=r"0 feature\(s\) \(shape=\(2, 0\)\).*"
+                           "private vocabulary comes out empty"):
+            model.fit(["one doc", "two"], [0, 1])
+    (record,) = ledger.records()
+    assert record.epsilon_spent == model.named_steps["tfidf"].epsilon_spent_
+
+
 def test_fit_is_recorded_in_the_ledger_and_survives_clone_and_pickle():
     with privacy_ledger() as ledger:
         vec = clone(DPTfidfVectorizer(epsilon=0.7, delta=1e-6, random_state=0)).fit(DOCS)

@@ -456,6 +456,17 @@ def validate_fit_data(estimator, X, y=None, *, y_required=False, y_numeric=False
     kwargs = dict(reset=True, accept_sparse=list(accept_sparse), dtype=np.float64,
                   ensure_all_finite=ensure_all_finite and not zero_rows)
     _check_container(X, type(estimator).__name__)
+    shape = getattr(X, "shape", ())
+    if len(shape) == 2 and shape[1] == 0:
+        # A shape is public; scikit-learn's own error (whose words this keeps) names
+        # no cause.
+        raise ValueError(
+            f"Found array with 0 feature(s) (shape=({shape[0]}, 0)) while a minimum of 1 "
+            f"is required by {type(estimator).__name__}: the step before it kept no "
+            "column, as a DPTfidfVectorizer does when its private "
+            "vocabulary comes out empty (its warning tells why and what to do: more "
+            "documents, a larger epsilon, a smaller max_terms_per_document, or a "
+            "HashingVectorizer, which needs no vocabulary). This fit spent nothing.")
     with data_free_errors():
         if y is None:
             X = validate_data(estimator, X, **kwargs)
