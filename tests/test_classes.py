@@ -84,6 +84,19 @@ def test_label_set_read_from_data_warns(make):
     assert all(w.filename == __file__ for w in record if w.category is PrivacyLeakWarning)
 
 
+@pytest.mark.parametrize("make", CLASSIFIERS)
+def test_one_class_read_from_the_data_is_refused_without_quoting_it(make):
+    # It printed np.float64(0.0): a label of the data, read without a public label set.
+    X, _ = _data()
+    messages = []
+    for label in (np.float64(0.0), "secret"):
+        with pytest.warns(PrivacyLeakWarning), \
+                pytest.raises(ValueError, match="one class only.*classes=") as info:
+            make().fit(X, np.full(X.shape[0], label))
+        messages.append(str(info.value))
+    assert messages[0] == messages[1]
+
+
 @pytest.mark.parametrize("classes", [[1], [1, 1, 2], [[0, 1]]])
 def test_invalid_classes(classes):
     X, y = _data()

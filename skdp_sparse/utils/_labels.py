@@ -69,9 +69,11 @@ def encode_labels(y, classes, estimator_name):
         )
         public = np.unique(y)
         if public.size < 2:
+            # The label is the data's, not a public one (a public label set has two at
+            # least): the message does not quote it.
             raise ValueError(
-                f"y has one class only ({public[0]!r}); a classifier needs at least two. "
-                "Pass the public label set as classes=[...] to fit anyway."
+                "y has one class only; a classifier needs at least two. Pass the public "
+                "label set as classes=[...] to fit anyway."
             )
         return public, np.searchsorted(public, y)
     try:
