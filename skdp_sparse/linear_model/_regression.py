@@ -167,7 +167,9 @@ default="auto"
         zCDP budget, ``kappa = max_j C_j / sqrt(M_j)``, ``K`` the one-vs-rest
         problems;
         :func:`~skdp_sparse.solvers.coordinate_descent.default_greedy_iterations`),
-        5 passes for ``cd``, or each gradient solver's theory default.
+        5 passes for ``cd``, or each gradient solver's theory default (200 steps
+        for ``sgd`` without noise, ``epsilon=np.inf``, a fixed count that may stop
+        short of the optimum).
     batch_size : int, default=None
         Minibatch size of ``sgd`` and ``sparse_sgd`` (``None``: the solver's default,
         full batch for ``sgd``).
