@@ -483,13 +483,14 @@ class DPMultiSolverModel(DPLinearModel):
     def _warn_unused_parameters(self, solver):
         """Warn of parameters set away from their defaults that the solver running
         (``solver_``, a function of public values) does not read: set for another
-        solver, or for ``solver="auto"``'s other choices. Public values only."""
+        solver, or for ``solver="auto"``'s other choices; and a ``decision`` that is
+        the one ``"auto"`` takes for this run. Public values only."""
         defaults = inspect.signature(type(self).__init__).parameters
         unused = [param for param, option in _SOLVER_PARAMETERS.items()
                   if param in defaults and option not in solver.reads
                   and not _is_default(getattr(self, param), defaults[param].default)]
-        # A decision the run takes anyway, whatever "auto" would have chosen (greedy
-        # CD fits its own decision; without noise nothing is calibrated).
+        # A decision that is the one "auto" takes for this run changes nothing (greedy
+        # CD keeps its own decision; without noise nothing is calibrated).
         epsilon = float(self.epsilon)
         if "decision" in defaults and self.decision != defaults["decision"].default \
                 and self._calibrates(solver, epsilon, self.decision) \
