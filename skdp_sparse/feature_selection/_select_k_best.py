@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,7 +18,7 @@ from ..optim.losses import LogisticLoss
 from ..solvers import Problem
 from ..solvers._screening import noise_units, plan_screening, release, screen
 from ..utils._labels import encode_labels
-from ..utils._warnings import warn_float_noise
+from ..utils._warnings import warn, warn_float_noise
 from ..utils.validation import (
     DELTA,
     EPSILON,
@@ -228,10 +227,9 @@ class DPSelectKBest(SelectorMixin, DPEstimatorMixin, BaseEstimator):
         p = int(public["n_features"])
         if self.k != "all" and int(self.k) > p:
             # k and n_features are public: the warning tells nothing about the data.
-            warnings.warn(f"{type(self).__name__}: k={int(self.k)} is greater than "
-                          f"n_features={p}. All the features will be returned; the noisy "
-                          "scores_ are still released and paid for, as with k='all'",
-                          UserWarning, stacklevel=4)
+            warn(f"{type(self).__name__}: k={int(self.k)} is greater than "
+                 f"n_features={p}. All the features will be returned; the noisy "
+                 "scores_ are still released and paid for, as with k='all'")
         k = p if self.k == "all" else min(int(self.k), p)
         epsilon, delta = float(self.epsilon), float(self.delta)
         if self.score_func == "frequency":

@@ -218,8 +218,8 @@ default="auto"
         whose decision is calibrated on unclipped scores), so that one outlying row
         cannot get a score far outside those the model was fitted on; with
         ``target_bounds`` (or ``target_bound=T``: ``[-T, T]``), each prediction is
-        also clipped to that range, as the training targets were. False predicts on the rows as given, unclipped. Uses
-        only the public bounds: costs no privacy.
+        also clipped to that range, as the training targets were. False predicts on
+        the rows as given, unclipped. Uses only the public bounds: costs no privacy.
     decision : {"auto", "calibrated", "fitted"}, default="auto"
         How the fitted score becomes a prediction (squared loss).
         ``"calibrated"`` runs the solver on part of the budget and refits the slope
