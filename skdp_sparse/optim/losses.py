@@ -41,10 +41,11 @@ def loss_derivative(code, y, z, param):
     """``dl/dz`` of one example."""
     if code == LOGISTIC:
         t = y * z
-        if t > 0:
-            e = np.exp(-t)
-            return -y * e / (1.0 + e)
-        return -y / (1.0 + np.exp(t))
+        # exp(-|t|) never overflows; the select (not a branch on the sign of t, which
+        # the rows of a column take at random) gives the same bits as
+        # -y e^-t / (1 + e^-t) for t > 0 and -y / (1 + e^t) otherwise.
+        e = np.exp(-abs(t))
+        return -y * (e if t > 0 else 1.0) / (1.0 + e)
     r = z - y
     if code == SQUARED:
         return r
