@@ -106,3 +106,32 @@ def test_what_the_search_takes_leads_the_refusal(case):
     assert message.startswith("The private search takes a 2-d array or sparse matrix of "
                               "numbers, a DataFrame whose columns hold numbers or strings, "
                               "or raw documents")
+
+
+def test_the_stand_in_frame_keeps_each_column_dtype():
+    # The stand-in columns were all float64: a selector by dtype routed them otherwise
+    # than the rows (integers), so the probe fits were not those of the real pipeline.
+    from sklearn.compose import make_column_selector
+
+    from skdp_sparse import DPStandardScaler
+    from skdp_sparse.model_selection._public import PublicData
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"year": rng.integers(1950, 2020, 200),
+                      "age": rng.integers(18, 90, 200), "x": rng.uniform(0, 1, 200),
+                      "city": ["a", "b"] * 100})
+    y = (X.year > 1985).astype(int).to_numpy()
+    stand_in, _ = PublicData(None, None, [{}], 1e-6, X, y, np.array([0, 1]), 200,
+                             160).dummy(10)
+    assert list(stand_in.dtypes) == list(X.dtypes)
+    X = X.drop(columns="city")
+    columns = ColumnTransformer(
+        [("floats", DPStandardScaler(bounds=(0, 1), clip_output=3),
+          make_column_selector(dtype_include=np.floating)),
+         ("ints", BoundedScaler(bounds=([1900, 0], [2030, 120])),
+          make_column_selector(dtype_include=np.integer))], sparse_threshold=0)
+    pipe = Pipeline([("ct", columns), ("clf", DPSparseLogisticRegression(norm_bound=3.0))])
+    search = PrivateHyperparameterSearch(pipe, {"clf__alpha": [1e-3]}, epsilon=1.0,
+                                         delta=1e-6, classes=[0, 1], expected_repetitions=3,
+                                         random_state=0).fit(X, y)
+    assert search.best_estimator_[0].named_transformers_["ints"].n_features_in_ == 2

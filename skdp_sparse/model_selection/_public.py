@@ -298,8 +298,12 @@ class PublicData:
                 import pandas as pd
 
                 Xd = pd.DataFrame(Xd, columns=X.columns)
-                for i in [X.columns.get_loc(c) for c in _text_columns(X)]:
-                    Xd.isetitem(i, pd.Series([""] * n_rows, dtype=X.dtypes.iloc[i]))
+                text = {X.columns.get_loc(c) for c in _text_columns(X)}
+                # Each column keeps its dtype (a selector by dtype routes the stand-in
+                # columns as it routes the rows).
+                for i, dtype in enumerate(X.dtypes):
+                    values = [""] * n_rows if i in text else Xd.iloc[:, i]
+                    Xd.isetitem(i, pd.Series(values, dtype=dtype))
         return Xd, self._dummy_labels(n_rows)
 
     def _dummy_labels(self, n_rows):
