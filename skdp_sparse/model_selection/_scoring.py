@@ -4,7 +4,6 @@ and the clipped mean of a validation part that never raises."""
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 from sklearn.base import clone, is_classifier
@@ -34,22 +33,23 @@ ERROR_BOUNDS = {
 
 def _stated_range(estimator):
     """``(low, high)`` of the targets as the model (a pipeline's final step) states it
-    in its parameters (``target_bounds``, or ``(-T, T)`` for ``target_bound=T``), or
-    None. Parameters only: the range must not come from the rows."""
+    in its parameters (``target_bounds``, or ``(-T, T)`` for ``target_bound=T``: the
+    range its predictions are clipped to), or None. Parameters only: the range must not
+    come from the rows."""
+    from ..linear_model._base import TargetRangeMixin
+
     while isinstance(estimator, Pipeline):
         estimator = estimator[-1]
-    if not hasattr(estimator, "get_params"):
+    if not isinstance(estimator, TargetRangeMixin):
         return None
-    params = estimator.get_params(deep=False)
-    pair = params.get("target_bounds")
-    bound = params.get("target_bound")
-    if pair is None and isinstance(bound, numbers.Real):
-        pair = (-bound, bound)
     try:
-        low, high = (float(v) for v in pair)
+        target_range = estimator._prediction_range()
     except (TypeError, ValueError):
-        # No range, or one the estimator's own checks will refuse on its dummy fit.
+        # A range the estimator's own checks refuse, on its dummy fit.
         return None
+    if target_range is None:
+        return None
+    low, high = (float(v) for v in target_range)
     return (low, high) if math.isfinite(high - low) and low < high else None
 
 
