@@ -327,3 +327,14 @@ def test_epsilon_decreases_with_the_noise_next_to_an_approximate_pair():
     assert values[0] == math.inf
     assert all(a > b for a, b in zip(values[:-1], values[1:], strict=True))
     assert values[-1] > 0.5
+
+
+@pytest.mark.parametrize("event", [PrivacyEvent.approximate(math.inf, 0.0),
+                                   PrivacyEvent.pure(math.inf)])
+@pytest.mark.parametrize("sampling, q", [("none", 1.0), ("poisson", 0.01)])
+def test_an_infinite_epsilon_composes_to_infinity(event, sampling, q):
+    # A fit without noise next to a private one (a ledger's total): no guarantee, and
+    # no error either.
+    step = GaussianPLD(sampling, q, 2.0, lattice=True)
+    assert pld_epsilon([(step, 10), ((math.inf, 0.0), 1)], 1e-6) == math.inf
+    assert compose([PrivacyEvent.from_pld(step, 10), event], 1e-6)[0] == math.inf

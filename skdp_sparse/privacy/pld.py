@@ -340,7 +340,8 @@ def pld_epsilon(items, delta, *, discretisation=None):
                 continue
             if s.noise_multiplier == 0:
                 return math.inf
-        elif s[1] >= 1:
+        elif s[1] >= 1 or math.isinf(s[0]):
+            # No guarantee (a fit without noise): nothing composed with it has one.
             return math.inf
         kept.append((s, n))
     if not kept:
