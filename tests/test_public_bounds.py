@@ -25,10 +25,9 @@ def _categorical(n=300, seed=0):
     return X, y
 
 
-@pytest.mark.parametrize("drop", [None, "first"])
 @pytest.mark.parametrize("handle_unknown", ["ignore", "infrequent_if_exist"])
-def test_one_hot_bounds_hold_for_every_encoded_row(drop, handle_unknown):
-    encoder = OneHotEncoder(categories=CATEGORIES, drop=drop, handle_unknown=handle_unknown)
+def test_one_hot_bounds_hold_for_every_encoded_row(handle_unknown):
+    encoder = OneHotEncoder(categories=CATEGORIES, handle_unknown=handle_unknown)
     bounds = one_hot_bounds(encoder)
     assert bounds == OneHotBounds(1.0, math.sqrt(3), 3)
     assert one_hot_bounds(CATEGORIES) == bounds
@@ -37,9 +36,8 @@ def test_one_hot_bounds_hold_for_every_encoded_row(drop, handle_unknown):
     assert np.abs(Z.toarray()).max() <= bounds.feature_bound
     assert np.diff(Z.tocsr().indptr).max() <= bounds.sparsity
     assert sp.linalg.norm(Z, axis=1).max() <= bounds.norm_bound + 1e-12
-    # Without drop every row meets the bounds exactly: they are tight.
-    if drop is None:
-        assert np.diff(Z.tocsr().indptr).min() == bounds.sparsity
+    # Every row meets the bounds exactly: they are tight.
+    assert np.diff(Z.tocsr().indptr).min() == bounds.sparsity
 
 
 def test_one_hot_bounds_feed_a_private_pipeline_without_warnings():
@@ -71,6 +69,25 @@ def test_one_hot_bounds_refuse_an_encoder_that_tells_of_unknown_values(handle_un
     # With "error", a row outside the categories made the fit raise, quoting its value.
     encoder = OneHotEncoder(categories=CATEGORIES, handle_unknown=handle_unknown)
     with pytest.raises(ValueError, match="handle_unknown='ignore'"):
+        one_hot_bounds(encoder)
+
+
+@pytest.mark.parametrize("drop", ["first", "if_binary", ["red", "s", "no"]])
+@pytest.mark.parametrize("handle_unknown", ["ignore", "infrequent_if_exist"])
+def test_one_hot_bounds_refuse_a_dropped_column(drop, handle_unknown):
+    # With a dropped column, scikit-learn warns when a row's value is outside the
+    # categories: of two neighbouring data sets, only the one with such a row warns.
+    encoder = OneHotEncoder(categories=CATEGORIES, drop=drop, handle_unknown=handle_unknown)
+    X, _ = _categorical(20)
+    neighbour = X.copy()
+    neighbour[0, 0] = "purple"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        encoder.fit_transform(X)
+        quiet = len(caught)
+        encoder.fit_transform(neighbour)
+    assert quiet == 0 and len(caught) == 1
+    with pytest.raises(ValueError, match="drop=None"):
         one_hot_bounds(encoder)
 
 

@@ -51,6 +51,14 @@ def public_categories(encoder):
             "warns on a row whose value is not among the categories, quoting it: what a "
             "fit says would then depend on one private row. Use handle_unknown='ignore' "
             "(such a row's block stays empty)")
+    if params.get("drop") is not None:
+        # scikit-learn warns, naming the columns, when such a row meets a dropped
+        # column (its block is all zeros, like the dropped category's).
+        raise ValueError(
+            f"{name}(drop={params['drop']!r}) warns on a row whose value is not among "
+            "the categories, naming its column: what a fit says would then depend on "
+            "one private row. Use drop=None (a model with an intercept needs no "
+            "dropped column)")
     for key in ("min_frequency", "max_categories"):
         if params.get(key) is not None:
             raise ValueError(
@@ -68,11 +76,11 @@ def one_hot_bounds(categories):
         A scikit-learn ``OneHotEncoder`` with public ``categories`` (a list with the
         categories of each column; ``"auto"`` raises ``ValueError``, as do
         ``min_frequency`` and ``max_categories``, which read the data, and
-        ``handle_unknown="error"`` or ``"warn"``, whose message or warning on a value
-        outside the categories would tell of one private row), or that list
-        itself. Only the number of columns ``k`` matters: every row has at most one
-        1 per column (``drop`` and ``handle_unknown="ignore"`` can only leave a
-        column's block empty).
+        ``handle_unknown="error"`` or ``"warn"``, or any ``drop``, whose message or
+        warning on a value outside the categories would tell of one private row), or
+        that list itself. Only the number of columns ``k`` matters: every row has at
+        most one 1 per column (``handle_unknown="ignore"`` can only leave a column's
+        block empty).
 
     Returns
     -------
