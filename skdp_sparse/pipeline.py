@@ -32,7 +32,7 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.compose import ColumnTransformer, make_column_selector
 from sklearn.frozen import FrozenEstimator
 from sklearn.pipeline import FeatureUnion, Pipeline
-from sklearn.preprocessing import OneHotEncoder, PolynomialFeatures
+from sklearn.preprocessing import FunctionTransformer, OneHotEncoder, PolynomialFeatures
 from sklearn.utils import get_tags
 
 from .preprocessing._one_hot import public_categories
@@ -94,10 +94,20 @@ def _learns_nothing(step):
         except ValueError:
             return False
         return True
+    if _checks_inverse_on_rows(step):
+        return False
     try:
         return not get_tags(step).requires_fit
     except Exception:  # an object scikit-learn cannot read tags from
         return False
+
+
+def _checks_inverse_on_rows(step):
+    """Whether ``step`` is a ``FunctionTransformer`` whose fit applies ``func`` then
+    ``inverse_func`` to the rows and warns where they differ: a warning that one private
+    row can set."""
+    return (isinstance(step, FunctionTransformer) and bool(step.check_inverse)
+            and step.func is not None and step.inverse_func is not None)
 
 
 def _data_dependent_columns(composite):
@@ -142,6 +152,11 @@ def check_no_step_fits_without_privacy(estimator, paths, context):
                     f"density of the rows (sparse_threshold={step.sparse_threshold!r}), "
                     f"without privacy; {context} set sparse_threshold=0 (always dense)")
             continue
+        if _checks_inverse_on_rows(step):
+            raise ValueError(
+                f"step {path or name!r} of {name} (FunctionTransformer) checks on the rows "
+                "that inverse_func undoes func, and warns where it does not: one private "
+                f"row can set that warning; {context} set check_inverse=False")
         if not _learns_nothing(step):
             raise ValueError(
                 f"step {path or name!r} of {name} ({type(step).__name__}) fits on the "

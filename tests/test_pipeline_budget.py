@@ -1,6 +1,8 @@
 """One budget for a pipeline (split_budget), and what a grid search over a private
 pipeline spends: every private step of every candidate, in the ledger."""
 
+import warnings
+
 import numpy as np
 import pytest
 from sklearn.base import clone
@@ -13,6 +15,7 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.multiclass import OneVsRestClassifier
 from sklearn.pipeline import FeatureUnion, Pipeline, make_pipeline
 from sklearn.preprocessing import (
+    FunctionTransformer,
     Normalizer,
     OneHotEncoder,
     PolynomialFeatures,
@@ -262,6 +265,30 @@ def test_split_budget_accepts_steps_that_learn_nothing(step):
     # These were refused: their tags say they need a fit, but they learn nothing from
     # the rows' values.
     model = make_pipeline(step, DPSparseLogisticRegression(classes=[0, 1]))
+    assert split_budget(model, 1.0, 1e-6)[-1].epsilon == 1.0
+
+
+def test_a_function_transformer_that_checks_its_inverse_on_the_rows_is_refused():
+    # Its fit maps the rows by func then inverse_func and warns where they differ: of
+    # two neighbouring data sets, the one with a single negative row warned.
+    def step(**kwargs):
+        return FunctionTransformer(np.abs, inverse_func=np.asarray, **kwargs)
+
+    X = np.ones((50, 2))
+    neighbour = X.copy()
+    neighbour[0, 0] = -1.0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        step().fit(X)
+        quiet = len(caught)
+        step().fit(neighbour)
+    assert quiet == 0 and len(caught) == 1
+    model = make_pipeline(step(), DPSparseLogisticRegression(classes=[0, 1]))
+    with pytest.raises(ValueError, match="check_inverse=False"):
+        split_budget(model, 1.0, 1e-6)
+    with pytest.raises(ValueError, match="check_inverse=False"):
+        PrivateHyperparameterSearch(model, {}).fit(X, [0, 1] * 25)
+    model = make_pipeline(step(check_inverse=False), DPSparseLogisticRegression(classes=[0, 1]))
     assert split_budget(model, 1.0, 1e-6)[-1].epsilon == 1.0
 
 
