@@ -158,13 +158,21 @@ def _defaults():
     return {"max_iter": None, "batch_size": None, "learning_rate": None}
 
 
-def test_sgd_multiclass_and_regression_on_dask_equal_in_memory(sparse_data):
+@pytest.mark.parametrize("multi_class", ["ovr", "multinomial"])
+def test_sgd_multiclass_and_regression_on_dask_equal_in_memory(sparse_data, multi_class):
     X, y = sparse_data
     labels = y + (np.arange(y.size) % 3 == 0)
     kw = dict(epsilon=2.0, delta=1e-6, solver="sgd", classes=[0, 1, 2], max_iter=10,
-              random_state=5)
+              multi_class=multi_class, random_state=5)
     local = DPSparseLogisticRegression(**kw).fit(X, labels)
     remote = DPSparseLogisticRegression(**kw).fit(as_dask(X, (300, 300)), labels)
+    assert local.multi_class_ == multi_class
+    _same(remote.coef_, local.coef_)
+    _same(remote.intercept_, local.intercept_)
+    # Poisson batches: each block draws its own rows of every step.
+    kw["batch_size"] = 100
+    local = DPSparseLogisticRegression(**kw).fit(X, labels)
+    remote = DPSparseLogisticRegression(**kw).fit(as_dask(X, (1, 299, 37, 263)), labels)
     _same(remote.coef_, local.coef_)
     target = X @ np.linspace(-1, 1, X.shape[1])
     kw = dict(epsilon=2.0, delta=1e-6, solver="sgd", target_bound=3.0, max_iter=10,

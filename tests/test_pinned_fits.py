@@ -71,11 +71,16 @@ CASES = {
                                            norm_bound=2.0, floating_point_safe=False),
         "bin"),
     "logistic_multiclass_greedy_cd": (
-        lambda: _logistic(solver="greedy_cd", curvature="private", max_iter=30), "multi"),
-    "logistic_multiclass_sgd": (lambda: _logistic(solver="sgd", max_iter=10), "multi"),
+        lambda: _logistic(solver="greedy_cd", curvature="private", max_iter=30,
+                          multi_class="ovr"), "multi"),
+    "logistic_multiclass_sgd": (lambda: _logistic(solver="sgd", max_iter=10,
+                                                  multi_class="ovr"), "multi"),
     # The solver's own coefficients (the calibrated fit above predicts the majority).
     "logistic_multiclass_sgd_fitted": (
-        lambda: _logistic(solver="sgd", max_iter=10, decision="fitted"), "multi"),
+        lambda: _logistic(solver="sgd", max_iter=10, decision="fitted", multi_class="ovr"),
+        "multi"),
+    "logistic_multinomial_sgd": (
+        lambda: _logistic(solver="sgd", max_iter=10, multi_class="multinomial"), "multi"),
     "regressor_greedy_cd": (
         lambda: DPGreedyCDRegressor(epsilon=2.0, delta=1e-5, max_iter=40, random_state=7,
                                     floating_point_safe=False,

@@ -164,17 +164,22 @@ class DPLinearModel(DPEstimatorMixin, BaseEstimator):
         public = {"n_samples": n, "n_features": p, "n_targets": Y.shape[1], **facts}
         return LocalData(X, Y), public
 
-    def _warn_unused_parameters(self, solver):
+    def _warn_unused_parameters(self, solver, multinomial=False):
         """Warn of parameters ``solver`` does not read (none to check here)."""
+
+    def _multinomial(self, solver, public):  # one multinomial problem? (public values)
+        return False
 
     def _plan(self, public):
         name = self._solver_name(public)
         epsilon, delta = float(self.epsilon), float(self.delta)
         solver = get_solver(name)
-        self._warn_unused_parameters(solver)
-        solver = self._with_decision(solver, epsilon)
+        multinomial = self._multinomial(solver, public)
+        self._warn_unused_parameters(solver, multinomial)
+        solver = self._with_decision(solver, epsilon, multinomial)
         problem = self._problem(public["n_features"], solver)
-        options = self._solver_options()
+        options = {**self._solver_options(), "multi_class": "multinomial"} if multinomial \
+            else self._solver_options()
         solver.check(problem, options, epsilon, delta)
         if getattr(self, "feature_selection", "auto") not in ("auto", "none") \
                 and not getattr(solver, "screens", False):
@@ -194,14 +199,15 @@ class DPLinearModel(DPEstimatorMixin, BaseEstimator):
     def _solve(self, data, plan, rng):
         return plan.solver.solve(plan.problem, data, plan.plan, rng)
 
-    def _with_decision(self, solver, epsilon):
+    def _with_decision(self, solver, epsilon, multinomial=False):
         """The solver the fit runs: the registry's, or, as the ``decision`` parameter
         says, a wrapper of it that fits the decision of its score privately
         (:class:`~skdp_sparse.solvers.decision.CalibratedDecision`; the logistic and
         the squared loss)."""
         from ..solvers.decision import CalibratedDecision
 
-        if not self._calibrates(solver, epsilon, getattr(self, "decision", "fitted")):
+        if not self._calibrates(solver, epsilon, getattr(self, "decision", "fitted"),
+                                multinomial):
             return solver
         if type(self._loss()) not in (LogisticLoss, SquaredLoss):
             raise ValueError("decision='calibrated' fits the logistic and the squared "
@@ -213,10 +219,10 @@ class DPLinearModel(DPEstimatorMixin, BaseEstimator):
                              "; use decision='auto' or 'fitted'")
         return CalibratedDecision(solver)
 
-    def _calibrates(self, solver, epsilon, decision):
-        """Whether the fit under ``decision`` fits its decision privately (public
-        values only; :meth:`_with_decision` refuses the settings it cannot run)."""
-        if not math.isfinite(epsilon) or decision == "fitted":
+    def _calibrates(self, solver, epsilon, decision, multinomial=False):
+        """Whether the fit under ``decision`` fits its decision privately (public values
+        only; :meth:`_with_decision` refuses what it cannot run; never multinomial)."""
+        if not math.isfinite(epsilon) or decision == "fitted" or multinomial:
             return False
         if decision == "auto":
             return type(self._loss()) in (LogisticLoss, SquaredLoss) \
@@ -319,8 +325,9 @@ class LinearClassifierMixin:
 
     @_by_blocks(_class_columns)
     def predict_proba(self, X):
-        """Class probabilities: the sigmoid of the score (normalised over the classes'
-        one-vs-rest scores for more than two classes)."""
+        """Class probabilities: the sigmoid of the score (for more than two classes,
+        the sigmoids of the one-vs-rest scores normalised, or the softmax of the
+        multinomial scores)."""
         return np.exp(self.predict_log_proba(X))
 
     @_by_blocks(_class_columns)
@@ -330,7 +337,8 @@ class LinearClassifierMixin:
         scores = self.decision_function(X)
         if scores.ndim == 1:
             return np.column_stack([log_expit(-scores), log_expit(scores)])
-        log_p = log_expit(scores)
+        log_p = scores if getattr(self, "multi_class_", "ovr") == "multinomial" \
+            else log_expit(scores)
         return log_p - logsumexp(log_p, axis=1, keepdims=True)
 
     @_by_blocks(lambda self: None, lambda self: self.classes_.dtype)
@@ -480,7 +488,7 @@ class DPMultiSolverModel(DPLinearModel):
     _parameter_constraints = SOLVER_CONSTRAINTS
     _default_alpha = 1e-3
 
-    def _warn_unused_parameters(self, solver):
+    def _warn_unused_parameters(self, solver, multinomial=False):
         """Warn of parameters set away from their defaults that the solver running
         (``solver_``, a function of public values) does not read: set for another
         solver, or for ``solver="auto"``'s other choices; and a ``decision`` that is
@@ -493,8 +501,9 @@ class DPMultiSolverModel(DPLinearModel):
         # CD keeps its own decision; without noise nothing is calibrated).
         epsilon = float(self.epsilon)
         if "decision" in defaults and self.decision != defaults["decision"].default \
-                and self._calibrates(solver, epsilon, self.decision) \
-                == self._calibrates(solver, epsilon, defaults["decision"].default):
+                and self._calibrates(solver, epsilon, self.decision, multinomial) \
+                == self._calibrates(solver, epsilon, defaults["decision"].default,
+                                    multinomial):
             unused.append("decision")
         if unused:
             warn(f"{type(self).__name__}: solver {solver.name!r} does not use "

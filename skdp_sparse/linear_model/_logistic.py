@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import math
+
 from sklearn.base import ClassifierMixin
 
 from ..optim.losses import LogisticLoss
+from ..solvers import SOLVERS
 from ..utils.validation import Options
 from ._base import SOLVER_CONSTRAINTS, DPMultiSolverModel, LinearClassifierMixin
 
-__all__ = ["DPSparseLogisticRegression"]
+__all__ = ["DPSparseLogisticRegression", "MULTINOMIAL_SOLVER"]
+
+#: The solver ``solver="auto"`` runs for more than two classes (``multi_class`` "auto"
+#: or "multinomial", epsilon finite, ``delta > 0``): noisy gradient descent on the
+#: multinomial loss, whose one release per step has the noise of a single binary
+#: problem where the K one-vs-rest releases need ``sqrt(K / 2)`` times more
+#: (:mod:`skdp_sparse.solvers._multinomial`; measured in benchmarks/bench_multiclass.py).
+MULTINOMIAL_SOLVER = "sgd"
 
 
 class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMultiSolverModel):
@@ -106,7 +116,8 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
     """
 
     _parameter_constraints = {**SOLVER_CONSTRAINTS, "classes": ["array-like", None],
-                              "decision": [Options("auto", "calibrated", "fitted")]}
+                              "decision": [Options("auto", "calibrated", "fitted")],
+                              "multi_class": [Options("auto", "ovr", "multinomial")]}
     _default_alpha = 1e-4
 
     def __init__(self, *, epsilon=1.0, delta=1e-6, penalty="l1", alpha=None, l1_ratio=0.5,
@@ -117,7 +128,7 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
                  floating_point_safe="auto", feature_selection="auto",
                  feature_selection_share=None, clip_predict=True,
                  selection_threshold=None, selection_share=0.5, contribution_bound=1.0,
-                 frequent_features=None, decision="auto", ledger=None):
+                 frequent_features=None, decision="auto", multi_class="auto", ledger=None):
         self.epsilon = epsilon
         self.delta = delta
         self.penalty = penalty
@@ -148,9 +159,41 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
         self.contribution_bound = contribution_bound
         self.frequent_features = frequent_features
         self.decision = decision
+        self.multi_class = multi_class
 
     def _loss(self):
         return LogisticLoss()
+
+    def _multinomial(self, solver, public):
+        if self.multi_class == "ovr" or len(public["classes"]) <= 2:
+            return False
+        if not getattr(solver, "multinomial", False):
+            if self.multi_class == "auto":
+                return False
+            supported = sorted(n for n, s in SOLVERS.items() if getattr(s, "multinomial", False))
+            raise ValueError(f"solver={solver.name!r} fits one-vs-rest problems only: "
+                             f"multi_class='multinomial' runs with solver in {supported}")
+        if self.decision == "calibrated" and math.isfinite(float(self.epsilon)):
+            raise ValueError("decision='calibrated' calibrates one-vs-rest scores: with "
+                             "multi_class='multinomial' use decision='auto' or 'fitted'")
+        return True
+
+    def _solver_name(self, public):
+        # For more than two classes: the solver of the multinomial loss when it is asked
+        # for, and the private default (Gaussian noise: delta > 0); otherwise, and
+        # without noise (greedy CD converges to the exact one-vs-rest optimum), the
+        # registry's rule.
+        if self.solver == "auto" and len(public["classes"]) > 2 and (
+                self.multi_class == "multinomial" or self.multi_class == "auto"
+                and float(self.delta) > 0 and math.isfinite(float(self.epsilon))):
+            return MULTINOMIAL_SOLVER
+        return super()._solver_name(public)
+
+    def _fitted_attributes(self, public, plan, result):
+        attributes = super()._fitted_attributes(public, plan, result)
+        attributes["multi_class_"] = "multinomial" if getattr(plan.plan, "multinomial", False) \
+            else "ovr"
+        return attributes
 
     def fit(self, X, y):
         """Fit the classifier privately on ``X`` (dense or sparse) and labels ``y``."""

@@ -22,7 +22,7 @@ from ..privacy.accounting import compose
 from ._base import Solver
 
 __all__ = ["GradientBounds", "gradient_bounds", "GradientSolver", "gradient_sum",
-           "block_gradient_sum",
+           "block_gradient_sum", "local_batch",
            "penalised_step", "split", "report", "checkpoints"]
 
 
@@ -188,17 +188,8 @@ def block_gradient_sum(rows, Y, start, k, bounds, loss, theta, batch):
     (:class:`~skdp_sparse.privacy.row_sampling.PoissonRows`) that draws the block's
     own rows. A view calls it on each block (``data.row_sum``) and adds the results.
     """
-    stop = start + rows.shape[0]
-    if batch is None:
-        local = None
-        count = rows.shape[0]
-    elif isinstance(batch, np.ndarray):
-        lo, hi = np.searchsorted(batch, [start, stop])
-        local = batch[lo:hi] - start
-        count = local.size
-    else:
-        local = batch.rows(start, stop)
-        count = local.size
+    local = local_batch(rows.shape[0], start, batch)
+    count = rows.shape[0] if local is None else local.size
     y = np.ascontiguousarray(Y[:, k])
     out = np.empty(bounds.n_params + 1)
     out[:-1] = gradient_sum(rows, y, bounds, loss, theta, local)
@@ -206,17 +197,31 @@ def block_gradient_sum(rows, Y, start, k, bounds, loss, theta, batch):
     return out
 
 
+def local_batch(n_rows, start, batch):
+    """The indices, within a block of ``n_rows`` rows starting at row ``start`` of the
+    fit, of the rows in ``batch`` (None: every row, returned as None)."""
+    if batch is None:
+        return None
+    stop = start + n_rows
+    if isinstance(batch, np.ndarray):
+        lo, hi = np.searchsorted(batch, [start, stop])
+        return batch[lo:hi] - start
+    return batch.rows(start, stop)
+
+
 def penalised_step(bounds, theta, grad, eta, radius):
     """``theta <- Pi(prox_{eta l1}(theta - eta (grad + l2 w)))``; the intercept is
-    unpenalised and ``Pi`` projects on the l2 ball of ``radius`` (None: no ball)."""
+    unpenalised and ``Pi`` projects on the l2 ball of ``radius`` (None: no ball).
+    ``theta`` is one problem's ``(w, b)`` or a matrix of them, one per row (the
+    multinomial loss; the ball is then the Frobenius norm's)."""
     d = bounds.n_features
     if bounds.l2:
         grad = grad.copy()
-        grad[:d] += bounds.l2 * theta[:d]
+        grad[..., :d] += bounds.l2 * theta[..., :d]
     theta = theta - eta * grad
     if bounds.l1:
-        w = theta[:d]
-        theta[:d] = np.sign(w) * np.maximum(np.abs(w) - eta * bounds.l1, 0.0)
+        w = theta[..., :d]
+        theta[..., :d] = np.sign(w) * np.maximum(np.abs(w) - eta * bounds.l1, 0.0)
     if radius is not None:
         nrm = np.linalg.norm(theta)
         if nrm > radius:
@@ -225,8 +230,13 @@ def penalised_step(bounds, theta, grad, eta, radius):
 
 
 def split(bounds, theta):
-    """``(coef, intercept)`` of ``theta = (w, b)``."""
-    coef = np.array(theta[: bounds.n_features], dtype=np.float64)
+    """``(coef, intercept)`` of ``theta = (w, b)`` (of each row of a matrix of them:
+    arrays of coefficients and intercepts)."""
+    coef = np.array(theta[..., : bounds.n_features], dtype=np.float64)
+    if theta.ndim > 1:
+        intercept = np.array(theta[:, bounds.n_features]) if bounds.intercept \
+            else np.zeros(theta.shape[0])
+        return coef, intercept
     intercept = float(theta[bounds.n_features]) if bounds.intercept else 0.0
     return coef, intercept
 

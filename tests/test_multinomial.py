@@ -1,0 +1,227 @@
+"""The multinomial (softmax) loss of ``DPSparseLogisticRegression``
+(``multi_class="multinomial"``, noisy gradient descent, ``solver="sgd"``).
+
+Calibration against the formula (one Gaussian release of the K x (p + 1) gradient sum
+per step, noise ``2 sqrt(2) sqrt(L^2 + 1) / mu_step`` per entry) and against
+dp-accounting; a statistical audit through the estimator's fit that catches half the
+noise; exactness without noise against scikit-learn's multinomial fit; the choice of
+``multi_class="auto"`` and the errors before any budget.
+"""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from dp_accounting import dp_event
+from dp_accounting.pld import pld_privacy_accountant
+from sklearn.linear_model import LogisticRegression
+
+import skdp_sparse.solvers.sgd as sgd_module
+from skdp_sparse import DPSparseLogisticRegression, privacy_ledger
+from skdp_sparse.privacy.accounting import PrivacyEvent, compose, gaussian_mu
+from skdp_sparse.privacy.auditing import epsilon_lower_bound
+from skdp_sparse.privacy.discrete import SENSITIVITY_SLACK
+from skdp_sparse.privacy.subsampling import subsampled_gaussian_event
+
+
+def _three_classes(n=90, p=5, seed=0, sparse=False):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, p)) * (rng.random((n, p)) < 0.6)
+    W = rng.normal(size=(3, p)) * 2
+    y = np.argmax(X @ W.T + rng.gumbel(size=(n, 3)), axis=1)
+    return (sp.csr_matrix(X) if sparse else X), y
+
+
+def _model(**kw):
+    params = dict(epsilon=1.0, delta=1e-6, classes=[0, 1, 2], solver="sgd",
+                  multi_class="multinomial", random_state=0)
+    return DPSparseLogisticRegression(**{**params, **kw})
+
+
+# --------------------------------------------------------------------------
+# Calibration
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("epsilon, max_iter", [(0.5, 20), (4.0, 200)])
+@pytest.mark.filterwarnings("ignore::skdp_sparse.exceptions.PrivacyLeakWarning")
+def test_one_release_per_step_composes_to_the_budget(epsilon, max_iter):
+    X, y = _three_classes()
+    model = _model(epsilon=epsilon, max_iter=max_iter, floating_point_safe=False).fit(X, y)
+    (event,) = model.privacy_events_
+    assert event.count == max_iter and model.n_iter_ == max_iter
+    # Full batch: T Gaussian releases of ratio mu_step compose to sqrt(T) mu_step
+    # (GDP), the budget's mu, whatever the number of classes.
+    assert math.sqrt(max_iter) * event.mu == pytest.approx(gaussian_mu(epsilon, 1e-6),
+                                                           rel=1e-6)
+    assert model.epsilon_spent_ == pytest.approx(epsilon, rel=1e-6)
+    # dp-accounting's PLD of the same T Gaussian releases.
+    acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-4)
+    acc.compose(dp_event.GaussianDpEvent(1 / event.mu), max_iter)
+    assert acc.get_epsilon(1e-6) == pytest.approx(model.epsilon_spent_, rel=2e-3)
+
+
+@pytest.mark.filterwarnings("ignore::skdp_sparse.exceptions.PrivacyLeakWarning")
+def test_noise_per_entry_is_the_formula():
+    # Empty rows, no intercept, one step of rate 1 from 0: coef_ = -noise / n, each of
+    # its K x p entries N(0, sigma^2) with sigma = (2 sqrt(2) L) / mu_step: the
+    # replace-one sensitivity of the multinomial gradient sum over the step's ratio.
+    n, p, norm_bound = 40, 3000, 2.0
+    X = sp.csr_matrix((n, p))
+    y = np.arange(n) % 3
+    model = _model(epsilon=1.0, max_iter=1, learning_rate=1.0, fit_intercept=False,
+                   penalty="none", norm_bound=norm_bound, floating_point_safe=False).fit(X, y)
+    sigma = 2 * math.sqrt(2) * norm_bound / model.privacy_events_[0].mu
+    assert model.coef_.shape == (3, p)
+    assert np.std(model.coef_ * n) == pytest.approx(sigma, rel=0.03)
+    # One-vs-rest on the same budget releases K sums of sensitivity 2 L each.
+    ovr = _model(epsilon=1.0, max_iter=1, learning_rate=1.0, fit_intercept=False,
+                 penalty="none", norm_bound=norm_bound, floating_point_safe=False,
+                 multi_class="ovr", decision="fitted").fit(X, y)
+    ovr_sigma = np.std(ovr.coef_ * n)
+    assert ovr_sigma / sigma == pytest.approx(math.sqrt(3 / 2), rel=0.05)
+
+
+# --------------------------------------------------------------------------
+# Audit through the fit (the safe path, the default). One full-batch step from 0
+# without intercept moves column j of coef_ by -eta (noisy gradient sum of column j) / n,
+# a function of the rows holding feature j only: with B blocks of rows, one feature
+# each, a fit gives B independent samples. Block j's first row is x_j = +1 in S and
+# -1 in S', class 0 in both: the column's sum moves by 2 (u - e_0), u = (1/3, 1/3, 1/3),
+# of norm 2 sqrt(2/3), against the 2 sqrt(2) the accounting charges (tight only where
+# the softmax puts all its mass on a wrong class). The audit is set against the epsilon
+# the fit's own events give for this pair.
+# --------------------------------------------------------------------------
+CLAIM, DELTA, CONFIDENCE = 2.0, 1e-2, 0.99
+_BLOCKS, _BLOCK_ROWS = 250, 12
+_SHIFT = 2 * math.sqrt(2 / 3)
+_DIRECTION = np.array([2.0, -1.0, -1.0]) / math.sqrt(6)  # (u - e_0) normalised, sign flipped
+
+
+def _blocks(flipped):
+    n = _BLOCKS * _BLOCK_ROWS
+    values = np.ones(n)
+    if flipped:
+        values[::_BLOCK_ROWS] = -1.0
+    X = sp.csr_matrix((values, np.repeat(np.arange(_BLOCKS), _BLOCK_ROWS), np.arange(n + 1)),
+                      shape=(n, _BLOCKS))
+    y = np.arange(n) % 3
+    y[::_BLOCK_ROWS] = 0
+    return X, y
+
+
+def _fit_outputs(flipped, fits, seed, epsilon):
+    X, y = _blocks(flipped)
+    out = []
+    for i in range(fits):
+        model = _model(epsilon=epsilon, delta=DELTA, penalty="none", fit_intercept=False,
+                       max_iter=1, learning_rate=1.0, random_state=seed + i).fit(X, y)
+        out.append(_DIRECTION @ model.coef_)
+    return np.concatenate(out), model
+
+
+def _pair_epsilon(model):
+    """Epsilon of this pair's release from the fit's event: the safe step's rho is
+    ``((1 + 2^-16) 2 / z)^2 / 2``, its noise ``z C2`` with ``C2 = sqrt(2) L``, L = 1."""
+    (event,) = model.privacy_events_
+    assert event.name == "discrete_gaussian" and event.count == 1
+    z = 2 * (1 + SENSITIVITY_SLACK) / math.sqrt(2 * event.rho)
+    return compose([PrivacyEvent.gaussian(_SHIFT / (z * math.sqrt(2)))], DELTA)[0]
+
+
+@pytest.mark.parametrize("undernoised", [False, True])
+def test_multinomial_fit_audit(undernoised, monkeypatch):
+    # The requested epsilon that puts the honest pair at CLAIM.
+    z = _SHIFT / (math.sqrt(2) * gaussian_mu(CLAIM, DELTA))
+    epsilon = compose([subsampled_gaussian_event(z, 1.0, 1, floating_point_safe=True)],
+                      DELTA)[0]
+    bound = _pair_epsilon(_fit_outputs(False, 1, 0, epsilon)[1])
+    assert bound == pytest.approx(CLAIM, rel=1e-3)
+    if undernoised:
+        real = sgd_module.subsampled_noise_multiplier
+        monkeypatch.setattr(sgd_module, "subsampled_noise_multiplier",
+                            lambda *a, **k: 0.5 * real(*a, **k))
+    fits = -(-6000 // _BLOCKS)
+    s, model = _fit_outputs(False, fits, 0, epsilon)
+    s_prime, _ = _fit_outputs(True, fits, 10**6, epsilon)
+    result = epsilon_lower_bound(s, s_prime, delta=DELTA, confidence=CONFIDENCE, rng=0)
+    if undernoised:
+        assert bound < result.epsilon_lb <= _pair_epsilon(model)
+    else:
+        assert result.epsilon_lb <= bound <= epsilon
+
+
+# --------------------------------------------------------------------------
+# Exactness without noise
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_noise_off_matches_sklearn_multinomial(sparse, fit_intercept):
+    X, y = _three_classes(sparse=sparse)
+    n, alpha = X.shape[0], 0.1
+    model = _model(epsilon=np.inf, penalty="l2", alpha=alpha, max_iter=1500,
+                   fit_intercept=fit_intercept, norm_bound=1e3).fit(X, y)
+    assert model.multi_class_ == "multinomial"
+    # scikit-learn: C sum_i loss_i + ||W||^2 / 2, i.e. C = 1 / (n alpha).
+    ref = LogisticRegression(C=1 / (n * alpha), tol=1e-12, max_iter=10000,
+                             fit_intercept=fit_intercept).fit(X, y)
+    np.testing.assert_allclose(model.coef_, ref.coef_, atol=1e-7)
+    np.testing.assert_allclose(model.intercept_, ref.intercept_ - ref.intercept_.mean(),
+                               atol=1e-7)
+    np.testing.assert_allclose(model.predict_proba(X), ref.predict_proba(X), atol=1e-7)
+    np.testing.assert_array_equal(model.predict(X), ref.predict(X))
+
+
+def test_sparse_and_dense_input_give_the_same_private_fit():
+    X, y = _three_classes(sparse=True)
+    a = _model(max_iter=30).fit(X, y)
+    b = _model(max_iter=30).fit(X.toarray(), y)
+    np.testing.assert_allclose(a.coef_, b.coef_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(a.intercept_, b.intercept_, rtol=1e-9, atol=1e-12)
+
+
+# --------------------------------------------------------------------------
+# multi_class="auto" and the errors
+# --------------------------------------------------------------------------
+def test_auto_is_multinomial_sgd_for_more_than_two_classes_only():
+    X, y = _three_classes()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = DPSparseLogisticRegression(epsilon=1.0, classes=[0, 1, 2],
+                                           random_state=0).fit(X, y)
+    assert model.solver_ == "sgd" and model.multi_class_ == "multinomial"
+    assert len(model.privacy_events_) == 1
+    # Two classes: one binary problem, whatever multi_class says.
+    binary = _model(classes=[0, 1]).fit(X, (y > 0).astype(int))
+    assert binary.multi_class_ == "ovr" and binary.coef_.shape == (1, X.shape[1])
+    # A solver without the multinomial loss keeps one-vs-rest under "auto".
+    other = DPSparseLogisticRegression(epsilon=1.0, classes=[0, 1, 2], penalty="l2",
+                                       solver="output_perturbation", multi_class="auto",
+                                       random_state=0).fit(X, y)
+    assert other.multi_class_ == "ovr" and other.coef_.shape == (3, X.shape[1])
+    # One-vs-rest on request, with its calibrated decision.
+    ovr = _model(multi_class="ovr").fit(X, y)
+    assert ovr.multi_class_ == "ovr"
+    assert any(e.name.startswith("decision:") for e in ovr.privacy_events_)
+
+
+def test_predict_proba_is_the_softmax_of_the_scores():
+    X, y = _three_classes()
+    model = _model(max_iter=30).fit(X, y)
+    scores = model.decision_function(X)
+    expected = np.exp(scores) / np.exp(scores).sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(model.predict_proba(X), expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(solver="greedy_cd"), r"multi_class='multinomial' runs with solver in \['sgd'\]"),
+    (dict(solver="cd"), "fits one-vs-rest problems only"),
+    (dict(decision="calibrated"), "decision='calibrated' calibrates one-vs-rest"),
+    (dict(feature_selection=2), "screens features for one-vs-rest problems only"),
+])
+def test_unsupported_settings_fail_before_any_budget(kwargs, match):
+    X, y = _three_classes()
+    with privacy_ledger(max_epsilon=10.0, max_delta=1e-3) as ledger:
+        with pytest.raises(ValueError, match=match):
+            _model(**kwargs).fit(X, y)
+    assert len(ledger) == 0 and ledger.pending() == []
