@@ -20,6 +20,13 @@ the ``K`` one-vs-rest problems together, compose to ``(epsilon, delta)``. With
 exact discrete Gaussian noise, accounted as
 :func:`~skdp_sparse.privacy.subsampling.subsampled_gaussian_event` states.
 
+Multinomial loss (``multi_class="multinomial"`` with K > 2 classes,
+:mod:`._multinomial`): each step releases one noisy sum of the per-example gradients
+over the ``K x (p + 1)`` matrix, of l2 sensitivity ``2 C2`` with ``C2 = sqrt(2)
+sqrt(L^2 + 1)``, so the steps are calibrated as one problem's instead of K's; the step
+is the same proximal step on every row of the matrix, and the intercepts are returned
+centred (the softmax does not see a common shift).
+
 ``feature_selection=k`` (an integer below p) screens first (:mod:`._screening`): the
 class counts (logistic loss with intercept, share ``SGD_COUNT_SHARE`` of the Gaussian
 budget ``mu^2``) and the label association (``feature_selection_share``, default
