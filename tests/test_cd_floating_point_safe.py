@@ -379,6 +379,48 @@ def test_keys_follow_the_iterates(monkeypatch):
             assert _chi2(out, _em_law(held, lat.t)) > MIN_P
 
 
+def _best_cpu_time(f, reps=7):
+    import time
+
+    f()
+    best = math.inf
+    for _ in range(reps):
+        t = time.process_time()
+        f()
+        best = min(best, time.process_time() - t)
+    return best
+
+
+def test_refresh_of_every_key_costs_about_one_pass_over_the_keys():
+    # A step that changed most scores (a frequent column, the intercept) recomputes every
+    # key and leaves the tree to be rebuilt: that refresh should cost about what computing
+    # the keys costs, not one em_set call per key (about 20 times as much).
+    from skdp_sparse.optim._cd_margins import new_changes
+
+    rng = np.random.default_rng(3)
+    m = 2**16
+    w = np.where(rng.random(m) < 0.1, rng.normal(size=m), 0.0)
+    g, score_w = rng.normal(size=m) * 1e-3, np.full(m, 0.8)
+    lattice = np.zeros(6)
+    lattice[K.SEL_SENSITIVITY], lattice[K.SEL_BOUND] = 1e-4, 1e4
+    lattice[K.SEL_INV_GAMMA] = 2.0**10
+    direct = np.empty(m, dtype=np.int64)
+    sel = discrete.ExponentialSelector(np.zeros(m, dtype=np.int64), 2**12, dynamic=True)
+    sel.select(rng)
+    changed = new_changes(m)
+
+    def refresh():
+        changed[0][0] = -1
+        K._refresh_keys(sel.arrays, True, changed, w, g, m, L1(1e-4).code, 1e-4, 0.0,
+                        score_w, lattice)
+
+    keys_only = _best_cpu_time(lambda: K.selection_keys(w, g, m, L1(1e-4).code, 1e-4, 0.0,
+                                                        score_w, lattice, direct))
+    assert _best_cpu_time(refresh) < 8 * keys_only + 2e-4
+    np.testing.assert_array_equal(sel.keys, direct)
+    assert sel.arrays[2][1] == 1 and changed[0][0] == 0 and not changed[1].any()
+
+
 def test_invalidated_tree_rebuilds_to_the_new_keys():
     # A stale tree only stores the keys it is given and is rebuilt from them before the
     # next selection, whatever it held: keys far above and far below its reference.

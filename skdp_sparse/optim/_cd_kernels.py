@@ -250,17 +250,22 @@ def _refresh_keys(sel, em, changed, w, g, n_features, pen_code, pen_a, pen_b, sc
     n = w.size if count < 0 else count
     # Past about p / log2(p) changed keys, one O(p) rebuild of the tree costs less than
     # their O(log p) scattered path updates (the heap's rule in _tree_refresh).
-    if em and n * (np.log2(w.size) + 1.0) > w.size:
+    bulk = not em or n * (np.log2(w.size) + 1.0) > w.size
+    if em and bulk:
         em_invalidate(sel)
+    keys = sel[0]
     for r in range(n):
         k = r if count < 0 else dirty[1 + r]
         if tracked:
             marked[k] = 0
         key = _key(k, w, g, n_features, pen_code, pen_a, pen_b, score_w, lattice)
-        if em:
-            em_set(sel, k, key)
+        # A stale tree (and the scan, which keeps none) only stores the key, as em_set
+        # would: a call of em_set per key, passing the selection's arrays, cost 20 times
+        # the key itself on a refresh of every key.
+        if bulk:
+            keys[k] = key
         else:
-            sel[0][k] = key
+            em_set(sel, k, key)
     if tracked:
         dirty[0] = 0
 
