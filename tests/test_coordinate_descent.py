@@ -508,7 +508,7 @@ def test_heap_stays_consistent_and_selects_like_gumbel_max():
     assert changed[0][0] == 0 and not changed[1].any()
     fresh = np.empty(2 * m)
     K.tree_build(fresh, w, g, 500, pen.code, pen.a, pen.b, score_w, 1 / 0.01)
-    np.testing.assert_allclose(tree[1:], fresh[1:], rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(tree[1:], fresh[1:])
 
     # Same law as the one-pass Gumbel-max: compare selection frequencies at w = 0.
     X, y = _data(n=40, p=6, seed=15, logistic=True)
@@ -523,6 +523,68 @@ def test_heap_stays_consistent_and_selects_like_gumbel_max():
                  for _ in range(3000)]
         freq[sampler] = np.bincount(picks, minlength=6) / 3000
     np.testing.assert_allclose(freq["heap"], freq["pass"], atol=0.04)
+
+
+@pytest.mark.parametrize("m", [1, 2, 7, 1000, 4097])
+def test_heap_refresh_of_every_leaf_is_the_rebuilt_heap_to_the_bit(m):
+    # After a step that may have changed any score, only the nodes above a leaf whose
+    # value changed are recomputed, and the heap is the one tree_build gives.
+    rng = np.random.default_rng(m)
+    pen = L1(0.01)
+    w = np.where(rng.random(m) < 0.2, rng.normal(size=m), 0.0)
+    g = rng.normal(size=m) * 0.02
+    score_w = rng.uniform(0.5, 2.0, m)
+    tree, fresh = np.empty(2 * m), np.empty(2 * m)
+    K.tree_build(tree, w, g, m, pen.code, pen.a, pen.b, score_w, 1 / 0.03)
+    flags = np.zeros(m, dtype=np.uint8)
+    for share in (0.0, 0.003, 0.1, 0.6, 1.0):
+        pick = rng.random(m) < share
+        g[pick] += rng.normal(size=pick.sum()) * 0.01
+        # Moves that keep a score at 0 (|g_j| below the l1 strength at w_j = 0).
+        still = (w == 0) & (np.abs(g) < 0.005)
+        g[still] = rng.uniform(-0.005, 0.005, still.sum())
+        leaves = tree[m:].copy()
+        done = K._tree_update(tree, w, g, m, pen.code, pen.a, pen.b, score_w, 1 / 0.03,
+                              flags)
+        K.tree_build(fresh, w, g, m, pen.code, pen.a, pen.b, score_w, 1 / 0.03)
+        np.testing.assert_array_equal(tree[1:], fresh[1:])
+        assert not flags.any()
+        moved = np.count_nonzero(leaves != fresh[m:])
+        assert done <= min(moved * max(1, int(np.ceil(np.log2(m)))), max(m - 1, 0))
+
+
+def test_heap_refresh_of_few_changed_scores_costs_less_than_a_rebuild():
+    # A step whose changes overflowed the list (every score may have changed) but moved
+    # few scores: the refresh recomputes their paths, not the 2^16 nodes.
+    import time
+
+    from skdp_sparse.optim._cd_margins import new_changes
+
+    rng = np.random.default_rng(4)
+    m = 2**16
+    pen = L1(0.01)
+    w, g, score_w = np.zeros(m), rng.normal(size=m) * 0.02, np.ones(m)
+    tree = np.empty(2 * m)
+    K.tree_build(tree, w, g, m, pen.code, pen.a, pen.b, score_w, 1 / 0.03)
+    changed = new_changes(m)
+
+    def best(f):
+        f()
+        times = []
+        for _ in range(7):
+            t = time.process_time()
+            f()
+            times.append(time.process_time() - t)
+        return min(times)
+
+    def refresh():
+        g[rng.integers(0, m, 10)] += 0.01
+        changed[0][0] = -1
+        K._tree_refresh(tree, changed, w, g, m, pen.code, pen.a, pen.b, score_w, 1 / 0.03)
+
+    rebuild = best(lambda: K.tree_build(tree, w, g, m, pen.code, pen.a, pen.b, score_w,
+                                        1 / 0.03))
+    assert best(refresh) < 0.5 * rebuild
 
 
 # ---------------------------------------------------------------- API and scale

@@ -176,11 +176,61 @@ def tree_build(tree, w, g, n_features, pen_code, pen_a, pen_b, score_w, inv_b):
 @numba.njit(cache=True)
 def _tree_set(tree, m, j, value):
     v = m + j
+    if tree[v] == value:
+        return
     tree[v] = value
     v //= 2
     while v >= 1:
-        tree[v] = _logaddexp(tree[2 * v], tree[2 * v + 1])
+        new = _logaddexp(tree[2 * v], tree[2 * v + 1])
+        # A node recomputed to the same value leaves every ancestor's as it was.
+        if new == tree[v]:
+            return
+        tree[v] = new
         v //= 2
+
+
+@numba.njit(cache=True)
+def _tree_update(tree, w, g, n_features, pen_code, pen_a, pen_b, score_w, inv_b, flags):
+    """:func:`tree_build`'s tree, to the bit, from a tree that was consistent: only the
+    nodes above a leaf whose value changed are recomputed, each once (every node is a
+    function of its children's values, so the others would come out the same). Scores
+    that stay put (an l1 penalty holds every ``|g_j| <= a`` at 0) leave whole subtrees
+    untouched. ``flags``: ``m`` zeros, zeroed again on return. Returns how many nodes
+    were recomputed."""
+    m = w.size
+    moved = 0
+    for k in range(m):
+        value = _score(k, w, g, n_features, pen_code, pen_a, pen_b, score_w) * inv_b
+        # Without a branch: which leaves changed is as good as random.
+        change = value != tree[m + k]
+        tree[m + k] = value
+        flags[k] = change
+        moved += change
+    if moved == 0 or m == 1:
+        flags[:] = 0
+        return 0
+    if 4 * moved > m:
+        # Most nodes lie above some changed leaf: tests per node would cost more than
+        # they spare.
+        for v in range(m - 1, 0, -1):
+            tree[v] = _logaddexp(tree[2 * v], tree[2 * v + 1])
+        flags[:] = 0
+        return m - 1
+    # flags[k] for leaf k; internal node v's flag goes to up[v].
+    up = np.zeros(m, dtype=np.uint8)
+    done = 0
+    for v in range(m - 1, 0, -1):
+        c = 2 * v
+        left = flags[c - m] if c >= m else up[c]
+        right = flags[c + 1 - m] if c + 1 >= m else up[c + 1]
+        if left | right:
+            new = _logaddexp(tree[c], tree[c + 1])
+            done += 1
+            if new != tree[v]:
+                tree[v] = new
+                up[v] = 1
+    flags[:] = 0
+    return done
 
 
 @numba.njit(cache=True)
@@ -208,11 +258,12 @@ def _tree_refresh(tree, changed, w, g, n_features, pen_code, pen_a, pen_b, score
     # Past about m / log2(m) changed leaves a full O(m) rebuild is cheaper
     # than one O(log m) path per leaf.
     if count < 0 or count * (np.log2(m) + 1.0) > m:
-        tree_build(tree, w, g, n_features, pen_code, pen_a, pen_b, score_w, inv_b)
         if count < 0:
             marked[:] = 0
         for r in range(count):
             marked[dirty[1 + r]] = 0
+        _tree_update(tree, w, g, n_features, pen_code, pen_a, pen_b, score_w, inv_b,
+                     marked)
     else:
         for r in range(count):
             k = dirty[1 + r]
