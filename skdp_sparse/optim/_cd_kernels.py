@@ -305,20 +305,25 @@ def _refresh_keys(sel, em, changed, w, g, n_features, pen_code, pen_a, pen_b, sc
     if em and bulk:
         em_invalidate(sel)
     keys = sel[0]
-    for r in range(n):
-        k = r if count < 0 else dirty[1 + r]
+    # A stale tree (and the scan, which keeps none) only stores a key, as em_set would:
+    # a call of em_set per key, passing the selection's arrays, cost 20 times the key
+    # itself on a refresh of every key.
+    if count < 0:
         if tracked:
-            marked[k] = 0
+            marked[:] = 0
+            dirty[0] = 0
+        for k in range(n):
+            keys[k] = _key(k, w, g, n_features, pen_code, pen_a, pen_b, score_w, lattice)
+        return
+    for r in range(n):
+        k = dirty[1 + r]
+        marked[k] = 0
         key = _key(k, w, g, n_features, pen_code, pen_a, pen_b, score_w, lattice)
-        # A stale tree (and the scan, which keeps none) only stores the key, as em_set
-        # would: a call of em_set per key, passing the selection's arrays, cost 20 times
-        # the key itself on a refresh of every key.
         if bulk:
             keys[k] = key
         else:
             em_set(sel, k, key)
-    if tracked:
-        dirty[0] = 0
+    dirty[0] = 0
 
 
 @numba.njit(cache=True)
