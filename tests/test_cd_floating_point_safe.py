@@ -379,22 +379,10 @@ def test_keys_follow_the_iterates(monkeypatch):
             assert _chi2(out, _em_law(held, lat.t)) > MIN_P
 
 
-def _best_cpu_time(f, reps=7):
-    import time
-
-    f()
-    best = math.inf
-    for _ in range(reps):
-        t = time.process_time()
-        f()
-        best = min(best, time.process_time() - t)
-    return best
-
-
-def test_refresh_of_every_key_costs_about_one_pass_over_the_keys():
+def test_refresh_of_every_key_stores_the_keys_and_leaves_the_tree_to_be_rebuilt():
     # A step that changed most scores (a frequent column, the intercept) recomputes every
-    # key and leaves the tree to be rebuilt: that refresh should cost about what computing
-    # the keys costs, not one em_set call per key (about 20 times as much).
+    # key, stores it as em_set does on a tree marked for a rebuild, and clears the list
+    # (its cost against em_set per key: benchmarks/bench_fp_safe_cd.py).
     from skdp_sparse.optim._cd_margins import new_changes
 
     rng = np.random.default_rng(3)
@@ -414,9 +402,8 @@ def test_refresh_of_every_key_costs_about_one_pass_over_the_keys():
         K._refresh_keys(sel.arrays, True, changed, w, g, m, L1(1e-4).code, 1e-4, 0.0,
                         score_w, lattice)
 
-    keys_only = _best_cpu_time(lambda: K.selection_keys(w, g, m, L1(1e-4).code, 1e-4, 0.0,
-                                                        score_w, lattice, direct))
-    assert _best_cpu_time(refresh) < 8 * keys_only + 2e-4
+    K.selection_keys(w, g, m, L1(1e-4).code, 1e-4, 0.0, score_w, lattice, direct)
+    refresh()
     np.testing.assert_array_equal(sel.keys, direct)
     assert sel.arrays[2][1] == 1 and changed[0][0] == 0 and not changed[1].any()
 

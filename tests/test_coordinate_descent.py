@@ -553,40 +553,6 @@ def test_heap_refresh_of_every_leaf_is_the_rebuilt_heap_to_the_bit(m):
         assert done <= min(moved * max(1, int(np.ceil(np.log2(m)))), max(m - 1, 0))
 
 
-def test_heap_refresh_of_few_changed_scores_costs_less_than_a_rebuild():
-    # A step whose changes overflowed the list (every score may have changed) but moved
-    # few scores: the refresh recomputes their paths, not the 2^16 nodes.
-    import time
-
-    from skdp_sparse.optim._cd_margins import new_changes
-
-    rng = np.random.default_rng(4)
-    m = 2**16
-    pen = L1(0.01)
-    w, g, score_w = np.zeros(m), rng.normal(size=m) * 0.02, np.ones(m)
-    tree = np.empty(2 * m)
-    K.tree_build(tree, w, g, m, pen.code, pen.a, pen.b, score_w, 1 / 0.03)
-    changed = new_changes(m)
-
-    def best(f):
-        f()
-        times = []
-        for _ in range(7):
-            t = time.process_time()
-            f()
-            times.append(time.process_time() - t)
-        return min(times)
-
-    def refresh():
-        g[rng.integers(0, m, 10)] += 0.01
-        changed[0][0] = -1
-        K._tree_refresh(tree, changed, w, g, m, pen.code, pen.a, pen.b, score_w, 1 / 0.03)
-
-    rebuild = best(lambda: K.tree_build(tree, w, g, m, pen.code, pen.a, pen.b, score_w,
-                                        1 / 0.03))
-    assert best(refresh) < 0.5 * rebuild
-
-
 # ---------------------------------------------------------------- API and scale
 
 
