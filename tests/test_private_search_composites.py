@@ -19,7 +19,8 @@ from skdp_sparse import (
     DPStandardScaler,
     PrivateHyperparameterSearch,
 )
-from skdp_sparse.exceptions import BudgetExceededError
+from skdp_sparse.exceptions import BudgetExceededError, PrivacyLeakWarning
+from skdp_sparse.feature_selection import DPSelectKBest
 from skdp_sparse.privacy.ledger import PrivacyLedger, privacy_ledger
 
 _GRID = {"dpsparselogisticregression__alpha": [1e-4, 1e-3]}
@@ -293,3 +294,18 @@ def test_a_frozen_step_feeding_the_model_is_searched():
     search = _search(pipe).fit(X, y)
     assert search.best_estimator_[0].estimator is scaler
     assert search.epsilon_spent_ <= 1.0 + 1e-9
+
+
+def test_a_label_scoring_selector_before_the_classifier_gets_the_public_label_set():
+    # Both private steps take ``classes``; the search sets the one public set on each
+    # (and checks that those already set agree with it) instead of refusing the pipeline.
+    X, y = _data(p=6)
+    pipe = Pipeline([("select", DPSelectKBest(k=3, score_func="association", norm_bound=6.0)),
+                     ("dpsparselogisticregression", _classifier())])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyLeakWarning)
+        search = _search(pipe, {"select__k": [2, 3]}).fit(X, y)
+    assert search.best_estimator_["select"].classes == [0, 1]
+    assert list(search.best_estimator_["select"].classes_) == [0, 1]
+    with pytest.raises(ValueError, match=r"select__classes=\[0, 2\] of Pipeline"):
+        _search(pipe.set_params(select__classes=[0, 2]), {"select__k": [2, 3]}).fit(X, y)

@@ -54,11 +54,12 @@ class PrivateSteps:
                 "private search needs a private estimator of skdp_sparse (or a pipeline "
                 "of them)")
         params = estimator.get_params(deep=True)
-        # The parameter of the label set: ``classes`` of the one private step that has
-        # it, or None (the same in every clone).
-        names = [name for name in (self._param(path, "classes") for path in self.paths)
-                 if name in params]
-        self.classes_param = names[0] if len(names) == 1 else None
+        # The parameters of the label set: ``classes`` of every private step that has
+        # it (a classifier, and a label-scoring selector before it), all set to the one
+        # public set (the same in every clone).
+        self.classes_params = tuple(
+            name for name in (self._param(path, "classes") for path in self.paths)
+            if name in params)
         check_no_step_fits_without_privacy(estimator, self.paths, "in a private search")
 
     @staticmethod
@@ -134,7 +135,7 @@ def check_candidates(estimator, steps, candidates):
                              "budget, the seeds and the label set itself")
         configured = clone(estimator).set_params(**cand)
         other = PrivateSteps(configured)
-        if (other.paths, other.classes_param) != (steps.paths, steps.classes_param):
+        if (other.paths, other.classes_params) != (steps.paths, steps.classes_params):
             raise ValueError(f"the candidate {cand} changes which steps of {name} are "
                              "private; the grid may swap a private step for another "
                              "private one only")
@@ -330,7 +331,7 @@ class PublicData:
             **clone(self.candidates[index], safe=False))
         self.steps.set_budget(est, epsilon, self.fit_delta)
         if self.classes is not None:
-            est.set_params(**{self.steps.classes_param: self.classes.tolist()})
+            est.set_params(**dict.fromkeys(self.steps.classes_params, self.classes.tolist()))
         names = _random_state_params(est)
         children = [None] * len(names) if seeds is None else seeds.spawn(len(names))
         for name, child in zip(names, children, strict=True):

@@ -210,14 +210,14 @@ default=None
         the same. It costs about 0.15 ms per run, about 0.1% of a search on a9a
         (``benchmarks/bench_fp_safe.py``). False: ``rng.normal`` added in doubles.
     classes : array-like of labels, default=None
-        The public label set of a classifier, passed to every fit (and used for the
-        labels of the dummy data), so that all fits share it whatever labels their
+        The public label set of a classifier, set on every private step that has a
+        ``classes`` parameter (a label-scoring selector too) for every fit, and used
+        for the dummy data's labels, so that all fits share it whatever labels their
         part of the data holds; a label of ``y`` outside it raises ``ValueError``
-        before any budget is reserved. None: the estimator's own ``classes``, and
-        if that is None too, the set is read once from ``y``, which the guarantee
-        does not cover (one row with a rare label changes it), with a
-        :class:`~skdp_sparse.exceptions.PrivacyLeakWarning`. The classifier must
-        have a ``classes`` parameter.
+        before any budget is reserved. None: the steps' own ``classes`` (which must
+        agree), and if none is set, the set is read once from ``y``, which the
+        guarantee does not cover (one row with a rare label changes it), with a
+        :class:`~skdp_sparse.exceptions.PrivacyLeakWarning`.
     ledger : PrivacyLedger, default=None
         A ledger the search reports its total to (besides the active ledgers).
     random_state : None, int or Generator, default=None
@@ -300,9 +300,9 @@ default=None
         candidates = list(ParameterGrid(self.param_grid))
         if not candidates:
             raise ValueError("param_grid is empty")
-        if is_classifier(self.estimator) and steps.classes_param is None:
+        if is_classifier(self.estimator) and not steps.classes_params:
             raise ValueError(
-                f"{type(self.estimator).__name__} has no 'classes' parameter (in one "
+                f"{type(self.estimator).__name__} has no 'classes' parameter (in a "
                 "private step); the private search passes the public label set to "
                 "every fit, so that none reads it from its part of the data"
             )
@@ -366,17 +366,17 @@ default=None
         return X, y, classes
 
     def _public_classes(self, steps):
-        """The search's ``classes``, else the estimator's, else None; they must agree."""
-        own = check_classes(self.estimator.get_params(deep=True)[steps.classes_param])
-        given = check_classes(self.classes)
-        if given is None:
-            return own
-        if own is not None and not np.array_equal(own, given):
-            raise ValueError(
-                f"classes={given.tolist()!r} of the search and classes={own.tolist()!r} of "
-                f"{type(self.estimator).__name__} differ"
-            )
-        return given
+        """The search's ``classes``, else the steps' own, else None; they must agree."""
+        params = self.estimator.get_params(deep=True)
+        sets = [(f"classes={given.tolist()!r} of the search", given)
+                for given in [check_classes(self.classes)] if given is not None]
+        sets += [(f"{name}={own.tolist()!r} of {type(self.estimator).__name__}", own)
+                 for name in steps.classes_params
+                 for own in [check_classes(params[name])] if own is not None]
+        for where, labels in sets[1:]:
+            if not np.array_equal(labels, sets[0][1]):
+                raise ValueError(f"{sets[0][0]} and {where} differ")
+        return sets[0][1] if sets else None
 
     def _score_noise(self, rho, sensitivity):
         return gaussian_sigma_for_rho(sensitivity, rho, bool(self.floating_point_safe))
