@@ -20,6 +20,7 @@ from skdp_sparse import (
     PrivateHyperparameterSearch,
 )
 from skdp_sparse.exceptions import BudgetExceededError, PrivacyLeakWarning
+from skdp_sparse.feature_extraction.text import DPTfidfVectorizer
 from skdp_sparse.feature_selection import DPSelectKBest
 from skdp_sparse.privacy.ledger import PrivacyLedger, privacy_ledger
 
@@ -309,3 +310,20 @@ def test_a_label_scoring_selector_before_the_classifier_gets_the_public_label_se
     assert list(search.best_estimator_["select"].classes_) == [0, 1]
     with pytest.raises(ValueError, match=r"select__classes=\[0, 2\] of Pipeline"):
         _search(pipe.set_params(select__classes=[0, 2]), {"select__k": [2, 3]}).fit(X, y)
+
+
+@pytest.mark.parametrize("frame", [False, True])
+def test_a_private_step_that_learns_from_text_is_refused_before_any_budget(frame):
+    # On the stand-in data's empty strings its vocabulary would come out empty; the
+    # message says so and what to do, not "more documents or a larger epsilon".
+    docs = ["free prize call now", "see you at lunch"] * 20
+    vectorizer = DPTfidfVectorizer(max_terms_per_document=5)
+    if frame:
+        X = pd.DataFrame({"text": docs})
+        columns = ColumnTransformer([("v", vectorizer, "text")], sparse_threshold=0)
+        pipe = Pipeline([("columns", columns), ("dpsparselogisticregression", _classifier())])
+    else:
+        X, pipe = docs, make_pipeline(vectorizer, _classifier())
+    with privacy_ledger() as ledger, pytest.raises(ValueError, match="FrozenEstimator"):
+        _search(pipe).fit(X, [1, 0] * 20)
+    assert len(ledger) == 0 and ledger.pending() == []

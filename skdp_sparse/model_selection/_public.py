@@ -168,7 +168,7 @@ _WHAT_THE_SEARCH_TAKES = (
 _TYPE_ERRORS = ("not a number", "Expected 2D array", "bytes/strings", "Found array with dim")
 
 
-def search_rows(X):
+def search_rows(X, estimator, steps):
     """``X`` checked as the search needs it, before any budget: at least 4 rows, and
     numbers that are finite or strings (a missing value in a text column is refused as
     NaN is in a numeric one: whether a run fails must not depend on the rows). Returns
@@ -177,7 +177,9 @@ def search_rows(X):
     The search fits every candidate on public stand-in data of the type of ``X``
     (:meth:`PublicData.dummy`) before it reads ``X``; the steps that featurise text or
     categories must learn nothing from the rows (frozen, or a ``OneHotEncoder`` with
-    public categories)."""
+    public categories): a private step of ``steps`` that takes text is refused."""
+    if _is_documents(X) or (hasattr(X, "columns") and _text_columns(X)):
+        _refuse_private_text_steps(estimator, steps)
     if _is_documents(X):
         _check_strings(X, "X")
         if len(X) < 4:
@@ -208,6 +210,22 @@ def _numeric_rows(X):
         if not any(text in str(exc) for text in _TYPE_ERRORS):
             raise
         raise ValueError(f"{_WHAT_THE_SEARCH_TAKES}; here: {exc}") from None
+
+
+def _refuse_private_text_steps(estimator, steps):
+    """A private step that learns from text (a DPTfidfVectorizer's vocabulary) would learn
+    it from the stand-in data's empty strings, and the releases of the steps after it
+    depend on the width of its output."""
+    for path in steps.paths:
+        step = estimator.get_params(deep=True)[path] if path else estimator
+        if get_tags(step).input_tags.string:
+            raise ValueError(
+                f"{type(step).__name__} {path!r} learns from the text it is given, but the "
+                "private search first fits every candidate on public stand-in data, whose "
+                "documents and text columns are empty strings. Fit it beforehand "
+                "(privately, with a budget of its own) and pass it wrapped in "
+                "sklearn.frozen.FrozenEstimator, or use a step that learns nothing "
+                "(HashingVectorizer)")
 
 
 def _is_documents(X):

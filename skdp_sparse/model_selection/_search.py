@@ -349,7 +349,7 @@ default=None
             (X,) = indexable(X)
         else:
             X, y = indexable(X, y)
-        X = search_rows(X)  # 4 rows or more; each part's size is checked below
+        X = search_rows(X, self.estimator, steps)  # 4 rows or more (each part: below)
         classes = None
         if y is None:
             return X, y, classes
