@@ -527,6 +527,21 @@ def test_majority_fallback_keeps_probabilities_near_the_class_rate(solver):
         assert log_loss(y, proba) <= 1.25 * base, (seed, proba.min(), proba.max())
 
 
+@pytest.mark.parametrize("solver", ["cd", "sparse_sgd", "output_perturbation"])
+def test_a_slope_the_counts_cannot_see_falls_back_with_a_finite_intercept(solver):
+    # 300 rows at epsilon 0.3: the histograms often see no slope, and their class sums
+    # can contradict the class count's majority; the rule "decide nothing" (intercept
+    # -inf) then passed the gain test, and every row got the probability 0 or 1 (1 or
+    # 2 fits of these 40 for each solver).
+    X = sp.random(300, 20, density=0.2, random_state=0, format="csr")
+    y = (X.sum(axis=1).A1 > np.median(X.sum(axis=1).A1)).astype(int)
+    for seed in range(40):
+        clf = _fit(solver, epsilon=0.3, seed=seed, X=X, y=y)
+        proba = clf.predict_proba(X[:20])
+        assert np.all(np.isfinite(clf.intercept_)), seed
+        assert np.all((proba > 0) & (proba < 1)), seed
+
+
 @pytest.mark.parametrize("n_classes", [2, 3])
 @pytest.mark.parametrize("delta", [1e-6, 0.0])
 def test_without_an_intercept_only_the_releases_made_are_planned(n_classes, delta,

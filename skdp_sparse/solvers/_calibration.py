@@ -339,23 +339,26 @@ def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
             used[k] = a > 0
             intercept[k] = b if fit_intercept else 0.0
             continue
-        if not a > 0:
-            if not fit_intercept:
-                continue
-            # The counts cannot see the slope: a rule that decides nothing (b = -inf)
-            # never beats the majority, so the fallback below takes it, keeping the
-            # ranking of the direction (from far less noisy releases).
-            a, b = 1.0, -math.inf
-        coef[:, k] = directions[:, k] * (a / scales[k])
-        rule = a * centres + b > 0
-        # The rule's estimated gain over the majority, counted on the bins where the
-        # two decide differently, must exceed MAJORITY_MARGIN times its noise. The
-        # majority is the class count's where there is one.
-        negative = offsets[k] <= 0 if prior_offsets else c0.sum() >= c1.sum()
-        differ = rule if negative else ~rule
-        gain = np.sum((c1 - c0)[differ]) * (1.0 if negative else -1.0)
-        if gain > MAJORITY_MARGIN * cell_sd * math.sqrt(2.0 * differ.sum()) \
-                or not fit_intercept:
+        if a > 0:
+            coef[:, k] = directions[:, k] * (a / scales[k])
+            rule = a * centres + b > 0
+            # The rule's estimated gain over the majority, counted on the bins where the
+            # two decide differently, must exceed MAJORITY_MARGIN times its noise. The
+            # majority is the class count's where there is one.
+            negative = offsets[k] <= 0 if prior_offsets else c0.sum() >= c1.sum()
+            differ = rule if negative else ~rule
+            gain = np.sum((c1 - c0)[differ]) * (1.0 if negative else -1.0)
+            margin = MAJORITY_MARGIN * cell_sd * math.sqrt(2.0 * differ.sum())
+        elif fit_intercept:
+            # The counts cannot see the slope: the fallback below, keeping the ranking
+            # of the direction (from far less noisy releases). A rule deciding nothing
+            # (intercept -inf) is no candidate: where the histograms' class sums
+            # contradict the class count's majority it would pass the gain test and
+            # give every row the probability 0 or 1.
+            gain, margin = -math.inf, 0.0
+        else:
+            continue
+        if gain > margin or not fit_intercept:
             intercept[k] = b
             used[k] = True
         else:
