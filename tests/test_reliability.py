@@ -236,6 +236,16 @@ def test_verbose_output_is_public(solver, capsys):
     assert outputs[0] == outputs[1]
 
 
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_verbose_lines_name_their_solver(solver, capsys):
+    # Every progress line starts with "[solver]", as the gradient solvers' do: the
+    # coordinate solvers printed a bare "update t/T".
+    X, y = _data()
+    _model(solver, verbose=1).fit(X, y)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines and all(line.startswith(f"[{solver}] ") for line in lines), lines
+
+
 # ------------------------------------------------------- a failed refit
 def test_failed_refit_leaves_no_stale_model():
     X, y = _data()

@@ -229,7 +229,7 @@ def coordinate_descent(
     selection="greedy", selection_noise="none", selection_scale=0.0,
     update_noise="none", update_scale=None, rng=None, tol=0.0, verbose=0,
     objective_every=0, gumbel_sampler="auto", selection_sensitivity=None,
-    update_sensitivity=None,
+    update_sensitivity=None, verbose_tag="",
 ):
     """Proximal coordinate descent with optional noisy selection and updates.
 
@@ -302,6 +302,9 @@ def coordinate_descent(
         A noisy run prints nothing computed from the data.
     objective_every : int
         If > 0 and ``verbose``, report every that many updates.
+    verbose_tag : str
+        Printed before each progress line (the solver's ``"[name] "``), as the
+        gradient solvers' lines start.
     gumbel_sampler : {"auto", "heap", "pass"}
         How greedy selection with Gumbel noise (and ``selection_scale > 0``)
         draws its coordinate. ``"pass"`` adds ``selection_scale * (-log E_j)``
@@ -486,7 +489,7 @@ def coordinate_descent(
         if t < mark and not stopped:
             continue
         if verbose:
-            msg = f"update {t}/{n_updates}"
+            msg = f"{verbose_tag}update {t}/{n_updates}"
             if noiseless:
                 # Only a run without noise may show statistics of the data.
                 if greedy:

@@ -290,7 +290,8 @@ class _CoordinateDescent(Solver):
                 X, data.target(k), problem.loss, problem.penalty,
                 fit_intercept=problem.fit_intercept, clip=clip, smoothness=smoothness,
                 n_updates=plan.n_iter, selection=self.selection, rng=rng,
-                tol=0.0 if plan.private else plan.tol, verbose=plan.verbose, **noise,
+                tol=0.0 if plan.private else plan.tol, verbose=plan.verbose,
+                verbose_tag=f"[{self.name}] ", **noise,
             )
             coefs.append(res.coef)
             intercepts.append(res.intercept)
