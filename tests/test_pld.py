@@ -299,7 +299,8 @@ def test_estimators_report_the_pld_epsilon_of_their_noise(solver, options):
 def test_multiclass_composes_in_one_accountant():
     X, y = _data(classes=3)
     options = dict(solver="sgd", batch_size=100, max_iter=60, classes=[0, 1, 2],
-                   random_state=0, epsilon=1.0, delta=1e-6, decision="fitted")
+                   random_state=0, epsilon=1.0, delta=1e-6, decision="fitted",
+                   multi_class="ovr")
     clf = DPSparseLogisticRegression(**options).fit(X, y)
     assert len(clf.privacy_events_) == 3
     assert clf.epsilon_spent_ == pytest.approx(1.0, rel=1e-6) and clf.epsilon_spent_ <= 1.0
