@@ -46,9 +46,10 @@ from ._exact import (
 )
 from ._kernels import (
     _ONE,
+    _TWO,
     HANDOFF_SLOTS,
     _bernoulli,
-    _bernoulli_exp_after_first,
+    _bernoulli_exp,
     _bits,
     _fresh,
 )
@@ -113,9 +114,10 @@ def block_attempt(scalars, next64, state, fb):
         if first:
             o2, buf, nb = _bits(next64, state, buf, nb, w)
             if o2 < o:
-                keep, buf, nb = _bernoulli_exp_after_first(
+                # the first trial, Bernoulli(o 2^-w n2 / den), succeeded just above
+                keep, buf, nb = _bernoulli_exp(
                     next64, state, buf, nb, o, np.int64(1) << w, min(32, 61 - w - 1), n2,
-                    den, c2)
+                    den, c2, _TWO)
                 if not keep:
                     return 0, np.int64(0)
     if signed:
