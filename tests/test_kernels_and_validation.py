@@ -165,3 +165,85 @@ def test_numba_cache_is_fresh():
     assert numba.core.config.CACHE_DIR == fresh
     path = _cd_kernels.cd_run._cache._cache_path
     assert os.path.abspath(path).startswith(os.path.abspath(fresh))
+
+
+def _sequential_screening_threshold(y, radius, n_buckets):
+    # the bucket loop the screening stands for, one value at a time
+    ymax = max(y, default=0.0)
+    if ymax == 0.0:
+        return 0.0
+    scale = n_buckets / ymax
+    counts = [0] * (n_buckets + 1)
+    sums = [0.0] * (n_buckets + 1)
+    for v in y:
+        k = min(int(v * scale), n_buckets)
+        counts[k] += 1
+        sums[k] += v
+    count, total = 0, 0.0
+    for k in range(n_buckets, -1, -1):
+        count += counts[k]
+        total += sums[k]
+        if total - count * (k / scale) >= radius:
+            return k / scale
+    return 0.0
+
+
+def test_screening_threshold_is_the_sequential_loop():
+    """Every sum in the same order as the loop over the values, so the same bits."""
+    from skdp_sparse.optim.projections import screening_threshold
+
+    rng = np.random.default_rng(3)
+    for t in range(300):
+        d = int(rng.integers(0, 400))
+        y = np.abs(rng.standard_normal(d)) * 10.0 ** rng.uniform(-5, 5)
+        if t % 3 == 1:
+            y[rng.random(d) < 0.7] = 0.0
+        elif t % 3 == 2:
+            y = np.round(y, 1)  # ties on bucket edges
+        radius = float(y.sum() * rng.uniform(0.0, 1.2)) if t % 5 else float(rng.uniform(0, 3))
+        n_buckets = int(rng.choice([1, 7, 4096]))
+        expected = _sequential_screening_threshold(y.tolist(), radius, n_buckets)
+        assert screening_threshold(y, radius, n_buckets) == expected
+
+
+def test_first_fits_compile_few_functions(tmp_path):
+    """On an empty Numba cache (a new install) the quickstart's fits, a projection mean
+    and a logistic regression, compile at most 11 of the package's functions."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import numpy as np
+        import scipy.sparse as sp
+        from numba.core import event
+
+        from skdp_sparse import DPSparseLogisticRegression, DPSparseMeanEstimator
+
+        names = []
+
+        class Count(event.Listener):
+            def on_start(self, ev):
+                pass
+
+            def on_end(self, ev):
+                f = ev.data["dispatcher"].py_func
+                if f.__module__.startswith("skdp_sparse"):
+                    names.append(f.__qualname__)
+
+        event.register("numba:compile", Count())
+        X = sp.random(300, 3000, density=0.005, format="csr", random_state=0)
+        y = np.arange(300) % 2
+        DPSparseMeanEstimator(epsilon=1.0, delta=1e-6, norm_bound=1.0, sparsity=20,
+                              random_state=0).fit(X)
+        DPSparseLogisticRegression(classes=[0, 1], epsilon=1.0, delta=1e-6, feature_bound=1.0,
+                                   solver="screened_newton", random_state=0).fit(X, y)
+        print(" ".join(names))
+    """)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, check=True)
+    compiled = done.stdout.split()
+    assert "_gauss_kernel" in compiled  # the path measured: the exact discrete Gaussian
+    assert len(compiled) <= 11, compiled

@@ -77,31 +77,24 @@ def project_l1_inplace(x, radius):
         x[i] = np.sign(x[i]) * a if a > 0 else 0.0
 
 
-@numba.njit(cache=True)
 def screening_threshold(y, radius, n_buckets):
-    """Largest bucket edge t with ``sum (y - t)_+ >= radius`` (up to rounding), for y >= 0."""
-    ymax = 0.0
-    for v in y:
-        if v > ymax:
-            ymax = v
+    """Largest bucket edge t with ``sum (y - t)_+ >= radius`` (up to rounding), for y >= 0.
+
+    In NumPy rather than a kernel (a first fit then compiles less): ``bincount`` adds
+    each bucket's values in the order of ``y`` and ``cumsum`` in order, so every sum
+    is the one of the sequential loop over ``y`` then down the buckets.
+    """
+    ymax = float(y.max()) if y.size else 0.0
     if ymax == 0.0:
         return 0.0
     scale = n_buckets / ymax
-    counts = np.zeros(n_buckets + 1, np.int64)
-    sums = np.zeros(n_buckets + 1)
-    for v in y:
-        k = min(int(v * scale), n_buckets)
-        counts[k] += 1
-        sums[k] += v
-    count = 0
-    total = 0.0
-    for k in range(n_buckets, -1, -1):
-        count += counts[k]
-        total += sums[k]
-        edge = k / scale
-        if total - count * edge >= radius:
-            return edge
-    return 0.0
+    bucket = np.minimum((y * scale).astype(np.int64), n_buckets)
+    # from the top bucket down: the count and sum of the values at or above each edge
+    count = np.cumsum(np.bincount(bucket, minlength=n_buckets + 1)[::-1])
+    total = np.cumsum(np.bincount(bucket, weights=y, minlength=n_buckets + 1)[::-1])
+    edge = np.arange(n_buckets, -1, -1) / scale
+    hit = np.flatnonzero(total - count * edge >= radius)
+    return float(edge[hit[0]]) if hit.size else 0.0
 
 
 def _project_l1_screened(x, radius):

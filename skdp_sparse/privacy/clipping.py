@@ -40,10 +40,10 @@ def rescaled_clip_factor(data, start, stop, max_l2, max_l1):
 
 
 @numba.njit(cache=True)
-def _row_scales_csr(data, indptr, max_l2, max_l1):
-    n = indptr.size - 1
-    scales = np.ones(n)
-    for i in range(n):
+def _row_scales_csr(scales, data, indptr, max_l2, max_l1):
+    # ``scales`` (any values, one per row) comes from the caller: an allocation here
+    # would compile NumPy's constructor into the kernel on a new install's first fit
+    for i in range(scales.size):
         l1 = 0.0
         l2sq = 0.0
         for k in range(indptr[i], indptr[i + 1]):
@@ -62,7 +62,6 @@ def _row_scales_csr(data, indptr, max_l2, max_l1):
         if l1 * s > max_l1:
             s = max_l1 / l1
         scales[i] = s
-    return scales
 
 
 def _row_scales_dense(X, max_l2, max_l1):
@@ -104,7 +103,8 @@ def clip_rows(X, max_l2=np.inf, max_l1=np.inf):
         fmt = X.format
         Xr = sp.csr_matrix(X, dtype=np.float64, copy=True)
         Xr.sum_duplicates()  # on the copy; see with_summed_duplicates
-        scales = _row_scales_csr(Xr.data, Xr.indptr, max_l2, max_l1)
+        scales = np.empty(Xr.shape[0])
+        _row_scales_csr(scales, Xr.data, Xr.indptr, max_l2, max_l1)
         Xr.data *= np.repeat(scales, np.diff(Xr.indptr))
         return Xr.asformat(fmt)
     X = np.asarray(X, dtype=np.float64)
