@@ -14,11 +14,11 @@ from ..privacy.clipping import rescaled_clip_factor
 # --------------------------------------------------------------------------
 # Rows per block of ``clipped_mean_csr``: the block's values stay in L2 between its
 # two passes.
-_ROW_BLOCK = 1024
+ROW_BLOCK = 1024
 
 
 @numba.njit(cache=True)
-def clipped_mean_csr(out, data, indices, indptr, max_l2, max_l1, n):
+def clipped_mean_csr(out, w, data, indices, indptr, max_l2, max_l1, n):
     """Write into ``out`` the mean of the CSR rows, each first scaled into the public balls.
 
     Row i is multiplied by ``s_i = min(1, max_l2 / ||x_i||_2)``, lowered to
@@ -42,16 +42,17 @@ def clipped_mean_csr(out, data, indices, indptr, max_l2, max_l1, n):
 
     ``out`` (any values) is zeroed here: the caller allocates it with ``np.empty``,
     which NumPy backs with huge pages at this size, where ``np.zeros`` (calloc)
-    measured thousands of first-touch page faults per fit.
+    measured thousands of first-touch page faults per fit. ``w`` (any values, at least
+    ``ROW_BLOCK`` long) holds a block's weights; from the caller too, so the kernel
+    compiles no NumPy constructor on a new install's first fit.
     """
     out[:] = 0.0
     nnz = np.uint64(data.size)
     ud = np.uint64(out.size)
     one = np.uint64(1)
     n_rows = indptr.size - 1
-    w = np.empty(_ROW_BLOCK)
-    for first in range(0, n_rows, _ROW_BLOCK):
-        last = min(first + _ROW_BLOCK, n_rows)
+    for first in range(0, n_rows, ROW_BLOCK):
+        last = min(first + ROW_BLOCK, n_rows)
         for i in range(first, last):
             start = np.uint64(indptr[i])
             stop = np.uint64(indptr[i + 1])

@@ -12,7 +12,7 @@ from ..optim.l1_recovery import GaussianSensingMatrix, basis_pursuit
 from ..optim.projections import project_l1_ball, project_l1_inplace
 from ..privacy.clipping import clip_rows, with_summed_duplicates
 from ..privacy.mechanisms import GaussianMechanism
-from ._kernels import clipped_mean_csr
+from ._kernels import ROW_BLOCK, clipped_mean_csr
 from ._plan import MEASUREMENT_CLIP
 from ._sampled_projection import (
     sampled_discrete_projection,
@@ -63,8 +63,9 @@ def clipped_mean(X, plan, n=None):
     if X.data.dtype != np.float64:
         X = X.astype(np.float64)
     out = np.empty(X.shape[1])
-    status = clipped_mean_csr(out, X.data, _unsigned(X.indices), _unsigned(X.indptr),
-                               float(plan.max_l2), float(plan.max_l1), float(n))
+    status = clipped_mean_csr(out, np.empty(ROW_BLOCK), X.data, _unsigned(X.indices),
+                              _unsigned(X.indptr), float(plan.max_l2), float(plan.max_l1),
+                              float(n))
     if status == 1:
         raise ValueError("Input X contains NaN or infinity.")
     if status:

@@ -130,7 +130,7 @@ def l1_threshold(a, radius):
     cand = a[a > t0]
     if not float(cand.sum()) - cand.size * t0 >= radius:  # rounding at a bucket edge
         cand = a
-    return float(simplex_threshold(cand, radius))
+    return float(simplex_threshold(cand, radius, np.empty(2 * cand.size)))
 
 
 def sampled_gaussian_projection(mean, sigma, radius, t, rng, overwrite=False,

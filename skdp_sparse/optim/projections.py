@@ -15,15 +15,17 @@ __all__ = ["project_l1_ball", "project_l2_ball"]
 
 
 @numba.njit(cache=True)
-def simplex_threshold(y, radius):
+def simplex_threshold(y, radius, work):
     """Threshold tau with sum(max(y - tau, 0)) = radius, for y >= 0 and sum(y) > radius.
 
     Condat, "Fast projection onto the simplex and the l1 ball", Math. Prog. 2016,
-    Algorithm 1 (online pass, deferred candidates, then a cleaning loop).
+    Algorithm 1 (online pass, deferred candidates, then a cleaning loop). ``work``
+    (any values, at least ``2 y.size`` long) holds both lists: the callers allocate it,
+    so the kernel compiles no NumPy constructor on a new install's first fit.
     """
     n = y.size
-    active = np.empty(n)
-    deferred = np.empty(n)
+    active = work[:n]
+    deferred = work[n:2 * n]
     n_active = 1
     n_deferred = 0
     active[0] = y[0]
@@ -71,7 +73,7 @@ def project_l1_inplace(x, radius):
         l1 += abs(x[i])
     if l1 <= radius:
         return
-    tau = simplex_threshold(np.abs(x), radius)
+    tau = simplex_threshold(np.abs(x), radius, np.empty(2 * x.size))
     for i in range(x.size):
         a = abs(x[i]) - tau
         x[i] = np.sign(x[i]) * a if a > 0 else 0.0
@@ -105,7 +107,7 @@ def _project_l1_screened(x, radius):
     if not float(cand.sum()) - cand.size * t0 >= radius:  # rounding at a bucket edge
         keep = np.arange(y.size)
         cand = y
-    tau = simplex_threshold(cand, radius)
+    tau = simplex_threshold(cand, radius, np.empty(2 * cand.size))
     out = np.zeros_like(x)
     out[keep] = np.sign(x[keep]) * np.maximum(cand - tau, 0.0)
     return out
