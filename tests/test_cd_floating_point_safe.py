@@ -379,14 +379,15 @@ def test_keys_follow_the_iterates(monkeypatch):
             assert _chi2(out, _em_law(held, lat.t)) > MIN_P
 
 
-def test_refresh_of_every_key_stores_the_keys_and_leaves_the_tree_to_be_rebuilt():
+@pytest.mark.parametrize("m", [1, 2**16])
+def test_refresh_of_every_key_stores_the_keys_and_leaves_the_tree_to_be_rebuilt(m):
     # A step that changed most scores (a frequent column, the intercept) recomputes every
     # key, stores it as em_set does on a tree marked for a rebuild, and clears the list
-    # (its cost against em_set per key: benchmarks/bench_fp_safe_cd.py).
+    # (its cost against em_set per key: benchmarks/bench_fp_safe_cd.py). With a single
+    # key too: a tree left as it was would reject the new key's proposals for ever.
     from skdp_sparse.optim._cd_margins import new_changes
 
     rng = np.random.default_rng(3)
-    m = 2**16
     w = np.where(rng.random(m) < 0.1, rng.normal(size=m), 0.0)
     g, score_w = rng.normal(size=m) * 1e-3, np.full(m, 0.8)
     lattice = np.zeros(6)

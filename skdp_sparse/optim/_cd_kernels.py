@@ -300,8 +300,11 @@ def _refresh_keys(sel, em, changed, w, g, n_features, pen_code, pen_a, pen_b, sc
     count = dirty[0] if tracked else -1
     n = w.size if count < 0 else count
     # Past about p / log2(p) changed keys, one O(p) rebuild of the tree costs less than
-    # their O(log p) scattered path updates (the heap's rule in _tree_refresh).
-    bulk = not em or n * (np.log2(w.size) + 1.0) > w.size
+    # their O(log p) scattered path updates (the heap's rule in _tree_refresh). A refresh
+    # of every key stores the keys directly below, so it always leaves the tree to be
+    # rebuilt: by the rule alone, a single key (p = 1) would be stored under a stale
+    # tree, whose envelope no longer covers it, and the next selection rejects for ever.
+    bulk = not em or count < 0 or n * (np.log2(w.size) + 1.0) > w.size
     if em and bulk:
         em_invalidate(sel)
     keys = sel[0]
