@@ -181,6 +181,23 @@ def test_a_learning_rate_that_lets_iterates_overflow_is_refused_before_any_budge
         assert np.isfinite(est.fit(rows, y).coef_).all()
 
 
+@pytest.mark.parametrize("multi_class", ["ovr", "multinomial"])
+def test_a_learning_rate_that_the_l2_penalty_makes_diverge_is_refused_before_any_budget(
+        multi_class):
+    # Each step multiplies the weights by 1 - learning_rate * l2 = -99999: after about 60
+    # steps they overflow and the fit raised (non-finite gradient, or a lattice release
+    # of a non-finite value) with the whole budget spent.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 4)) / 2
+    y = np.arange(60) % 3
+    est = DPSparseLogisticRegression(classes=[0, 1, 2], solver="sgd", multi_class=multi_class,
+                                     penalty="l2", alpha=1.0, learning_rate=1e5,
+                                     max_iter=100, random_state=0)
+    _refused(lambda: est.fit(X, y), match="learning_rate=100000 times the l2 penalty 1 is")
+    # At learning_rate * l2 = 2 the weights do not grow.
+    assert np.isfinite(est.set_params(learning_rate=2.0).fit(X, y).coef_).all()
+
+
 @pytest.mark.parametrize("curvature", ["private", "bound"])
 def test_limits_of_the_exact_samplers_are_met_in_the_plan(curvature):
     # The greedy selection's lattice used to be planned inside the run, after the
