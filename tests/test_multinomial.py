@@ -208,6 +208,20 @@ def test_auto_is_multinomial_sgd_for_more_than_two_classes_only():
     assert any(e.name.startswith("decision:") for e in ovr.privacy_events_)
 
 
+@pytest.mark.parametrize("kwargs", [dict(feature_selection=3), dict(decision="calibrated")])
+@pytest.mark.parametrize("solver", ["auto", "sgd"])
+def test_auto_keeps_one_vs_rest_for_its_own_settings(kwargs, solver):
+    # Screening and the calibrated decision exist for one-vs-rest problems: under
+    # multi_class="auto" they fit one-vs-rest, as they did before the multinomial loss,
+    # instead of an error about a multi_class the call did not set.
+    X, y = _three_classes()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = DPSparseLogisticRegression(epsilon=1.0, classes=[0, 1, 2], solver=solver,
+                                           random_state=0, **kwargs).fit(X, y)
+    assert model.multi_class_ == "ovr" and model.coef_.shape == (3, X.shape[1])
+
+
 def test_predict_proba_is_the_softmax_of_the_scores():
     X, y = _three_classes()
     model = _model(max_iter=30).fit(X, y)

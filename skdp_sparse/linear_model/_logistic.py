@@ -93,7 +93,8 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
         other solvers (before any budget is spent). ``"ovr"``: K one-vs-rest problems.
         ``"auto"``: multinomial where the solver fits it, and ``solver="auto"`` then
         takes ``"sgd"`` when epsilon is finite and ``delta > 0`` (without noise, or
-        with ``delta=0``, the registry's rule and one-vs-rest). Measured
+        with ``delta=0``, the registry's rule and one-vs-rest); one-vs-rest with
+        ``decision="calibrated"`` or an integer ``feature_selection``. Measured
         (``benchmarks/bench_multiclass.py``, test accuracy at epsilon 1 and 10): digits
         (10 classes) 0.294 and 0.870 against the one-vs-rest defaults' 0.096 and 0.756;
         a synthetic 5-class set 0.766 and 0.793 against greedy CD's 0.771 and 0.792.
@@ -185,8 +186,16 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
     def _loss(self):
         return LogisticLoss()
 
+    def _ovr_settings(self, n_features):
+        # Settings that exist for one-vs-rest problems only (public values): under
+        # multi_class="auto" they keep the fit one-vs-rest, as before the multinomial loss.
+        k = getattr(self, "feature_selection", "auto")
+        return self.decision == "calibrated" and math.isfinite(float(self.epsilon)) \
+            or not isinstance(k, str) and k < n_features
+
     def _multinomial(self, solver, public):
-        if self.multi_class == "ovr" or len(public["classes"]) <= 2:
+        if self.multi_class == "ovr" or len(public["classes"]) <= 2 or (
+                self.multi_class == "auto" and self._ovr_settings(public["n_features"])):
             return False
         if not getattr(solver, "multinomial", False):
             if self.multi_class == "auto":
@@ -206,7 +215,8 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
         # registry's rule.
         if self.solver == "auto" and len(public["classes"]) > 2 and (
                 self.multi_class == "multinomial" or self.multi_class == "auto"
-                and float(self.delta) > 0 and math.isfinite(float(self.epsilon))):
+                and float(self.delta) > 0 and math.isfinite(float(self.epsilon))
+                and not self._ovr_settings(public["n_features"])):
             return MULTINOMIAL_SOLVER
         return super()._solver_name(public)
 
