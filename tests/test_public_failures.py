@@ -198,6 +198,18 @@ def test_a_learning_rate_that_the_l2_penalty_makes_diverge_is_refused_before_any
     assert np.isfinite(est.set_params(learning_rate=2.0).fit(X, y).coef_).all()
 
 
+def test_bias_reduced_sgd_refuses_a_learning_rate_that_the_l2_penalty_makes_diverge():
+    # Its lazy iterate applies the same decay 1 - learning_rate * l2 a step: at 3 the
+    # coefficients reached 2e10, at 1e5 3e169, with no error.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 4)) / 2
+    y = np.arange(200) % 2
+    est = DPSparseLogisticRegression(classes=[0, 1], solver="bias_reduced_sgd", penalty="l2",
+                                     alpha=1.0, learning_rate=3.0, random_state=0)
+    _refused(lambda: est.fit(X, y), match="learning_rate=3 times the l2 penalty 1 is")
+    assert np.abs(est.set_params(learning_rate=2.0).fit(X, y).coef_).max() < 1e3
+
+
 @pytest.mark.parametrize("curvature", ["private", "bound"])
 def test_limits_of_the_exact_samplers_are_met_in_the_plan(curvature):
     # The greedy selection's lattice used to be planned inside the run, after the

@@ -128,6 +128,20 @@ class GradientSolver(Solver):
     def plan_with(self, problem, shape, epsilon, delta, options, bounds):
         raise NotImplementedError
 
+    @staticmethod
+    def check_weight_decay(bounds, options):
+        """Refuse, from public values, a ``learning_rate`` whose l2 penalty makes the
+        weights diverge (for a run without a ball of ``radius``)."""
+        rate = options["learning_rate"]
+        if rate is not None and options["radius"] is None and rate * bounds.l2 > 2:
+            # Each step multiplies the weights by 1 - rate * l2, so they grow
+            # geometrically until a margin or the weights overflow, at a step that
+            # depends on the rows, after the budget is spent.
+            raise ValueError(
+                f"learning_rate={rate:g} times the l2 penalty {bounds.l2:g} is above 2: "
+                "each step multiplies the weights by |1 - learning_rate * l2| > 1 and "
+                "they diverge whatever the data; lower learning_rate or give a radius")
+
     def input_clipping(self, problem, plan):
         if getattr(plan, "screening", None) is not None:
             # The run clips the rows restricted to the screened columns, which are

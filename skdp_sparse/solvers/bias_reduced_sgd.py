@@ -320,6 +320,7 @@ class BiasReducedSGD(GradientSolver):
                    "boosting_runs": 0, "loss_bound": 1.0, "class_balance": True,
                    "floating_point_safe": True, **options}
         validate_params(_OPTIONS, options, f"solver {self.name!r}")
+        self.check_weight_decay(bounds, options)
         n, _, n_targets = shape
         private = math.isfinite(epsilon)
         if n < 2:

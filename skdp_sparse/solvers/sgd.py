@@ -171,15 +171,7 @@ class NoisySGD(GradientSolver):
                    "average": True, "floating_point_safe": True, "feature_selection": "none",
                    "feature_selection_share": None, "multi_class": "ovr", **options}
         validate_params(_OPTIONS, options, f"solver {self.name!r}")
-        rate = options["learning_rate"]
-        if rate is not None and options["radius"] is None and rate * bounds.l2 > 2:
-            # Public values only: each step multiplies the weights by 1 - rate * l2, so
-            # they grow geometrically until a margin or the weights overflow, at a step
-            # that depends on the rows, after the budget is spent.
-            raise ValueError(
-                f"learning_rate={rate:g} times the l2 penalty {bounds.l2:g} is above 2: "
-                "each step multiplies the weights by |1 - learning_rate * l2| > 1 and "
-                "they diverge whatever the data; lower learning_rate or give a radius")
+        self.check_weight_decay(bounds, options)
         n, p, n_targets = shape
         # "auto" does not screen: noisy gradient descent is limited by its few steps on
         # an ill-conditioned objective, not by the noise's dimension (measured on IMDB,
