@@ -193,9 +193,16 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
         return self.decision == "calibrated" and math.isfinite(float(self.epsilon)) \
             or not isinstance(k, str) and k < n_features
 
+    def _wants_multinomial(self, public):
+        # More than two classes, and multi_class asks for the multinomial loss or lets
+        # the settings choose it (before the solver is known).
+        if len(public["classes"]) <= 2 or self.multi_class == "ovr":
+            return False
+        return self.multi_class == "multinomial" or not self._ovr_settings(
+            public["n_features"])
+
     def _multinomial(self, solver, public):
-        if self.multi_class == "ovr" or len(public["classes"]) <= 2 or (
-                self.multi_class == "auto" and self._ovr_settings(public["n_features"])):
+        if not self._wants_multinomial(public):
             return False
         if not getattr(solver, "multinomial", False):
             if self.multi_class == "auto":
@@ -213,10 +220,9 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
         # for, and the private default (Gaussian noise: delta > 0); otherwise, and
         # without noise (greedy CD converges to the exact one-vs-rest optimum), the
         # registry's rule.
-        if self.solver == "auto" and len(public["classes"]) > 2 and (
-                self.multi_class == "multinomial" or self.multi_class == "auto"
-                and float(self.delta) > 0 and math.isfinite(float(self.epsilon))
-                and not self._ovr_settings(public["n_features"])):
+        if self.solver == "auto" and self._wants_multinomial(public) and (
+                self.multi_class == "multinomial"
+                or float(self.delta) > 0 and math.isfinite(float(self.epsilon))):
             return MULTINOMIAL_SOLVER
         return super()._solver_name(public)
 

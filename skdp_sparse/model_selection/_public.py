@@ -178,9 +178,10 @@ def search_rows(X, estimator, steps):
     (:meth:`PublicData.dummy`) before it reads ``X``; the steps that featurise text or
     categories must learn nothing from the rows (frozen, or a ``OneHotEncoder`` with
     public categories): a private step of ``steps`` that takes text is refused."""
-    if _is_documents(X) or (hasattr(X, "columns") and _text_columns(X)):
+    documents = _is_documents(X)
+    if documents or (hasattr(X, "columns") and _text_columns(X)):
         _refuse_private_text_steps(estimator, steps)
-    if _is_documents(X):
+    if documents:
         _check_strings(X, "X")
         if len(X) < 4:
             raise ValueError(f"X holds {len(X)} documents; the private search needs 4 "
@@ -216,8 +217,9 @@ def _refuse_private_text_steps(estimator, steps):
     """A private step that learns from text (a DPTfidfVectorizer's vocabulary) would learn
     it from the stand-in data's empty strings, and the releases of the steps after it
     depend on the width of its output."""
+    params = estimator.get_params(deep=True)
     for path in steps.paths:
-        step = estimator.get_params(deep=True)[path] if path else estimator
+        step = params[path] if path else estimator
         if get_tags(step).input_tags.string:
             raise ValueError(
                 f"{type(step).__name__} {path!r} learns from the text it is given, but the "
