@@ -179,7 +179,8 @@ def search_rows(X, estimator, steps):
     categories must learn nothing from the rows (frozen, or a ``OneHotEncoder`` with
     public categories): a private step of ``steps`` that takes text is refused."""
     documents = _is_documents(X)
-    if documents or (hasattr(X, "columns") and _text_columns(X)):
+    text = _text_columns(X) if not documents and hasattr(X, "columns") else []
+    if documents or text:
         _refuse_private_text_steps(estimator, steps)
     if documents:
         _check_strings(X, "X")
@@ -187,7 +188,6 @@ def search_rows(X, estimator, steps):
             raise ValueError(f"X holds {len(X)} documents; the private search needs 4 "
                              "or more")
         return X
-    text = _text_columns(X) if hasattr(X, "columns") else []
     if text:
         numeric = [i for i, c in enumerate(X.columns) if c not in text]
         if numeric:
@@ -217,17 +217,15 @@ def _refuse_private_text_steps(estimator, steps):
     """A private step that learns from text (a DPTfidfVectorizer's vocabulary) would learn
     it from the stand-in data's empty strings, and the releases of the steps after it
     depend on the width of its output."""
-    params = estimator.get_params(deep=True)
-    for path in steps.paths:
-        step = params[path] if path else estimator
+    params = {**estimator.get_params(deep=True), "": estimator}
+    for path, step in ((path, params[path]) for path in steps.paths):
         if get_tags(step).input_tags.string:
             raise ValueError(
-                f"{type(step).__name__} {path!r} learns from the text it is given, but the "
-                "private search first fits every candidate on public stand-in data, whose "
-                "documents and text columns are empty strings. Fit it beforehand "
-                "(privately, with a budget of its own) and pass it wrapped in "
-                "sklearn.frozen.FrozenEstimator, or use a step that learns nothing "
-                "(HashingVectorizer)")
+                f"{type(step).__name__} {path!r} learns from the text it is given, but the private "
+                "search first fits every candidate on public stand-in data, whose documents "
+                "and text columns are empty strings. Fit it beforehand (privately, with a "
+                "budget of its own) and pass it wrapped in sklearn.frozen.FrozenEstimator, or "
+                "use a step that learns nothing (HashingVectorizer)")
 
 
 def _is_documents(X):
