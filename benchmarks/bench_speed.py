@@ -89,6 +89,8 @@ CASES = [
     Case("output_perturbation", "a9a", 1.0, {"solver": "output_perturbation",
                                               "penalty": "l2"}),
     Case("screened_newton", "a9a", 1.0, {"solver": "screened_newton"}),
+    Case("bounded_newton", "a9a", 1.0, {"solver": "bounded_newton"}),
+    Case("bounded_newton", "a9a", 10.0, {"solver": "bounded_newton"}),
     Case("auto", "a9a", 0.1, {}),
     Case("auto", "a9a", 1.0, {}),
     Case("auto", "a9a", 10.0, {}),

@@ -39,8 +39,8 @@ from sklearn.metrics import accuracy_score, roc_auc_score
 from skdp_sparse import DPSparseLogisticRegression
 
 DATASETS = ("imdb", "sms", "reuters", "a9a", "w8a", "imdb_tfidf")
-SOLVERS = ("auto", "screened_newton", "sgd", "sparse_sgd", "greedy_cd", "phased_sgd", "cd",
-           "bias_reduced_sgd")
+SOLVERS = ("auto", "screened_newton", "bounded_newton", "sgd", "sparse_sgd", "greedy_cd",
+           "phased_sgd", "cd", "bias_reduced_sgd")
 #: w8a has no public row bound tighter than sqrt(300) (300 binary features); it keeps
 #: the estimator's default ``norm_bound=1``, which clips its rows.
 NORM_BOUNDS = {"imdb": 1.0, "sms": 1.0, "imdb_tfidf": 1.0,

@@ -20,7 +20,7 @@ from skdp_sparse.solvers import decision as D
 from skdp_sparse.solvers._calibration import CALIBRATION_BINS, calibrate
 from skdp_sparse.testing.bounds import assert_pair_audit
 
-SOLVERS = ["sgd", "sparse_sgd", "phased_sgd", "cd", "output_perturbation"]
+SOLVERS = ["sgd", "sparse_sgd", "phased_sgd", "cd", "output_perturbation", "bounded_newton"]
 
 
 def _data(n=3000, p=20, rate=0.25, seed=0):

@@ -32,7 +32,7 @@ from skdp_sparse.solvers._calibration import (
 from skdp_sparse.solvers._screening import release_mu
 from skdp_sparse.testing.bounds import assert_pair_audit
 
-SOLVERS = ["sgd", "sparse_sgd", "phased_sgd", "cd", "output_perturbation"]
+SOLVERS = ["sgd", "sparse_sgd", "phased_sgd", "cd", "output_perturbation", "bounded_newton"]
 
 
 def _data(n=4000, p=10, noise=0.3, seed=0):

@@ -18,6 +18,9 @@ from ..utils.random import check_generator
 from ..utils.validation import canonical_sparse
 from ._base import Plan, Problem, Solver, SolverResult
 from .bias_reduced_sgd import BiasReducedSGD
+from .bounded_newton import DEFAULT_STEPS as BOUNDED_NEWTON_STEPS
+from .bounded_newton import MAX_FEATURES as BOUNDED_NEWTON_MAX_FEATURES
+from .bounded_newton import BoundedNewton, gram_noise_unit
 from .coordinate_descent import GreedyCoordinateDescent, RandomCoordinateDescent
 from .output_perturbation import OutputPerturbation
 from .phased_sgd import PhasedSGD
@@ -41,6 +44,8 @@ __all__ = [
     "SPARSE_SGD_MIN_FEATURES",
     "SUFFICIENT_STATISTICS_MAX_FEATURES",
     "SUFFICIENT_STATISTICS_MIN_RATIO",
+    "BOUNDED_NEWTON_MAX_RIDGE_RATIO",
+    "bounded_newton_ridge_ratio",
 ]
 
 #: The registry: solver name -> solver. A new solver is one module and one line here.
@@ -54,6 +59,7 @@ SOLVERS = {solver.name: solver for solver in (
     OutputPerturbation(),
     ScreenedNewton(),
     SufficientStatistics(),
+    BoundedNewton(),
 )}
 
 #: ``solver="auto"`` takes the greedy solver from this many examples per feature
@@ -84,6 +90,14 @@ SPARSE_SGD_MIN_FEATURES = 100_000
 SUFFICIENT_STATISTICS_MIN_RATIO = 800
 #: ... and up to this many features (its cost is n p^2, its noise p^2 entries).
 SUFFICIENT_STATISTICS_MAX_FEATURES = 100
+#: ``solver="auto"`` takes the quadratic-bound Newton steps for the logistic loss where
+#: the ridge their Gram matrix's noise requires is at most this multiple of the mean
+#: eigenvalue the row bound allows (:func:`bounded_newton_ridge_ratio`): above it the
+#: ridge damps the steps in most directions. Measured (benchmarks/bench_text.py, the
+#: ratio in brackets): a9a at epsilon 1 (1.3) and 10 (0.16), w8a at 10 (0.39) are below
+#: and the steps match or beat greedy CD and the screened Newton step; w8a at epsilon 1
+#: (3.4) is above, where the screened Newton step is ahead.
+BOUNDED_NEWTON_MAX_RIDGE_RATIO = 2.0
 
 
 def get_solver(name):
@@ -105,6 +119,17 @@ def coordinate_bound_ratio(feature_bound, norm_bound, n_features):
     return float(b.max()) / row if row > 0 else 1.0
 
 
+def bounded_newton_ridge_ratio(n_samples, n_features, epsilon, delta, fit_intercept=True):
+    """The ridge ``lambda = 2 sigma_G sqrt(d)`` of ``solver="bounded_newton"`` over the
+    mean eigenvalue ``n B^2 / d`` that rows of norm at most ``B`` allow the Gram matrix
+    (its trace is at most ``n B^2``), ``d = p + 1`` with an intercept: ``2 sqrt(2)
+    u d^1.5 / n``, ``u`` the Gram release's noise per unit of sensitivity ``sqrt(2)
+    B^2``. Public values only; 0 without noise."""
+    d = n_features + int(bool(fit_intercept))
+    unit = gram_noise_unit(epsilon, delta, BOUNDED_NEWTON_STEPS)
+    return 2.0 * math.sqrt(2.0) * unit * d**1.5 / max(n_samples, 1)
+
+
 def resolve_solver(solver, n_samples, n_features, epsilon, *, delta=None, loss=None,
                    l1_penalty=False, feature_bound=1.0, norm_bound=math.inf):
     """The solver ``solver="auto"`` runs, from public n, p, epsilon and bounds (and the
@@ -114,7 +139,10 @@ def resolve_solver(solver, n_samples, n_features, epsilon, *, delta=None, loss=N
     choice itself reveals nothing about the training data. With ``r = n epsilon / p``
     (examples per feature per unit of epsilon):
 
-    * logistic loss: ``"greedy_cd"`` if ``r >= GREEDY_MIN_SAMPLES_PER_FEATURE`` and
+    * logistic loss: ``"bounded_newton"`` if ``epsilon`` is finite, there is no l1
+      penalty and ``bounded_newton_ridge_ratio(n, p, epsilon, delta) <=
+      BOUNDED_NEWTON_MAX_RIDGE_RATIO`` (many rows for few features: a9a at epsilon >= 1,
+      w8a at 10); otherwise ``"greedy_cd"`` if ``r >= GREEDY_MIN_SAMPLES_PER_FEATURE`` and
       ``coordinate_bound_ratio(feature_bound, norm_bound, p) <
       GREEDY_MAX_COORDINATE_RATIO`` (a9a at epsilon >= 1; without noise,
       ``epsilon=inf``, the bounds are not consulted), otherwise
@@ -139,6 +167,11 @@ def resolve_solver(solver, n_samples, n_features, epsilon, *, delta=None, loss=N
         return "greedy_cd"
     many = n_samples * min(epsilon, 1e12) / max(n_features, 1) >= GREEDY_MIN_SAMPLES_PER_FEATURE
     if isinstance(loss, LogisticLoss):
+        if math.isfinite(epsilon) and not l1_penalty \
+                and n_features <= BOUNDED_NEWTON_MAX_FEATURES \
+                and bounded_newton_ridge_ratio(n_samples, n_features, epsilon, delta) \
+                <= BOUNDED_NEWTON_MAX_RIDGE_RATIO:
+            return "bounded_newton"
         # Without noise the bounds' argument is moot and greedy CD converges to the
         # exact optimum.
         coordinate_wise = not math.isfinite(epsilon) or coordinate_bound_ratio(

@@ -200,13 +200,16 @@ def _ssp_datasets(n=SSP_ROWS):
 
 def _ssp_claim(fitted, delta):
     # Only the moment X^T y differs across the pair: the claim is its release alone.
-    return gaussian_claim()(_MomentOnly(fitted), delta)
+    return gaussian_claim()(_EventsEndingWith(fitted, "X^T y"), delta)
 
 
-class _MomentOnly:
-    def __init__(self, fitted):
+class _EventsEndingWith:
+    """The events of a fit whose names end with ``suffix``: the releases that differ
+    across a pair whose other releases have the same law on both sides."""
+
+    def __init__(self, fitted, suffix):
         self.privacy_events_ = [e for e in fitted.privacy_events_
-                                if e.name.endswith("X^T y")]
+                                if e.name.endswith(suffix)]
 
 
 register(Audit(
@@ -223,6 +226,38 @@ register(Audit(
     statistic_doc="coef_[0] = (X^T y)~ / ((X^T X)~ + ridge): increasing in the moment's "
                   "release, whose claim is its exact profile; the denominator "
                   f"({SSP_ROWS} plus noise of a few units) has the same law on both sides.",
+))
+
+
+# -- quadratic-bound Newton steps ----------------------------------------------
+def _bounded_newton_make(epsilon, delta, seed):
+    return _own_releases(
+        epsilon, delta, seed,
+        solver="bounded_newton", max_iter=1, penalty=None,
+        fit_intercept=False)
+
+
+def _bounded_newton_claim(fitted, delta):
+    # The pair of the AdaSSP audit: only the gradient differs across it.
+    return gaussian_claim()(_EventsEndingWith(fitted, "gradient 1"), delta)
+
+
+register(Audit(
+    name="bounded_newton",
+    make=_bounded_newton_make,
+    datasets=_ssp_datasets(),
+    statistic=_coef0,
+    epsilon=GAUSS_EPSILON, delta=GAUSS_DELTA, n_runs=800, slow_runs=3000,
+    claim=_bounded_newton_claim,
+    pair=f"{SSP_ROWS} rows x = 1 (the l2 bound), no intercept, the squared loss; "
+         "targets 0 but the last, +100 -> -100: at the first step (w = 0) the last "
+         "row's derivative, clipped to the target bound 1, goes from -1 to +1, so the "
+         "gradient moves by 2, the full sensitivity 2 D B its noise is calibrated to; "
+         "X^T X is the same on both sides.",
+    statistic_doc="coef_[0] = -(gradient)~ / ((X^T X)~ + ridge) after one step: "
+                  "decreasing in the gradient's release, whose claim is its exact "
+                  f"profile; the denominator ({SSP_ROWS} plus noise of a few units) has "
+                  "the same law on both sides.",
 ))
 
 

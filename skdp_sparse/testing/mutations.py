@@ -148,6 +148,17 @@ MUTATIONS = [
         'noisy_upper, sigma_g = release(gram[upper], sens["gram"], units["gram"], safe, rng)',
         'noisy_upper, sigma_g = release(gram[upper], sens["gram"], units["gram"] / 2, safe, '
         'rng)'),
+    Mutation(
+        "bounded_newton_gradient", "the noise of a gradient step (bounded_newton)",
+        "solvers/bounded_newton.py",
+        "grads, _ = release(grads, plan.gradient_sensitivity, plan.step_unit, safe, rng)",
+        "grads, _ = release(grads, plan.gradient_sensitivity, plan.step_unit / 2, safe, "
+        "rng)"),
+    Mutation(
+        "bounded_newton_gram", "the noise of X^T X (bounded_newton)",
+        "solvers/bounded_newton.py",
+        "noisy, sigma_gram = release(gram[upper], plan.gram_sensitivity, plan.gram_unit,",
+        "noisy, sigma_gram = release(gram[upper], plan.gram_sensitivity, plan.gram_unit / 2,"),
     # -- the mean and the search ------------------------------------------------------
     Mutation(
         "mean_gaussian", "the mean's Gaussian release (gaussian, projection at small d)",
@@ -281,6 +292,7 @@ CALIBRATION_TESTS = (
     "tests/test_sparse_sgd_fest.py",
     "tests/test_output_perturbation.py",
     "tests/test_sufficient_statistics.py",
+    "tests/test_bounded_newton.py",
     "tests/test_mean.py",
     "tests/test_mean_safe.py",
     "tests/test_private_search.py",

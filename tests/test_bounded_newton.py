@@ -1,0 +1,274 @@
+"""Solver ``"bounded_newton"`` (quadratic-bound Newton steps on a noisy Gram matrix):
+calibration of its releases against their formulas and an independent accountant,
+exactness without noise, the rule of ``solver="auto"``, and bad input. Its statistical
+audit through ``fit`` is ``AUDITS["bounded_newton"]`` (tests/test_audits.py)."""
+
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.linear_model import LogisticRegression
+
+import skdp_sparse.solvers.bounded_newton as bn
+from skdp_sparse import DPGreedyCDRegressor, DPSparseLogisticRegression, privacy_ledger
+from skdp_sparse.optim.losses import LogisticLoss
+from skdp_sparse.privacy.accounting import compose, gaussian_mu
+from skdp_sparse.solvers import (
+    BOUNDED_NEWTON_MAX_RIDGE_RATIO,
+    SOLVERS,
+    Problem,
+    bounded_newton_ridge_ratio,
+    resolve_solver,
+)
+
+
+def _plan(epsilon, delta, *, n=1000, p=3, k=1, safe=True, norm_bound=2.0, max_iter=None,
+          fit_intercept=True):
+    problem = Problem(loss=LogisticLoss(), fit_intercept=fit_intercept, norm_bound=norm_bound)
+    return SOLVERS["bounded_newton"].plan(
+        problem, (n, p, k), epsilon, delta,
+        {"floating_point_safe": safe, "max_iter": max_iter})
+
+
+def _classification(n=400, p=5, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, p))
+    X /= np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1.0)
+    y = (X @ np.linspace(2.0, -1.0, p) + 0.3 + 0.5 * rng.normal(size=n) > 0).astype(int)
+    return X, y
+
+
+# --------------------------------------------------------------------------
+# Calibration
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("k", [1, 3])
+def test_sensitivities_follow_the_row_and_derivative_bounds(k):
+    # Rows of norm 2 and the intercept's 1: B^2 = 5; the logistic derivative's bound 1.
+    plan = _plan(1.0, 1e-6, k=k)
+    assert plan.gram_sensitivity == pytest.approx(math.sqrt(2) * 5.0)
+    assert plan.gradient_sensitivity == pytest.approx(2 * math.sqrt(5.0) * math.sqrt(k))
+    plan = _plan(1.0, 1e-6, k=k, fit_intercept=False)
+    assert plan.gram_sensitivity == pytest.approx(math.sqrt(2) * 4.0)
+
+
+@pytest.mark.parametrize("epsilon, delta, steps", [(1.0, 1e-6, None), (0.3, 1e-9, 3),
+                                                   (8.0, 1e-5, 10)])
+def test_units_are_the_shares_of_one_gaussian_budget(epsilon, delta, steps):
+    """The Gram matrix gets GRAM_SHARE of mu^2, each step an equal part of the rest;
+    the float path's releases compose to exactly the budget's mu (GDP)."""
+    plan = _plan(epsilon, delta, safe=False, max_iter=steps)
+    t = steps or bn.DEFAULT_STEPS
+    assert plan.n_iter == t and len(plan.events) == 1 + t
+    mu = gaussian_mu(epsilon, delta)
+    assert plan.gram_unit == pytest.approx(1 / (mu * math.sqrt(bn.GRAM_SHARE)), rel=1e-6)
+    assert plan.step_unit == pytest.approx(
+        1 / (mu * math.sqrt((1 - bn.GRAM_SHARE) / t)), rel=1e-6)
+    assert math.hypot(1 / plan.gram_unit, math.sqrt(t) / plan.step_unit) == pytest.approx(
+        mu, rel=1e-6)
+    eps, dlt = compose(plan.events, delta)
+    assert eps == pytest.approx(epsilon, rel=1e-6) and eps <= epsilon * (1 + 1e-9)
+    assert dlt <= delta
+    safe = _plan(epsilon, delta, safe=True, max_iter=steps)
+    assert compose(safe.events, delta)[0] <= epsilon * (1 + 1e-9)
+    assert safe.step_unit > plan.step_unit
+
+
+def test_gaussian_calibration_matches_dp_accounting():
+    """The float path's 1 + T releases, composed by an independent accountant."""
+    dp_accounting = pytest.importorskip("dp_accounting")
+    from dp_accounting import pld
+
+    epsilon, delta = 1.0, 1e-6
+    plan = _plan(epsilon, delta, safe=False)
+    acc = pld.PLDAccountant()
+    acc.compose(dp_accounting.GaussianDpEvent(plan.gram_unit))
+    acc.compose(dp_accounting.GaussianDpEvent(plan.step_unit), plan.n_iter)
+    assert acc.get_epsilon(delta) == pytest.approx(epsilon, rel=2e-3)
+
+
+def test_released_noise_has_the_planned_standard_deviation(monkeypatch):
+    """Each release's noise, measured over many fits, has sd sensitivity x unit."""
+    drawn = {}
+    original = bn.release
+
+    def recording(value, sensitivity, unit, safe, rng):
+        noisy, sigma = original(value, sensitivity, unit, safe, rng)
+        drawn.setdefault(float(sensitivity), []).append(np.ravel(noisy - value))
+        return noisy, sigma
+
+    monkeypatch.setattr(bn, "release", recording)
+    X, y = _classification(n=60, p=2)
+    est = DPSparseLogisticRegression(epsilon=1.0, delta=1e-6, solver="bounded_newton",
+                                     norm_bound=2.0, max_iter=2, classes=[0, 1],
+                                     decision="fitted")
+    for seed in range(400):
+        est.set_params(random_state=seed).fit(X, y)
+    plan = _plan(1.0, 1e-6, n=60, p=2, max_iter=2)
+    for sensitivity, unit in ((plan.gram_sensitivity, plan.gram_unit),
+                              (plan.gradient_sensitivity, plan.step_unit)):
+        noise = np.concatenate(drawn[float(sensitivity)])
+        assert noise.std() == pytest.approx(sensitivity * unit, rel=0.06)
+
+
+def test_fit_records_its_releases_in_the_ledger():
+    X, y = _classification()
+    with privacy_ledger() as ledger:
+        est = DPSparseLogisticRegression(epsilon=0.5, delta=1e-6, solver="bounded_newton",
+                                         classes=[0, 1], random_state=0).fit(X, y)
+    assert est.solver_ == "bounded_newton" and est.n_iter_ == bn.DEFAULT_STEPS
+    # decision="auto" fits the decision privately, within the same budget.
+    assert any("decision" in e.name or "histogram" in e.name for e in est.privacy_events_)
+    exact = DPSparseLogisticRegression(epsilon=np.inf, solver="bounded_newton",
+                                       classes=[0, 1]).fit(X, y)
+    assert exact.n_iter_ == bn.NON_PRIVATE_STEPS
+    assert est.epsilon_spent_ == pytest.approx(0.5, rel=1e-6)
+    assert ledger.spent()[0] == pytest.approx(0.5, rel=1e-6)
+
+
+# --------------------------------------------------------------------------
+# Exactness without noise
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("sparse", [False, True])
+def test_without_noise_it_converges_to_penalised_logistic_regression(sparse):
+    """Boehning's iteration with the exact bound X^T X / 4 converges to the optimum of
+    the mean logistic loss plus (alpha / 2) ||w||^2, intercept unpenalised."""
+    X, y = _classification()
+    alpha = 1e-2
+    ref = LogisticRegression(C=1 / (alpha * X.shape[0]), solver="newton-cholesky",
+                             tol=1e-12, max_iter=200).fit(X, y)
+    est = DPSparseLogisticRegression(epsilon=np.inf, solver="bounded_newton", penalty="l2",
+                                     alpha=alpha, max_iter=400, norm_bound=1.0,
+                                     classes=[0, 1])
+    est.fit(sp.csr_matrix(X) if sparse else X, y)
+    np.testing.assert_allclose(est.coef_, ref.coef_, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(est.intercept_, ref.intercept_, rtol=0, atol=1e-8)
+
+
+def test_without_noise_and_penalty_collinear_columns_take_the_least_norm_step():
+    """One-hot columns summing to the intercept's make the bound singular: the
+    directions the data leave flat are not moved, and the fit's scores are those of
+    the optimum."""
+    rng = np.random.default_rng(1)
+    a = rng.integers(0, 3, size=500)
+    X = np.eye(3)[a]
+    y = (rng.random(500) < np.array([0.2, 0.5, 0.8])[a]).astype(int)
+    est = DPSparseLogisticRegression(epsilon=np.inf, solver="bounded_newton",
+                                     max_iter=300, classes=[0, 1]).fit(X, y)
+    rates = np.array([y[a == j].mean() for j in range(3)])
+    np.testing.assert_allclose(est.predict_proba(np.eye(3))[:, 1], rates, atol=1e-9)
+
+
+def test_squared_loss_without_noise_is_least_squares_in_one_step():
+    rng = np.random.default_rng(2)
+    X = rng.uniform(-0.5, 0.5, size=(300, 3))
+    y = X @ np.array([0.5, -0.2, 0.1]) + 0.05
+    est = DPGreedyCDRegressor(epsilon=np.inf, solver="bounded_newton", max_iter=1,
+                              norm_bound=1.0, penalty=None).fit(X, y)
+    coef, *_ = np.linalg.lstsq(np.c_[X, np.ones(300)], y, rcond=None)
+    np.testing.assert_allclose(np.r_[est.coef_, est.intercept_], coef, atol=1e-10)
+
+
+def test_a_private_fit_of_a_large_problem_is_close_to_the_same_steps_without_noise():
+    X, y = _classification(n=20000, p=4, seed=3)
+    params = dict(solver="bounded_newton", norm_bound=1.0, classes=[0, 1], random_state=0,
+                  decision="fitted")
+    est = DPSparseLogisticRegression(epsilon=1.0, delta=1e-9, **params).fit(X, y)
+    assert est.n_iter_ == bn.DEFAULT_STEPS
+    exact = DPSparseLogisticRegression(epsilon=np.inf, max_iter=bn.DEFAULT_STEPS,
+                                       **params).fit(X, y)
+    assert np.abs(est.coef_ - exact.coef_).max() < 0.1
+    assert abs(est.intercept_[0] - exact.intercept_[0]) < 0.1
+    # The steps so far point to the optimum.
+    ref = LogisticRegression(C=1e6).fit(X, y)
+    cosine = (est.coef_ @ ref.coef_.T).item() / np.linalg.norm(est.coef_) \
+        / np.linalg.norm(ref.coef_)
+    assert cosine > 0.999
+
+
+# --------------------------------------------------------------------------
+# The rule of solver="auto" and bad input
+# --------------------------------------------------------------------------
+def test_ridge_ratio_is_its_formula():
+    n, p, eps, delta = 32561, 123, 1.0, 1 / 32561**2
+    unit = bn.gram_noise_unit(eps, delta, bn.DEFAULT_STEPS)
+    assert unit == pytest.approx(1 / (gaussian_mu(eps, delta) * math.sqrt(bn.GRAM_SHARE)))
+    assert bounded_newton_ridge_ratio(n, p, eps, delta) == pytest.approx(
+        2 * math.sqrt(2) * unit * 124**1.5 / n)
+    # lambda / (n B^2 / d) with sigma_G = sqrt(2) B^2 unit: independent of B.
+    sigma = math.sqrt(2) * 15 * unit
+    assert bn.gram_ridge(sigma, 124) / (n * 15 / 124) == pytest.approx(
+        bounded_newton_ridge_ratio(n, p, eps, delta))
+
+
+def test_auto_rule():
+    loss = LogisticLoss()
+    # a9a's shape: above the ratio at epsilon 0.1, below at 1 and 10.
+    n, p = 32561, 123
+    choices = {eps: resolve_solver("auto", n, p, eps, delta=1 / n**2, loss=loss,
+                                   norm_bound=math.sqrt(14), feature_bound=1.0)
+               for eps in (0.1, 1.0, 10.0)}
+    assert choices == {0.1: "screened_newton", 1.0: "bounded_newton",
+                       10.0: "bounded_newton"}
+    assert bounded_newton_ridge_ratio(n, p, 1.0, 1 / n**2) <= BOUNDED_NEWTON_MAX_RIDGE_RATIO
+    # Never without noise, with delta = 0, with an l1 penalty or past its feature cap.
+    assert resolve_solver("auto", n, p, np.inf, loss=loss) != "bounded_newton"
+    assert resolve_solver("auto", n, p, 1.0, delta=0.0, loss=loss) == "greedy_cd"
+    assert resolve_solver("auto", n, p, 1.0, delta=1e-9, loss=loss,
+                          l1_penalty=True) != "bounded_newton"
+    assert resolve_solver("auto", 10**12, bn.MAX_FEATURES + 1, 10.0, delta=1e-9,
+                          loss=loss) != "bounded_newton"
+    X, y = _classification(n=40000, p=3)
+    est = DPSparseLogisticRegression(epsilon=1.0, delta=1e-9, classes=[0, 1],
+                                     random_state=0).fit(X, y)
+    assert est.solver_ == "bounded_newton"
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"penalty": "l1", "alpha": 0.1}, "l2 penalty at most"),
+    ({"delta": 0.0}, "needs delta > 0"),
+])
+def test_bad_settings_fail_before_any_budget_is_reserved(params, message):
+    X, y = _classification(n=50)
+    est = DPSparseLogisticRegression(solver="bounded_newton", classes=[0, 1], **params)
+    with privacy_ledger() as ledger, pytest.raises(ValueError, match=message):
+        est.fit(X, y)
+    assert ledger.spent()[0] == 0
+
+
+def test_too_many_features_fail_before_any_budget_is_reserved():
+    X = sp.random(20, bn.MAX_FEATURES + 1, density=0.01, format="csr", random_state=0)
+    y = np.arange(20) % 2
+    est = DPSparseLogisticRegression(solver="bounded_newton", classes=[0, 1])
+    with privacy_ledger() as ledger, pytest.raises(ValueError, match="at most 2000"):
+        est.fit(X, y)
+    assert ledger.spent()[0] == 0
+
+
+# --------------------------------------------------------------------------
+# Dask arrays: the same fit as in memory
+# --------------------------------------------------------------------------
+@pytest.mark.parametrize("sparse", [True, False])
+@pytest.mark.parametrize("chunks", [(200, 200, 200), (1, 299, 37, 263)])
+@pytest.mark.parametrize("classes", [[0, 1], [0, 1, 2]])
+def test_on_a_dask_array_it_equals_the_fit_in_memory(sparse, chunks, classes):
+    da = pytest.importorskip("dask.array")
+    dask = pytest.importorskip("dask")
+    rng = np.random.default_rng(0)
+    X = sp.random(600, 30, density=0.2, format="csr", random_state=1)
+    X.data = rng.normal(size=X.nnz)
+    y = np.digitize(X @ rng.normal(size=30), [-0.5, 0.5]) % len(classes)
+    X = X if sparse else X.toarray()
+    meta = sp.csr_matrix((0, 30)) if sparse else np.empty((0, 30))
+    starts = np.concatenate([[0], np.cumsum(chunks)[:-1]])
+    blocks = [da.from_delayed(dask.delayed(X[int(a):int(a + c)]), shape=(c, 30),
+                              dtype=np.float64, meta=meta)
+              for a, c in zip(starts, chunks, strict=True)]
+    Xd = da.concatenate(blocks, axis=0)
+    kw = dict(epsilon=2.0, delta=1e-6, solver="bounded_newton", multi_class="ovr",
+              classes=classes, norm_bound=2.0, random_state=5)
+    local = DPSparseLogisticRegression(**kw).fit(X, y)
+    remote = DPSparseLogisticRegression(**kw).fit(Xd, da.from_array(y, chunks=(chunks,)))
+    np.testing.assert_allclose(remote.coef_, local.coef_, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(remote.intercept_, local.intercept_, rtol=1e-9, atol=1e-9)
+    assert remote.epsilon_spent_ == local.epsilon_spent_
