@@ -20,7 +20,7 @@ from ._base import Plan, Problem, Solver, SolverResult
 from .bias_reduced_sgd import BiasReducedSGD
 from .bounded_newton import DEFAULT_STEPS as BOUNDED_NEWTON_STEPS
 from .bounded_newton import MAX_FEATURES as BOUNDED_NEWTON_MAX_FEATURES
-from .bounded_newton import BoundedNewton, gram_noise_unit
+from .bounded_newton import BoundedNewton, gram_noise_unit, gram_ridge
 from .coordinate_descent import GreedyCoordinateDescent, RandomCoordinateDescent
 from .output_perturbation import OutputPerturbation
 from .phased_sgd import PhasedSGD
@@ -94,9 +94,10 @@ SUFFICIENT_STATISTICS_MAX_FEATURES = 100
 #: the ridge their Gram matrix's noise requires is at most this multiple of the mean
 #: eigenvalue the row bound allows (:func:`bounded_newton_ridge_ratio`): above it the
 #: ridge damps the steps in most directions. Measured (benchmarks/bench_text.py, the
-#: ratio in brackets): a9a at epsilon 1 (1.3) and 10 (0.16), w8a at 10 (0.39) are below
+#: ratio in brackets): a9a at epsilon 1 (1.5) and 10 (0.18), w8a at 10 (0.57) are below
 #: and the steps match or beat greedy CD and the screened Newton step; w8a at epsilon 1
-#: (3.4) is above, where the screened Newton step is ahead.
+#: (4.8) and a9a at 0.1 (14) are above, where the screened Newton step is ahead, and so
+#: are the DP-GCD paper's problems (n = 1000, p = 100: 3.6 at epsilon 10).
 BOUNDED_NEWTON_MAX_RIDGE_RATIO = 2.0
 
 
@@ -120,14 +121,14 @@ def coordinate_bound_ratio(feature_bound, norm_bound, n_features):
 
 
 def bounded_newton_ridge_ratio(n_samples, n_features, epsilon, delta, fit_intercept=True):
-    """The ridge ``lambda = 2 sigma_G sqrt(d)`` of ``solver="bounded_newton"`` over the
-    mean eigenvalue ``n B^2 / d`` that rows of norm at most ``B`` allow the Gram matrix
-    (its trace is at most ``n B^2``), ``d = p + 1`` with an intercept: ``2 sqrt(2)
-    u d^1.5 / n``, ``u`` the Gram release's noise per unit of sensitivity ``sqrt(2)
-    B^2``. Public values only; 0 without noise."""
+    """The ridge ``lambda`` of ``solver="bounded_newton"``
+    (:func:`~.bounded_newton.gram_ridge`) over the mean eigenvalue ``n B^2 / d`` that
+    rows of norm at most ``B`` allow the Gram matrix (its trace is at most ``n B^2``),
+    ``d = p + 1`` with an intercept. The Gram release's noise is ``sigma_G = sqrt(2) B^2
+    u``, so the ratio does not depend on ``B``. Public values only; 0 without noise."""
     d = n_features + int(bool(fit_intercept))
-    unit = gram_noise_unit(epsilon, delta, BOUNDED_NEWTON_STEPS)
-    return 2.0 * math.sqrt(2.0) * unit * d**1.5 / max(n_samples, 1)
+    sigma = math.sqrt(2.0) * gram_noise_unit(epsilon, delta, BOUNDED_NEWTON_STEPS)
+    return gram_ridge(sigma, d) * d / max(n_samples, 1)
 
 
 def resolve_solver(solver, n_samples, n_features, epsilon, *, delta=None, loss=None,
@@ -139,8 +140,8 @@ def resolve_solver(solver, n_samples, n_features, epsilon, *, delta=None, loss=N
     choice itself reveals nothing about the training data. With ``r = n epsilon / p``
     (examples per feature per unit of epsilon):
 
-    * logistic loss: ``"bounded_newton"`` if ``epsilon`` is finite, there is no l1
-      penalty and ``bounded_newton_ridge_ratio(n, p, epsilon, delta) <=
+    * logistic loss: ``"bounded_newton"`` if ``epsilon`` is finite, ``delta > 0`` is
+      given, there is no l1 penalty and ``bounded_newton_ridge_ratio(n, p, epsilon, delta) <=
       BOUNDED_NEWTON_MAX_RIDGE_RATIO`` (many rows for few features: a9a at epsilon >= 1,
       w8a at 10); otherwise ``"greedy_cd"`` if ``r >= GREEDY_MIN_SAMPLES_PER_FEATURE`` and
       ``coordinate_bound_ratio(feature_bound, norm_bound, p) <
@@ -167,7 +168,7 @@ def resolve_solver(solver, n_samples, n_features, epsilon, *, delta=None, loss=N
         return "greedy_cd"
     many = n_samples * min(epsilon, 1e12) / max(n_features, 1) >= GREEDY_MIN_SAMPLES_PER_FEATURE
     if isinstance(loss, LogisticLoss):
-        if math.isfinite(epsilon) and not l1_penalty \
+        if math.isfinite(epsilon) and delta is not None and delta > 0 and not l1_penalty \
                 and n_features <= BOUNDED_NEWTON_MAX_FEATURES \
                 and bounded_newton_ridge_ratio(n_samples, n_features, epsilon, delta) \
                 <= BOUNDED_NEWTON_MAX_RIDGE_RATIO:

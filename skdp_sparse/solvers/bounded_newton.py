@@ -13,11 +13,13 @@ depend on ``theta``, so it is released once; each step then releases one gradien
 
 1. ``G~ = G + E``, ``E`` symmetric with independent Gaussian entries of standard
    deviation ``sigma_G`` (the intercept's own entry ``n`` is public and released as is);
-2. ``H = beta (G~ + lambda I) + n l2 I_w`` with ``lambda = 2 sigma_G sqrt(d)``, the edge
-   of the semicircle of the noise's spectrum (``||E||_2`` concentrates there, Wigner):
-   ``G~ + lambda I`` is then above ``G`` up to fluctuations of order
-   ``sigma_G d^(-1/6)``, so the step stays a majorise-minimise step; directions the
-   data leave flat get the ridge (the noise cannot resolve them);
+2. ``H = beta (G~ + lambda I) + n l2 I_w`` with ``lambda = 2 sigma_G sqrt(d) + m``: the
+   noise's spectral norm is at most ``2 sigma_G sqrt(d)`` on average (the edge of
+   Wigner's semicircle) and exceeds it by ``m = 2 sigma_G sqrt(ln(1 / rho))`` with
+   probability at most ``rho = 0.05`` (:func:`ridge_margin`), so ``G~ + lambda I`` is
+   above ``G`` and the step a majorise-minimise step with probability ``1 - rho``;
+   directions the data leave flat get the ridge (the noise cannot resolve them), and
+   where ``H`` is not positive definite its eigenvalues are raised to ``beta m``;
 3. ``T`` steps ``theta <- theta - H^-1 g~``, ``g~`` the sum of the per-example gradients
    (derivatives clipped to the loss's bound, rows to ``norm_bound``) plus the penalty's
    gradient, plus Gaussian noise.
@@ -50,10 +52,10 @@ from ..utils.validation import validate_params
 from ._base import Plan, SolverResult
 from ._gradient import GradientSolver, block_gradient_sum, checkpoints, report, split
 from ._screening import noise_units, release
-from .sufficient_statistics import statistic_sensitivities
+from .sufficient_statistics import RIDGE_FAILURE_PROBABILITY, statistic_sensitivities
 
 __all__ = ["BoundedNewton", "DEFAULT_STEPS", "NON_PRIVATE_STEPS", "GRAM_SHARE",
-           "MAX_FEATURES", "gram_ridge", "gram_noise_unit"]
+           "MAX_FEATURES", "gram_ridge", "ridge_margin", "gram_noise_unit"]
 
 #: Newton steps of a private run (``max_iter`` overrides).
 DEFAULT_STEPS = 6
@@ -79,9 +81,19 @@ def gram_noise_unit(epsilon, delta, n_steps, floating_point_safe=False):
 
 
 def gram_ridge(sigma_gram, dimension):
-    """``lambda = 2 sigma_G sqrt(d)``: the ridge that keeps the noisy Gram matrix above
-    the exact one (module docstring)."""
-    return 2.0 * float(sigma_gram) * math.sqrt(dimension)
+    """``lambda = 2 sigma_G sqrt(d) + m``, ``m = ridge_margin(sigma_G)``: the ridge that
+    keeps the noisy Gram matrix above the exact one (module docstring)."""
+    return 2.0 * float(sigma_gram) * math.sqrt(dimension) + ridge_margin(sigma_gram)
+
+
+def ridge_margin(sigma_gram):
+    """``m = 2 sigma_G sqrt(ln(1 / rho))``, ``rho`` =
+    :data:`~.sufficient_statistics.RIDGE_FAILURE_PROBABILITY`: the spectral norm of the
+    noise is ``sqrt(2) sigma_G``-Lipschitz in its independent entries, so it exceeds
+    its mean (at most ``2 sigma_G sqrt(d)``) by ``m`` with probability at most
+    ``rho``; and the least curvature a direction gets where the noisy matrix is not
+    positive definite, so that no step divides noise by a vanishing eigenvalue."""
+    return 2.0 * float(sigma_gram) * math.sqrt(math.log(1.0 / RIDGE_FAILURE_PROBABILITY))
 
 
 def _shares(n_steps):
@@ -185,7 +197,7 @@ class BoundedNewton(GradientSolver):
         penalty = np.zeros(d)
         penalty[:bounds.n_features] = n * bounds.l2
         hessian[np.diag_indices(d)] += penalty
-        solve = _symmetric_solver(hessian)
+        solve = _symmetric_solver(hessian, problem.loss.smoothness * ridge_margin(sigma_gram))
         theta = np.zeros((K, d))
         marks = checkpoints(plan.n_iter, plan.verbose)
         for t in range(1, plan.n_iter + 1):
@@ -204,16 +216,20 @@ class BoundedNewton(GradientSolver):
                             {"data_passes": 1 + plan.n_iter * K})
 
 
-def _symmetric_solver(matrix):
+def _symmetric_solver(matrix, least_curvature):
     """A function returning ``rhs A^-1`` for the symmetric ``A = matrix``: by its
     Cholesky factor where it is positive definite (the noisy matrix above the exact
-    one, or a penalised objective); otherwise through its eigenvalues, the directions
-    whose eigenvalue is not positive left out, as a pseudo-inverse leaves them."""
+    one, or a penalised objective); otherwise through its eigenvalues, each raised to
+    ``least_curvature`` at least (a run with noise: see :func:`ridge_margin`), or,
+    without noise (``least_curvature = 0``), the directions of the objective that are
+    flat left out, as a pseudo-inverse leaves them."""
     factor = cholesky_lower(matrix)
     if factor is not None:
         return lambda rhs: cholesky_solve_rows(factor, rhs)
     values, vectors = np.linalg.eigh(matrix)
-    floor = max(float(values[-1]), 0.0) * matrix.shape[0] * np.finfo(float).eps
-    keep = values > floor
-    inverse = (vectors[:, keep] / values[keep]) @ vectors[:, keep].T
+    if least_curvature > 0:
+        inverse = (vectors / np.maximum(values, least_curvature)) @ vectors.T
+    else:
+        keep = values > max(float(values[-1]), 0.0) * matrix.shape[0] * np.finfo(float).eps
+        inverse = (vectors[:, keep] / values[keep]) @ vectors[:, keep].T
     return lambda rhs: rhs @ inverse
