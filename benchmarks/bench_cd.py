@@ -28,6 +28,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import accuracy_score, roc_auc_score
 
 from skdp_sparse import DPSparseLogisticRegression
+from skdp_sparse.solvers.bounded_newton import MAX_FEATURES as NEWTON_MAX_FEATURES
 
 
 def objective(X, y01, coef, intercept, alpha):
@@ -75,11 +76,15 @@ def main():
                      **metrics(ref, ds, ref_time), "excess_obj": 0.0,
                      "time_ratio": ref_time / plain_time})
         for eps in epsilons:
-            for solver in ("auto", "greedy_cd", "cd", "sgd"):
+            for solver in ("auto", "bounded_newton", "greedy_cd", "cd", "sgd"):
+                if solver == "bounded_newton" and ds.X_train.shape[1] > NEWTON_MAX_FEATURES:
+                    continue
                 runs = []
                 for seed in seeds:
+                    # The label set is public ({0, 1} for every set here).
                     clf = DPSparseLogisticRegression(epsilon=eps, delta=delta, solver=solver,
-                                                     random_state=seed, **bounds)
+                                                     classes=[0, 1], random_state=seed,
+                                                     **bounds)
                     start = time.perf_counter()
                     clf.fit(ds.X_train, ds.y_train)
                     t = time.perf_counter() - start
