@@ -68,3 +68,23 @@ def spy_on_releases(monkeypatch):
         return captured, real
 
     return spy
+
+
+@pytest.fixture
+def release_noise(monkeypatch):
+    """``record(module) -> drawn``: the noise of every Gaussian release ``module`` makes
+    through its ``release`` is appended to ``drawn[sensitivity]``, flattened."""
+
+    def record(module):
+        drawn = {}
+        real = module.release
+
+        def recording(value, sensitivity, unit, safe, rng):
+            noisy, sigma = real(value, sensitivity, unit, safe, rng)
+            drawn.setdefault(float(sensitivity), []).append(np.ravel(noisy - value))
+            return noisy, sigma
+
+        monkeypatch.setattr(module, "release", recording)
+        return drawn
+
+    return record

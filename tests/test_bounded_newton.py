@@ -87,17 +87,9 @@ def test_gaussian_calibration_matches_dp_accounting():
     assert acc.get_epsilon(delta) == pytest.approx(epsilon, rel=2e-3)
 
 
-def test_released_noise_has_the_planned_standard_deviation(monkeypatch):
+def test_released_noise_has_the_planned_standard_deviation(release_noise):
     """Each release's noise, measured over many fits, has sd sensitivity x unit."""
-    drawn = {}
-    original = bn.release
-
-    def recording(value, sensitivity, unit, safe, rng):
-        noisy, sigma = original(value, sensitivity, unit, safe, rng)
-        drawn.setdefault(float(sensitivity), []).append(np.ravel(noisy - value))
-        return noisy, sigma
-
-    monkeypatch.setattr(bn, "release", recording)
+    drawn = release_noise(bn)
     X, y = _classification(n=60, p=2)
     est = DPSparseLogisticRegression(epsilon=1.0, delta=1e-6, solver="bounded_newton",
                                      norm_bound=2.0, max_iter=2, classes=[0, 1],

@@ -99,17 +99,9 @@ def test_gaussian_calibration_matches_dp_accounting():
     assert acc.get_epsilon(delta) == pytest.approx(epsilon, rel=2e-3)
 
 
-def test_released_noise_has_the_planned_standard_deviation(monkeypatch):
+def test_released_noise_has_the_planned_standard_deviation(release_noise):
     """Each release's noise, measured over many fits, has sd Delta_k * unit_k."""
-    drawn = {}
-    original = ssp.release
-
-    def recording(value, sensitivity, unit, safe, rng):
-        noisy, sigma = original(value, sensitivity, unit, safe, rng)
-        drawn.setdefault(float(sensitivity), []).append(np.ravel(noisy - value))
-        return noisy, sigma
-
-    monkeypatch.setattr(ssp, "release", recording)
+    drawn = release_noise(ssp)
     X, y = _data(n=50, p=2)
     est = DPGreedyCDRegressor(epsilon=1.0, delta=1e-6, solver="sufficient_statistics",
                               norm_bound=10.0, target_bound=2.0)

@@ -181,13 +181,6 @@ register(Audit(
 SSP_ROWS = 400
 
 
-def _ssp_make(epsilon, delta, seed):
-    return _own_releases(
-        epsilon, delta, seed,
-        solver="sufficient_statistics", penalty=None,
-        fit_intercept=False)
-
-
 def _ssp_datasets(n=SSP_ROWS):
     """n rows x = 1 (the l2 bound), targets 0 but the last, +100 -> -100 (clipped to the
     target bound 1)."""
@@ -196,11 +189,6 @@ def _ssp_datasets(n=SSP_ROWS):
     y_prime = y.copy()
     y_prime[-1] = -TARGET
     return (np.ones((n, 1)), y), (np.ones((n, 1)), y_prime)
-
-
-def _ssp_claim(fitted, delta):
-    # Only the moment X^T y differs across the pair: the claim is its release alone.
-    return gaussian_claim()(_EventsEndingWith(fitted, "X^T y"), delta)
 
 
 class _EventsEndingWith:
@@ -212,53 +200,43 @@ class _EventsEndingWith:
                                 if e.name.endswith(suffix)]
 
 
-register(Audit(
-    name="sufficient_statistics",
-    make=_ssp_make,
-    datasets=_ssp_datasets(),
-    statistic=_coef0,
-    epsilon=GAUSS_EPSILON, delta=GAUSS_DELTA, n_runs=800, slow_runs=3000,
-    claim=_ssp_claim,
-    pair=f"{SSP_ROWS} rows x = 1 (the l2 bound), no intercept; targets 0 but the last, "
-         "+100 -> -100, clipped to the target bound 1: the moment X^T y moves by 2, the "
-         "full sensitivity 2 B T its noise is calibrated to; X^T X and its smallest "
-         "eigenvalue are the same on both sides.",
-    statistic_doc="coef_[0] = (X^T y)~ / ((X^T X)~ + ridge): increasing in the moment's "
-                  "release, whose claim is its exact profile; the denominator "
-                  f"({SSP_ROWS} plus noise of a few units) has the same law on both sides.",
-))
+def _register_gram_solver_audit(name, differing, pair, statistic_doc, **params):
+    """The audit of a solver that releases ``X^T X`` and one statistic that moves on the
+    pair of :func:`_ssp_datasets` (the release named ``...differing``): its claim is that
+    release's exact profile, the Gram matrix having the same law on both sides."""
 
+    def make(epsilon, delta, seed):
+        return _own_releases(epsilon, delta, seed, solver=name, penalty=None,
+                             fit_intercept=False, **params)
+
+    def claim(fitted, delta):
+        return gaussian_claim()(_EventsEndingWith(fitted, differing), delta)
+
+    register(Audit(
+        name=name, make=make, datasets=_ssp_datasets(), statistic=_coef0,
+        epsilon=GAUSS_EPSILON, delta=GAUSS_DELTA, n_runs=800, slow_runs=3000, claim=claim,
+        pair=f"{SSP_ROWS} rows x = 1 (the l2 bound), no intercept; targets 0 but the "
+             f"last, +100 -> -100, clipped to the target bound 1: {pair}",
+        statistic_doc=f"{statistic_doc}; the denominator ({SSP_ROWS} plus noise of a few "
+                      "units) has the same law on both sides.",
+    ))
+
+
+_register_gram_solver_audit(
+    "sufficient_statistics", "X^T y",
+    pair="the moment X^T y moves by 2, the full sensitivity 2 B T its noise is "
+         "calibrated to; X^T X and its smallest eigenvalue are the same on both sides.",
+    statistic_doc="coef_[0] = (X^T y)~ / ((X^T X)~ + ridge): increasing in the moment's "
+                  "release, whose claim is its exact profile")
 
 # -- quadratic-bound Newton steps ----------------------------------------------
-def _bounded_newton_make(epsilon, delta, seed):
-    return _own_releases(
-        epsilon, delta, seed,
-        solver="bounded_newton", max_iter=1, penalty=None,
-        fit_intercept=False)
-
-
-def _bounded_newton_claim(fitted, delta):
-    # The pair of the AdaSSP audit: only the gradient differs across it.
-    return gaussian_claim()(_EventsEndingWith(fitted, "gradient 1"), delta)
-
-
-register(Audit(
-    name="bounded_newton",
-    make=_bounded_newton_make,
-    datasets=_ssp_datasets(),
-    statistic=_coef0,
-    epsilon=GAUSS_EPSILON, delta=GAUSS_DELTA, n_runs=800, slow_runs=3000,
-    claim=_bounded_newton_claim,
-    pair=f"{SSP_ROWS} rows x = 1 (the l2 bound), no intercept, the squared loss; "
-         "targets 0 but the last, +100 -> -100: at the first step (w = 0) the last "
-         "row's derivative, clipped to the target bound 1, goes from -1 to +1, so the "
-         "gradient moves by 2, the full sensitivity 2 D B its noise is calibrated to; "
-         "X^T X is the same on both sides.",
+_register_gram_solver_audit(
+    "bounded_newton", "gradient 1", max_iter=1,
+    pair="with the squared loss, at the first step (w = 0) the last row's derivative goes "
+         "from -1 to +1, so the gradient moves by 2, the full sensitivity 2 D B its noise "
+         "is calibrated to; X^T X is the same on both sides.",
     statistic_doc="coef_[0] = -(gradient)~ / ((X^T X)~ + ridge) after one step: "
-                  "decreasing in the gradient's release, whose claim is its exact "
-                  f"profile; the denominator ({SSP_ROWS} plus noise of a few units) has "
-                  "the same law on both sides.",
-))
+                  "decreasing in the gradient's release, whose claim is its exact profile")
 
 
 # -- greedy coordinate descent -------------------------------------------------
