@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin, clone
-from sklearn.exceptions import DataConversionWarning
+from sklearn.exceptions import DataConversionWarning, NotFittedError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skdp_sparse.base import DPEstimatorMixin
@@ -366,6 +366,26 @@ def test_one_ledger_record_for_the_whole_search():
     assert record.estimator == "PrivateHyperparameterSearch"
     assert record.epsilon_spent == search.epsilon_spent_
     assert record.params["epsilon"] == 1.0
+
+
+def test_nested_cross_validation_of_the_search_records_each_search_once():
+    # cross_val_score asks the unfitted search for `score` (its default scorer); the
+    # search answered nothing before fit, and the evaluation raised a TypeError.
+    from sklearn.model_selection import cross_val_score
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer
+
+    X, y = _data()
+    search = PrivateHyperparameterSearch(ConstantLabelClassifier(), GRID, classes=[0, 1])
+    for method in ("predict", "score", "predict_proba", "classes_"):
+        assert hasattr(search, method) == (method in ("predict", "score"))
+    with pytest.raises(NotFittedError):
+        search.predict(X)
+    assert hasattr(make_pipeline(FunctionTransformer(), search), "predict")
+    with privacy_ledger() as ledger:
+        scores = cross_val_score(search, X, y, cv=3, n_jobs=2)
+    assert len(scores) == 3 and np.isfinite(scores).all()
+    assert [r.estimator for r in ledger.records()] == ["PrivateHyperparameterSearch"] * 3
 
 
 def test_budget_cap_refuses_search_before_touching_data():

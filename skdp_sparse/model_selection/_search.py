@@ -21,8 +21,7 @@ from sklearn.base import BaseEstimator, MetaEstimatorMixin, is_classifier
 from sklearn.exceptions import DataConversionWarning
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import get_tags
-from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import check_is_fitted, indexable
+from sklearn.utils.validation import indexable
 
 from ..base import DPEstimatorMixin
 from ..exceptions import SpendDeviationError
@@ -36,6 +35,7 @@ from ..privacy.selection import (
 from ..utils._labels import check_classes, encode_labels
 from ..utils._warnings import warn
 from ..utils.validation import DELTA, EPSILON, check_privacy_params, checked_array, smallest_epsilon
+from ._delegation import DelegatesToBest
 from ._public import (
     PrivateSteps,
     PublicData,
@@ -86,7 +86,8 @@ class _SpendMismatch(Exception):
     """A real fit recorded other events than its dummy fit."""
 
 
-class PrivateHyperparameterSearch(DPEstimatorMixin, MetaEstimatorMixin, BaseEstimator):
+class PrivateHyperparameterSearch(DPEstimatorMixin, DelegatesToBest, MetaEstimatorMixin,
+                                  BaseEstimator):
     """Differentially private selection of hyperparameters from a grid.
 
     The whole output (best parameters, best model, its noisy validation score)
@@ -550,44 +551,6 @@ default=None
             if est is not None:
                 best_estimator = est
         return best_score, best_index, released(best_estimator)
-
-    # -- delegation ---------------------------------------------------------
-    def _best_has(name):
-        def check(self):
-            check_is_fitted(self, "best_estimator_")
-            return hasattr(self.best_estimator_, name)
-
-        return check
-
-    @available_if(_best_has("predict"))
-    def predict(self, X):
-        return self.best_estimator_.predict(X)
-
-    @available_if(_best_has("predict_proba"))
-    def predict_proba(self, X):
-        return self.best_estimator_.predict_proba(X)
-
-    @available_if(_best_has("predict_log_proba"))
-    def predict_log_proba(self, X):
-        return self.best_estimator_.predict_log_proba(X)
-
-    @available_if(_best_has("decision_function"))
-    def decision_function(self, X):
-        return self.best_estimator_.decision_function(X)
-
-    @available_if(_best_has("transform"))
-    def transform(self, X):
-        return self.best_estimator_.transform(X)
-
-    @available_if(_best_has("score"))
-    def score(self, X, y=None):
-        """The best estimator's own ``score`` (on data you pass: not private)."""
-        return self.best_estimator_.score(X, y)
-
-    @property
-    def classes_(self):
-        check_is_fitted(self, "best_estimator_")
-        return self.best_estimator_.classes_
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
