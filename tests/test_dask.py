@@ -421,6 +421,28 @@ def test_unsupported_solver_and_missing_label_set_raise_clearly(sparse_data):
         DPSparseMeanEstimator().fit(unknown)
 
 
+def test_other_dask_collections_and_labels_of_unknown_length_are_refused_clearly(sparse_data):
+    # A dask DataFrame (here a bag, which needs no pyarrow) was refused with "does not
+    # take dask collections" by the very estimators the message then listed; labels
+    # with unknown chunk sizes raised "cannot convert float NaN to integer".
+    import dask.bag as db
+
+    X, y = sparse_data
+    ledger = PrivacyLedger()
+    rows = db.from_sequence(X.toarray().tolist(), npartitions=2)
+    for est in (DPSparseMeanEstimator(), DPSparseLogisticRegression(solver="sgd",
+                                                                    classes=[0, 1])):
+        with pytest.raises(ValueError, match=r"does not take a dask Bag.*"
+                                             r"to_dask_array\(lengths=True\)"):
+            _fit_with(ledger, est, rows, y)
+    labels = da.from_array(y, chunks=300)
+    labels = labels[labels >= 0]  # all of them, in chunks of unknown size
+    with pytest.raises(ValueError, match="y has unknown chunk sizes"):
+        _fit_with(ledger, DPSparseLogisticRegression(solver="sgd", classes=[0, 1]),
+                  as_dask(X, (300, 300)), labels)
+    assert ledger.pending() == [] and len(ledger) == 0
+
+
 # --------------------------------------------------------------------------
 # On a cluster of worker processes
 # --------------------------------------------------------------------------

@@ -291,7 +291,7 @@ def test_steps_without_dask_support_say_so(make):
     X = da.from_array(sp.random(20, 3, density=0.5, format="csr", random_state=0),
                       chunks=(10, 3))
     y = np.arange(20) % 2
-    with pytest.raises(ValueError, match="does not take dask collections"):
+    with pytest.raises(ValueError, match="does not take dask arrays"):
         make().fit(X, y)
 
 

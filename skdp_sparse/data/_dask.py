@@ -292,7 +292,8 @@ class DaskData:
             raise ValueError(f"X must be a 2-d dask array, got {X.ndim} dimensions")
         if any(math.isnan(c) for c in X.chunks[0]) or math.isnan(X.shape[1]):
             raise ValueError("X has unknown chunk sizes: the block sizes are the public "
-                             "number of rows; give a dask array with known chunks")
+                             "number of rows; give a dask array with known chunks (a "
+                             "dask DataFrame's to_dask_array(lengths=True))")
         if len(X.chunks[1]) > 1:
             X = X.rechunk({1: -1})
         n, p = (int(v) for v in X.shape)
@@ -305,6 +306,10 @@ class DaskData:
         else:
             if not is_dask_array(y):
                 y = np.asarray(y)
+            elif any(math.isnan(c) for c in y.shape):
+                raise ValueError("y has unknown chunk sizes: give it with known chunks "
+                                 "(a dask DataFrame's to_dask_array(lengths=True)), or "
+                                 "in memory")
             if y.ndim != 1 or int(y.shape[0]) != n:
                 raise ValueError(f"y must be 1-d with {n} entries like the rows of X, "
                                  f"got shape {y.shape}")

@@ -334,12 +334,17 @@ class data_free_errors:
 def _check_container(X, owner):
     """Refuse before validation what it would mishandle: a dask collection (converted
     element by element) and a sparse matrix whose index arrays leave its shape."""
-    if type(X).__module__.startswith("dask"):
+    module = type(X).__module__
+    if module.startswith("dask"):
+        # Estimators that fit dask arrays reach this with other dask collections only.
+        what = "dask arrays" if module.startswith("dask.array") else \
+            f"a dask {type(X).__name__}"
         raise ValueError(
-            f"{owner} does not take dask collections; the estimators that fit a dask array "
-            "are DPSparseMeanEstimator and DPSparseLogisticRegression / DPGreedyCDRegressor "
-            "with a solver that runs on row blocks (sgd, greedy_cd). Compute the array "
-            "first if it fits in memory.")
+            f"{owner} does not take {what}; DPSparseMeanEstimator, and "
+            "DPSparseLogisticRegression / DPGreedyCDRegressor with a solver that runs on "
+            "row blocks (sgd, greedy_cd), fit a dask array of row blocks with known chunk "
+            "sizes (a DataFrame's to_dask_array(lengths=True)). Compute the data first if "
+            "they fit in memory.")
     check_sparse_structure(X)
 
 
