@@ -634,6 +634,23 @@ def test_cap_refuses_before_private_work(data):
         ledger.check(1e-3, 0.0)
 
 
+def test_a_fit_whose_delta_alone_exceeds_the_cap_is_told_so(data):
+    # A pure-DP cap (max_delta=0, diffprivlib's default) and a fit at the default
+    # delta=1e-6: the refusal quoted a total of epsilon=inf and nothing else.
+    X, y = data
+    ledger = PrivacyLedger(max_epsilon=3.0, max_delta=0.0)
+    with pytest.raises(BudgetExceededError, match=r"its delta alone is above the cap's "
+                                                  r"delta=0.*max_delta=0 admits"):
+        NoisyFrequencyClassifier(epsilon=1.0, delta=1e-6, ledger=ledger).fit(X, y)
+    with pytest.raises(BudgetExceededError, match="its delta alone is above the cap's "
+                                                  "delta=1e-05, which no epsilon covers$"):
+        PrivacyLedger(max_epsilon=3.0, max_delta=1e-5).check(1.0, 1e-4)
+    with pytest.raises(BudgetExceededError) as refusal:
+        PrivacyLedger(max_epsilon=3.0, max_delta=1e-5).check(4.0, 1e-6)
+    assert "alone" not in str(refusal.value)
+    assert len(ledger) == 0 and ledger.pending() == []
+
+
 def test_cap_uses_tight_composition(data):
     X, y = data
     # Ten Gaussian fits at (1, 1e-6) compose to well under 10 at delta 1e-5.

@@ -434,10 +434,16 @@ class PrivacyLedger:
         return None, None
 
     def _refusal(self, what, epsilon, delta, cap, total):
+        # A total of epsilon=inf alone would not say that the plan's own delta is what
+        # no epsilon can cover (a default delta=1e-6 fit under a pure-DP cap).
+        why = "" if not delta > cap[1] * (1 + CAP_RTOL) else (
+            f": its delta alone is above the cap's delta={cap[1]:g}, which no epsilon "
+            "covers" + (" (a cap with max_delta=0 admits fits with delta=0 only)"
+                        if cap[1] == 0 else ""))
         return BudgetExceededError(
             f"{what} with budget (epsilon={epsilon:g}, delta={delta:g}) would bring the "
             f"total of {self!r} to (epsilon={total[0]:.6g}, delta={total[1]:.3g}), above "
-            f"its cap (epsilon={cap[0]:g}, delta={cap[1]:g})"
+            f"its cap (epsilon={cap[0]:g}, delta={cap[1]:g}){why}"
         )
 
     def check(self, epsilon, delta, *, estimator="a fit"):
