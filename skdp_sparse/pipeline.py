@@ -156,6 +156,14 @@ def check_no_step_fits_without_privacy(estimator, paths, context):
                 "that inverse_func undoes func, and warns where it does not: one private "
                 f"row can set that warning; {context} set check_inverse=False")
         if not _learns_nothing(step):
+            if any(c.startswith(path + "__") if path else c for c in paths):
+                # It holds a private step: "fits without privacy" would misname it.
+                raise ValueError(
+                    f"{path or name} ({type(step).__name__}) holds private steps, and its "
+                    "own fit may compute on the rows (TransformedTargetRegressor checks "
+                    "its inverse on the targets, others fit a step more than once); "
+                    f"{context} private steps may sit in a Pipeline, FeatureUnion or "
+                    "ColumnTransformer only")
             raise ValueError(
                 f"step {path or name!r} of {name} ({type(step).__name__}) fits on the "
                 f"data without privacy; {context} every step must be private, frozen or "

@@ -15,6 +15,7 @@ from sklearn.preprocessing import FunctionTransformer
 
 from skdp_sparse import (
     BoundedScaler,
+    DPGreedyCDRegressor,
     DPSparseLogisticRegression,
     DPStandardScaler,
     PrivateHyperparameterSearch,
@@ -326,4 +327,21 @@ def test_a_private_step_that_learns_from_text_is_refused_before_any_budget(frame
         X, pipe = docs, make_pipeline(vectorizer, _classifier())
     with privacy_ledger() as ledger, pytest.raises(ValueError, match="FrozenEstimator"):
         _search(pipe).fit(X, [1, 0] * 20)
+    assert len(ledger) == 0 and ledger.pending() == []
+
+
+def test_a_meta_estimator_holding_the_private_model_is_refused_for_what_it_is():
+    # A log-scale TransformedTargetRegressor around a private regressor was refused as
+    # "fits on the data without privacy", which named neither the private model it
+    # holds nor the composites that may hold one.
+    from sklearn.compose import TransformedTargetRegressor
+
+    X, y = _data()
+    model = TransformedTargetRegressor(
+        DPGreedyCDRegressor(target_bounds=(0.0, 3.0)), func=np.log1p,
+        inverse_func=np.expm1, check_inverse=False)
+    with privacy_ledger() as ledger, pytest.raises(
+            ValueError, match=r"TransformedTargetRegressor \(TransformedTargetRegressor\) "
+                              r"holds private steps.*FeatureUnion or ColumnTransformer only"):
+        _search(model, {"regressor__alpha": [1e-3]}).fit(X, y.astype(float))
     assert len(ledger) == 0 and ledger.pending() == []
