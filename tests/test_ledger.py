@@ -315,7 +315,8 @@ def test_activated_ledger_reaches_child_interpreters(data):
 
 def test_activated_ledger_reaches_forkserver_workers_and_their_children(tmp_path):
     # Fits in a forkserver's workers (grandchildren of the process that activated the
-    # ledger) used to find no active ledger and ran past its cap unrecorded.
+    # ledger) used to find no active ledger and ran past its cap unrecorded. The fits
+    # are pure DP, whose epsilons add up: one at 0.9 leaves no room under 1.
     script = tmp_path / "forkserver_fits.py"
     script.write_text(
         "import multiprocessing as mp\n"
@@ -326,7 +327,7 @@ def test_activated_ledger_reaches_forkserver_workers_and_their_children(tmp_path
         "def work(epsilon):\n"
         "    X = np.zeros((10, 3)); y = np.arange(10) % 2\n"
         "    try:\n"
-        "        NoisyFrequencyClassifier(epsilon=epsilon).fit(X, y)\n"
+        "        NoisyFrequencyClassifier(epsilon=epsilon, delta=0.0).fit(X, y)\n"
         "        return 'ran'\n"
         "    except BudgetExceededError:\n"
         "        return 'refused'\n"
@@ -665,6 +666,48 @@ def test_cap_uses_tight_composition(data):
             break
     assert n_ok > 6  # more than basic composition would allow
     assert ledger.spent(delta=1e-5)[0] <= 6.0
+
+
+def test_cap_admits_fits_on_the_tight_composition_of_their_planned_events(data):
+    # A fit's plan was composed as an (epsilon, delta) pair: under a cap of (1.2, 1e-5)
+    # Gaussian fits at (0.5, 1e-6) were refused from the 4th on, at a tight total of
+    # 0.79, when 6 of them compose to 1.15.
+    X, y = data
+    ledger = PrivacyLedger(max_epsilon=1.2, max_delta=1e-5)
+    est = NoisyFrequencyClassifier(epsilon=0.5, delta=1e-6, ledger=ledger)
+    fits = 0
+    with pytest.raises(BudgetExceededError, match="cap"):
+        for _ in range(20):
+            est.fit(X, y)
+            fits += 1
+    assert fits >= 6 and ledger.pending() == []
+    assert ledger.spent(delta=1e-5)[0] <= 1.2
+    one_more = compose(ledger.events() + list(ledger.records()[0].events), 1e-5)[0]
+    assert one_more > 1.2
+
+
+class UnderplannedClassifier(NoisyFrequencyClassifier):
+    """Plans a quarter of the epsilon its release spends."""
+
+    def _plan(self, public):
+        plan = super()._plan(public)
+        small = GaussianMechanism(1 / public["n"], sigma=4 * plan.mechanism.sigma)
+        return SimpleNamespace(**{**vars(plan), "events": (small.event(),)})
+
+    def _solve(self, y, plan, rng):
+        result = super()._solve(y, plan, rng)
+        return SimpleNamespace(value=result.value, events=(plan.mechanism.event(),))
+
+
+def test_a_fit_that_records_more_than_it_planned_is_recorded_then_refused(data):
+    X, y = data
+    # Two fits at (0.5, 1e-6) compose to 0.64 at 1e-5; each plans about a quarter.
+    ledger = PrivacyLedger(max_epsilon=0.6, max_delta=1e-5)
+    UnderplannedClassifier(epsilon=0.5, delta=1e-6, ledger=ledger).fit(X, y)
+    with pytest.raises(BudgetExceededError, match="other events than it reserved"):
+        UnderplannedClassifier(epsilon=0.5, delta=1e-6, ledger=ledger).fit(X, y)
+    assert len(ledger) == 2 and ledger.pending() == []
+    assert ledger.spent(delta=1e-5)[0] > 0.6
 
 
 def test_a_cap_binds_the_store_so_reopening_without_it_cannot_lift_it(data, tmp_path):

@@ -13,7 +13,6 @@ import weakref
 
 from ...exceptions import BudgetExceededError, LedgerUnreachableError
 from ...utils._warnings import warn
-from ..accounting import PrivacyEvent
 from ._records import (
     CAP_RTOL,
     LedgerRecord,
@@ -314,6 +313,7 @@ class PrivacyLedger:
                     str(item["estimator"]), spend(item["epsilon"], "epsilon"),
                     spend(item["delta"], "delta"),
                     float(item["time"]), int(item["pid"]), str(item["id"]),
+                    tuple(event_from_dict(e) for e in item.get("events", [])),
                 )
         elif kind == "release":
             self._settled.add(item["reservation"])
@@ -370,12 +370,11 @@ class PrivacyLedger:
         return len(self.records())
 
     def events(self):
-        """Every recorded mechanism event, and one (epsilon, delta) event per pending
-        reservation: what :meth:`spent` composes."""
+        """Every recorded mechanism event, and the planned events (or one
+        (epsilon, delta) event) of each pending reservation: what :meth:`spent`
+        composes."""
         records, pending = self._snapshot()
-        events = [e for r in records for e in r.composable_events()]
-        return events + [PrivacyEvent.approximate(p.epsilon, p.delta, name="reserved")
-                         for p in pending]
+        return [e for r in [*records, *pending] for e in r.composable_events()]
 
     def spent(self, delta=None, *, composition="tight"):
         """Total privacy spent by all recorded fits (and pending reservations).
@@ -422,12 +421,13 @@ class PrivacyLedger:
         return "\n".join(lines)
 
     # -- writing ----------------------------------------------------------
-    def _exceeded_cap(self, records, reservations, epsilon, delta):
-        """The first cap in force that spending ``(epsilon, delta)`` more would
-        exceed, with the total at its delta; ``(None, None)`` if none."""
+    def _exceeded_cap(self, records, reservations, epsilon, delta, events=None):
+        """The first cap in force that spending ``(epsilon, delta)`` more (composed as
+        its ``events`` if given) would exceed, with the total at its delta;
+        ``(None, None)`` if none."""
         for cap_epsilon, cap_delta in self._caps_in_force():
             eps, dlt = totals(records, reservations, extra=[(epsilon, delta)],
-                               delta=cap_delta)
+                               delta=cap_delta, extra_events=events)
             if (not eps <= cap_epsilon * (1 + CAP_RTOL)) or (
                     not dlt <= cap_delta * (1 + CAP_RTOL) + 1e-300):
                 return (cap_epsilon, cap_delta), (eps, dlt)
@@ -446,34 +446,43 @@ class PrivacyLedger:
             f"its cap (epsilon={cap[0]:g}, delta={cap[1]:g}){why}"
         )
 
-    def check(self, epsilon, delta, *, estimator="a fit"):
+    def check(self, epsilon, delta, *, estimator="a fit", events=None):
         """Raise :class:`BudgetExceededError` if spending ``(epsilon, delta)`` more
-        would exceed a cap in force; reserve nothing (see :meth:`reserve`)."""
+        (composed as ``events``, if given) would exceed a cap in force; reserve
+        nothing (see :meth:`reserve`)."""
         epsilon, delta = planned(epsilon, delta)
+        events = tuple(events or ()) or None
         with self._locked(exclusive=False):
-            cap, total = self._exceeded_cap(self._records,
-                                            list(self._reservations.values()), epsilon, delta)
+            cap, total = self._exceeded_cap(self._records, list(self._reservations.values()),
+                                            epsilon, delta, events)
         if cap is not None:
             raise self._refusal(estimator, epsilon, delta, cap, total)
 
-    def reserve(self, epsilon, delta, *, estimator="a fit"):
+    def reserve(self, epsilon, delta, *, estimator="a fit", events=None):
         """Check the cap (if any) and set ``(epsilon, delta)`` aside, atomically.
 
         Returns the reservation id. The reservation counts in every total until a
         fit record settles it, so a fit whose record is lost (a writer killed
         mid-line, a damaged line) still counts with its planned budget: ledgers
-        without a cap reserve too.
+        without a cap reserve too. ``events``, the privacy events the fit will
+        record, are what the cap check composes in place of the pair (tightly:
+        ten fits at ``(1, 1e-6)`` compose to far less than 10); a record of other
+        events that takes the total above the cap raises once it is written.
         """
         epsilon, delta = planned(epsilon, delta)
+        events = tuple(events or ()) or None
         with self._locked(exclusive=True) as log:
-            cap, total = self._exceeded_cap(self._records,
-                                            list(self._reservations.values()), epsilon, delta)
+            cap, total = self._exceeded_cap(self._records, list(self._reservations.values()),
+                                            epsilon, delta, events)
             if cap is not None:
                 raise self._refusal(estimator, epsilon, delta, cap, total)
             rid = uuid.uuid4().hex
-            log.append({"kind": "reserve", "id": rid, "estimator": estimator,
-                              "epsilon": epsilon, "delta": delta, "time": time.time(),
-                              "pid": os.getpid()})
+            entry = {"kind": "reserve", "id": rid, "estimator": estimator,
+                     "epsilon": epsilon, "delta": delta, "time": time.time(),
+                     "pid": os.getpid()}
+            if events is not None:
+                entry["events"] = [event_to_dict(e) for e in events]
+            log.append(entry)
             self._refresh(log)
             return rid
 
@@ -514,12 +523,17 @@ class PrivacyLedger:
             log.append(payload)
             self._refresh(log)
             record = next(r for r in reversed(self._records) if r.id == rid)
-            if reservation is None:
+            # As JSON text, where the events' NaN fields compare equal.
+            planned_events = None if reserved is None or not reserved.events else \
+                json.dumps([event_to_dict(e) for e in reserved.events], sort_keys=True)
+            if reservation is None or planned_events not in (
+                    None, json.dumps(payload["events"], sort_keys=True)):
                 cap, total = self._exceeded_cap(self._records,
                                                 list(self._reservations.values()), 0.0, 0.0)
                 if cap is not None:
                     raise BudgetExceededError(
-                        f"{name} ran without reserving its budget first and took the "
+                        f"{name} ran without reserving its budget first (or recorded "
+                        "other events than it reserved) and took the "
                         f"total of {self!r} to (epsilon={total[0]:.6g}, "
                         f"delta={total[1]:.3g}), above its cap; its spend is recorded"
                     )

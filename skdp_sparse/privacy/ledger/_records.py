@@ -74,7 +74,8 @@ class LedgerRecord:
 
 @dataclass(frozen=True)
 class Reservation:
-    """Budget set aside by a fit that passed the cap check and has not reported yet."""
+    """Budget set aside by a fit that passed the cap check and has not reported yet,
+    with the privacy events it planned (if it stated them)."""
 
     estimator: str
     epsilon: float
@@ -82,10 +83,21 @@ class Reservation:
     timestamp: float
     pid: int
     id: str
+    events: tuple = ()
+
+    def composable_events(self):
+        """The fit's planned events if it stated them (and planned noise), else its
+        (epsilon, delta)."""
+        if self.events and math.isfinite(self.epsilon):
+            return list(self.events)
+        return [PrivacyEvent.approximate(self.epsilon, self.delta, name="reserved")]
 
 
-def totals(records, reservations, extra=(), delta=None, composition="tight"):
-    """Composed ``(epsilon, delta)`` of fits, reservations and extra planned spends."""
+def totals(records, reservations, extra=(), delta=None, composition="tight",
+           extra_events=None):
+    """Composed ``(epsilon, delta)`` of fits, reservations and extra planned spends;
+    ``extra_events``, the events the extra spends will record, replace their pairs in
+    the tight total."""
     planned = [(r.epsilon, r.delta) for r in reservations] + list(extra)
     basic_eps = sum(r.epsilon_spent for r in records) + sum(e for e, _ in planned)
     basic_delta = sum(r.delta_spent for r in records) + sum(d for _, d in planned)
@@ -95,7 +107,9 @@ def totals(records, reservations, extra=(), delta=None, composition="tight"):
         raise ValueError(f"composition must be 'tight' or 'basic', got {composition!r}")
     target = basic_delta if delta is None else float(delta)
     events = [e for r in records for e in r.composable_events()]
-    events += [PrivacyEvent.approximate(e, d, name="planned") for e, d in planned]
+    events += [e for r in reservations for e in r.composable_events()]
+    events += list(extra_events) if extra_events is not None else [
+        PrivacyEvent.approximate(e, d, name="planned") for e, d in extra]
     eps, dlt = compose(events, min(target, 1.0))
     if basic_delta <= target * (1 + 1e-12) and basic_eps <= eps:
         return basic_eps, basic_delta

@@ -83,7 +83,10 @@ class FitBudget:
         name = type(self.estimator).__name__
         try:
             for ledger in ledgers_for(self.estimator):
-                rid = ledger.reserve(self.epsilon, self.delta, estimator=name)
+                # A fit without noise spends epsilon=inf whatever events it plans.
+                rid = ledger.reserve(self.epsilon, self.delta, estimator=name,
+                                     events=self.events if math.isfinite(self.epsilon)
+                                     else None)
                 self._reservations[ledger.store_key] = (ledger, rid)
         except BaseException:
             self.release()
