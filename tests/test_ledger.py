@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from types import SimpleNamespace
 
 import numpy as np
@@ -967,3 +968,35 @@ def test_a_record_does_not_tell_how_long_its_fit_ran(tmp_path):
     # Without a reservation a record has the time it is written.
     before = time.time()
     assert ledger.record("other", (), 0.5, 0.0).timestamp >= before
+
+
+# --------------------------------------------------------------------------
+# Fits that share their noise
+# --------------------------------------------------------------------------
+def _shared_noise_warnings(make, folds=3):
+    from skdp_sparse import DPSparseLogisticRegression, privacy_ledger
+    from skdp_sparse.exceptions import PrivacyLeakWarning
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 4))
+    y = (X[:, 0] > 0).astype(int)
+    with warnings.catch_warnings(record=True) as caught, privacy_ledger():
+        warnings.simplefilter("always")
+        cross_val_score(make(DPSparseLogisticRegression), X, y, cv=folds)
+    return [w for w in caught if issubclass(w.category, PrivacyLeakWarning)
+            and "same generator state" in str(w.message)]
+
+
+@pytest.mark.parametrize("seed", [0, "generator"])
+def test_fits_that_draw_the_same_noise_in_one_ledger_are_flagged(seed):
+    """Every fold of a seeded estimator (an int, or a Generator that clone copies with
+    its state) draws the same noise: the ledger's composition does not cover them."""
+    def make(cls):
+        rs = np.random.default_rng(7) if seed == "generator" else seed
+        return cls(classes=[0, 1], random_state=rs)
+
+    assert len(_shared_noise_warnings(make)) == 2
+
+
+def test_fits_with_fresh_noise_are_not_flagged():
+    assert _shared_noise_warnings(lambda cls: cls(classes=[0, 1])) == []

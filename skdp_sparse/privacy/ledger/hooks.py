@@ -18,7 +18,9 @@ it (its ``ledger`` parameter and the active ledgers). The fit sequence of
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import math
+import os
 import weakref
 
 from ..accounting import compose
@@ -60,6 +62,39 @@ def _generator_state(rng):
     return None if rng is None else rng.bit_generator.state
 
 
+#: A key of this process's own: the fingerprints below say nothing of a seed to whoever
+#: reads them (a seed regenerates the noise it seeded).
+_FINGERPRINT_KEY = os.urandom(16)
+#: Ledger store -> fingerprints of the generator states this process's private fits
+#: recorded in it started their noise from.
+_NOISE_SOURCES = {}
+
+
+def _warn_on_shared_noise(ledgers, state, estimator):
+    """Warn if a private fit recorded in one of ``ledgers`` by this process started from
+    the generator state ``state`` too: the two releases carry the same noise (a seed
+    given twice, or a ``Generator`` copied with its state by ``clone``), and the
+    ledger's composition, which assumes independent noise, does not cover them."""
+    digest = hashlib.blake2b(repr(state).encode(), key=_FINGERPRINT_KEY,
+                             digest_size=16).digest()
+    shared = False
+    for ledger in ledgers:
+        seen = _NOISE_SOURCES.setdefault(ledger.store_key, set())
+        shared |= digest in seen
+        seen.add(digest)
+    if shared:
+        from ...exceptions import PrivacyLeakWarning
+        from ...utils._warnings import warn
+
+        warn(f"{type(estimator).__name__} draws its noise from the same generator state "
+             "as an earlier private fit recorded in the same ledger (its random_state, or "
+             "a Generator copied with its state by clone): the two releases carry the "
+             "same noise, so unless both read the same rows their difference is exact "
+             "and the ledger's total, which composes independent noise, does not hold "
+             "for them. Give each fit random_state=None, or its own seed.",
+             PrivacyLeakWarning)
+
+
 class FitBudget:
     """The budget of one fit of ``estimator``: ``(epsilon, delta)`` planned, with the
     privacy ``events`` the fit will record if it completes."""
@@ -93,8 +128,12 @@ class FitBudget:
             raise
 
     def watch(self, rng):
-        """Remember ``rng``'s state: a failure before it advances released nothing."""
+        """Remember ``rng``'s state: a failure before it advances released nothing; and
+        warn if a private fit in the same ledgers started from it before."""
         self._rng, self._rng_state = rng, _generator_state(rng)
+        if self._reservations and math.isfinite(self.epsilon) and rng is not None:
+            _warn_on_shared_noise([led for led, _ in self._reservations.values()],
+                                  self._rng_state, self.estimator)
 
     def randomness_used(self):
         return self._rng is None or _generator_state(self._rng) != self._rng_state
