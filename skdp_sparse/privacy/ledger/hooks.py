@@ -89,9 +89,10 @@ def _warn_on_shared_noise(ledgers, state, estimator):
         warn(f"{type(estimator).__name__} draws its noise from the same generator state "
              "as an earlier private fit recorded in the same ledger (its random_state, or "
              "a Generator copied with its state by clone): the two releases carry the "
-             "same noise, so unless both read the same rows their difference is exact "
-             "and the ledger's total, which composes independent noise, does not hold "
-             "for them. Give each fit random_state=None, or its own seed.",
+             "same noise, so their difference is exact wherever their values without "
+             "noise differ (other rows, or other settings on the same rows), and the "
+             "ledger's total, which composes independent noise, does not hold for them. "
+             "Give each fit random_state=None, or its own seed.",
              PrivacyLeakWarning)
 
 
