@@ -28,7 +28,7 @@ from skdp_sparse.exceptions import PrivacyLeakWarning  # noqa: E402
 from skdp_sparse.optim.losses import LogisticLoss  # noqa: E402
 from skdp_sparse.optim.penalties import L2  # noqa: E402
 from skdp_sparse.privacy.row_sampling import PoissonRows, step_samplers  # noqa: E402
-from skdp_sparse.solvers import Problem, get_solver  # noqa: E402
+from skdp_sparse.solvers import SOLVERS, Problem, get_solver  # noqa: E402
 
 CHUNKINGS = [(600,), (200, 200, 200), (1, 299, 37, 263)]
 
@@ -433,8 +433,11 @@ def test_other_dask_collections_and_labels_of_unknown_length_are_refused_clearly
     for est in (DPSparseMeanEstimator(), DPSparseLogisticRegression(solver="sgd",
                                                                     classes=[0, 1])):
         with pytest.raises(ValueError, match=r"does not take a dask Bag.*"
-                                             r"to_dask_array\(lengths=True\)"):
+                                             r"to_dask_array\(lengths=True\)") as info:
             _fit_with(ledger, est, rows, y)
+        # It names every solver that runs on row blocks.
+        assert all(name in str(info.value) for name, solver in SOLVERS.items()
+                   if getattr(solver, "distributed", False))
     labels = da.from_array(y, chunks=300)
     labels = labels[labels >= 0]  # all of them, in chunks of unknown size
     with pytest.raises(ValueError, match="y has unknown chunk sizes"):

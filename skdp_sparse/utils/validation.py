@@ -339,10 +339,15 @@ def _check_container(X, owner):
         # Estimators that fit dask arrays reach this with other dask collections only.
         what = "dask arrays" if module.startswith("dask.array") else \
             f"a dask {type(X).__name__}"
+        # Imported here: the solvers import this module.
+        from ..solvers import SOLVERS
+
+        blocks = ", ".join(sorted(n for n, s in SOLVERS.items()
+                                  if getattr(s, "distributed", False)))
         raise ValueError(
             f"{owner} does not take {what}; DPSparseMeanEstimator, and "
             "DPSparseLogisticRegression / DPGreedyCDRegressor with a solver that runs on "
-            "row blocks (sgd, greedy_cd), fit a dask array of row blocks with known chunk "
+            f"row blocks ({blocks}), fit a dask array of row blocks with known chunk "
             "sizes (a DataFrame's to_dask_array(lengths=True)). Compute the data first if "
             "they fit in memory.")
     check_sparse_structure(X)
