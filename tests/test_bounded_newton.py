@@ -248,6 +248,18 @@ def test_auto_rule():
     assert est.solver_ == "bounded_newton"
 
 
+def test_auto_with_an_integer_feature_selection_takes_a_screening_solver():
+    """An integer feature_selection is taken by the screening solvers only: "auto" must
+    not choose one that refuses it (here the rule would take the Newton steps)."""
+    X, y = _classification(n=40000, p=3)
+    assert resolve_solver("auto", *X.shape, 1.0, delta=1e-9,
+                          loss=LogisticLoss()) == "bounded_newton"
+    est = DPSparseLogisticRegression(epsilon=1.0, delta=1e-9, classes=[0, 1],
+                                     feature_selection=2, random_state=0).fit(X, y)
+    assert est.solver_ == "screened_newton"
+    assert np.count_nonzero(est.coef_) <= 2
+
+
 @pytest.mark.parametrize("params, message", [
     ({"penalty": "l1", "alpha": 0.1}, "l2 penalty at most"),
     ({"delta": 0.0}, "needs delta > 0"),

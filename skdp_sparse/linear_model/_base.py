@@ -535,7 +535,9 @@ class DPMultiSolverModel(DPLinearModel):
                               loss=self._loss(), l1_penalty=l1_penalty,
                               feature_bound=check_bound("feature_bound", self.feature_bound,
                                                         size=public["n_features"]),
-                              norm_bound=float(self.norm_bound))
+                              norm_bound=float(self.norm_bound),
+                              screening=getattr(self, "feature_selection", "auto")
+                              not in ("auto", "none"))
 
     def _selection(self):
         """``selection="auto"``: Laplace report-noisy-max where the fit is pure DP

@@ -203,7 +203,8 @@ default="auto"
         keeps; the coefficients of the others are exactly 0 (:ref:`defaults`). An
         integer ``k`` keeps the ``k`` largest; ``"auto"`` is the solver's rule
         (``screened_newton``: those above one noise standard deviation; ``sgd``: no
-        screening); ``"none"`` keeps every feature.
+        screening); ``"none"`` keeps every feature. With ``solver="auto"``, an integer
+        ``k`` makes the logistic loss's choice ``screened_newton``.
     feature_selection_share : float in (0, 1), default=None
         Share of the budget (of the Gaussian ``mu^2``) spent on the association release;
         ``None``: the solver's rule (``sgd``: 1/4; ``screened_newton``: 3/4, the

@@ -132,7 +132,7 @@ def bounded_newton_ridge_ratio(n_samples, n_features, epsilon, delta, fit_interc
 
 
 def resolve_solver(solver, n_samples, n_features, epsilon, *, delta=None, loss=None,
-                   l1_penalty=False, feature_bound=1.0, norm_bound=math.inf):
+                   l1_penalty=False, feature_bound=1.0, norm_bound=math.inf, screening=False):
     """The solver ``solver="auto"`` runs, from public n, p, epsilon and bounds (and the
     kind of loss) only.
 
@@ -158,6 +158,9 @@ def resolve_solver(solver, n_samples, n_features, epsilon, *, delta=None, loss=N
       cost independent of p), ``"greedy_cd"`` if ``r >= GREEDY_MIN_SAMPLES_PER_FEATURE``,
       otherwise ``"sgd"`` (noisy full-batch gradient descent, averaged iterates).
 
+    ``screening=True`` (an integer ``feature_selection``, which only the screening
+    solvers take) makes the logistic loss's choice ``"screened_newton"``.
+
     Pure DP (``delta=0``, epsilon finite) takes ``"greedy_cd"`` for every loss: the
     registered solver with a pure-DP mode (Laplace selection and updates composed by
     basic composition); every other one adds Gaussian noise.
@@ -168,6 +171,8 @@ def resolve_solver(solver, n_samples, n_features, epsilon, *, delta=None, loss=N
         return "greedy_cd"
     many = n_samples * min(epsilon, 1e12) / max(n_features, 1) >= GREEDY_MIN_SAMPLES_PER_FEATURE
     if isinstance(loss, LogisticLoss):
+        if screening:
+            return "screened_newton"
         if math.isfinite(epsilon) and delta is not None and delta > 0 and not l1_penalty \
                 and n_features <= BOUNDED_NEWTON_MAX_FEATURES \
                 and bounded_newton_ridge_ratio(n_samples, n_features, epsilon, delta) \
