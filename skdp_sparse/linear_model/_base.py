@@ -526,8 +526,7 @@ class DPMultiSolverModel(DPLinearModel):
         from ..solvers import resolve_solver
         from ..utils.validation import check_bound
 
-        # An explicit l1 (or elastic-net) strength rules out the solvers that fit
-        # least squares with an l2 penalty at most; alpha=None is theirs to choose.
+        # Only an explicit l1 or elastic-net strength (not alpha=None) rules out l2-only solvers.
         l1_penalty = self.alpha is not None and self.alpha > 0 \
             and self.penalty in ("l1", "elasticnet")
         return resolve_solver(self.solver, public["n_samples"], public["n_features"],
@@ -535,9 +534,8 @@ class DPMultiSolverModel(DPLinearModel):
                               loss=self._loss(), l1_penalty=l1_penalty,
                               feature_bound=check_bound("feature_bound", self.feature_bound,
                                                         size=public["n_features"]),
-                              norm_bound=float(self.norm_bound),
-                              screening=getattr(self, "feature_selection", "auto")
-                              not in ("auto", "none"))
+                              norm_bound=float(self.norm_bound), screening=not isinstance(
+                                  self.feature_selection, str))
 
     def _selection(self):
         """``selection="auto"``: Laplace report-noisy-max where the fit is pure DP
