@@ -203,6 +203,49 @@ MUTATIONS = [
         "search_score", "the private search's score noise", "model_selection/_search.py",
         "sigma = self._score_noise(rho_score, sensitivity)",
         "sigma = self._score_noise(rho_score, sensitivity) / 2"),
+    # -- the releases a fit makes beside its solver's own ----------------------------
+    Mutation(
+        "sgd_multinomial", "the noisy gradient descent noise of the multinomial loss (sgd)",
+        "solvers/sgd.py",
+        "sigma = plan.noise_multiplier * bounds.grad_l2",
+        "sigma = plan.noise_multiplier * bounds.grad_l2 / (2 if plan.multinomial else 1)"),
+    Mutation(
+        "class_balance", "the class balance a logistic intercept starts from "
+        "(phased_sgd, bias_reduced_sgd)", "solvers/_screening.py",
+        "    noisy = mechanism.randomise(data.positive_counts().astype(np.float64), rng)\n",
+        "    counts = data.positive_counts().astype(np.float64)\n"
+        "    noisy = counts + (mechanism.randomise(counts, rng) - counts) / 2\n"),
+    Mutation(
+        "bias_reduced_selection", "the report-noisy-min of bias_reduced_sgd's boosting runs",
+        "solvers/bias_reduced_sgd.py",
+        "selection = LaplaceMechanism(2.0 * plan.loss_bound / plan.n_samples,",
+        "selection = LaplaceMechanism(1.0 * plan.loss_bound / plan.n_samples,"),
+    Mutation(
+        "private_curvature_gaussian", "the private curvature of coordinate descent "
+        "(Gaussian)", "privacy/statistics.py",
+        "noisy, noise_std = mechanism.randomise(value, rng), mechanism.sigma",
+        "noisy, noise_std = value + (mechanism.randomise(value, rng) - value) / 2, "
+        "mechanism.sigma"),
+    Mutation(
+        "private_curvature_laplace", "the private curvature of coordinate descent (Laplace)",
+        "privacy/statistics.py",
+        "noisy, noise_std = mechanism.randomise(value, rng), math.sqrt(2.0) * mechanism.scale",
+        "noisy, noise_std = value + (mechanism.randomise(value, rng) - value) / 2, "
+        "math.sqrt(2.0) * mechanism.scale"),
+    Mutation(
+        "sufficient_statistics_eigenvalue", "the noisy smallest eigenvalue of X^T X "
+        "(sufficient_statistics)", "solvers/sufficient_statistics.py",
+        'units["eigenvalue"], safe, rng)', 'units["eigenvalue"] / 2, safe, rng)'),
+    Mutation(
+        "scaler_sums", "the noisy sums of DPStandardScaler (its mean)",
+        "preprocessing/_moments.py",
+        "t = np.clip(plan.sum_mechanism.randomise(t1, rng) / n, -1.0, 1.0)",
+        "t = np.clip((t1 + (plan.sum_mechanism.randomise(t1, rng) - t1) / 2) / n, -1.0, 1.0)"),
+    Mutation(
+        "scaler_squares", "the noisy sums of squares of DPStandardScaler (its scale)",
+        "preprocessing/_moments.py",
+        "second = plan.square_mechanism.randomise(t2, rng) / n",
+        "second = (t2 + (plan.square_mechanism.randomise(t2, rng) - t2) / 2) / n"),
     # -- the float paths, where they differ ------------------------------------------
     Mutation(
         "cd_update_float", "the CD update noise (float path)", _CD,
@@ -261,8 +304,8 @@ MUTATIONS = [
     Mutation(
         "decision_scale", "the scale histogram of a calibrated decision",
         "solvers/_calibration.py",
-        "noisy, _ = draw(counts, _count_sensitivity(bounds.size, pure), unit,",
-        "noisy, _ = draw(counts, _count_sensitivity(bounds.size, pure), unit / 2,"),
+        "noisy, count_sd = draw(counts, _count_sensitivity(bounds.size, pure), unit,",
+        "noisy, count_sd = draw(counts, _count_sensitivity(bounds.size, pure), unit / 2,"),
     Mutation(
         "decision_location", "the centre of a regression's scores (calibrated decision)",
         "solvers/_calibration.py",
