@@ -25,7 +25,7 @@ from sklearn.base import clone
 import skdp_sparse.mean._release as mean_release
 import skdp_sparse.solvers.bias_reduced_sgd as bias_reduced_module
 from skdp_sparse.privacy.accounting import gaussian_epsilon, zcdp_epsilon
-from skdp_sparse.privacy.discrete import discrete_gaussian_event
+from skdp_sparse.privacy.discrete import discrete_gaussian_event, laplace_scale_for
 from skdp_sparse.testing import (
     AUDITS,
     claim_delta,
@@ -294,3 +294,36 @@ def test_bias_reduced_noise_has_the_calibrated_scale(monkeypatch):
     unit = np.concatenate([noise / sensitivity for sensitivity, noise in releases])
     sigma_unit = _safe_gaussian_sigma(1.0, audit.epsilon / 32, audit.delta / 16)
     assert unit.std() == pytest.approx(sigma_unit, rel=6 / math.sqrt(2 * unit.size))
+
+
+def test_bias_reduced_boosting_selection_has_the_calibrated_scale(monkeypatch):
+    # The report-noisy-min over the boosting runs' clipped losses (sensitivity
+    # loss_bound / n each, in any direction) adds Laplace noise of scale
+    # 2 loss_bound / (n run_epsilon), run_epsilon = epsilon / (runs + 1) without the
+    # class balance. No pair moves the candidates' scores by a known amount, so the
+    # mechanism is checked against that formula, and its draws against its law.
+    from skdp_sparse.optim.losses import LogisticLoss
+    from skdp_sparse.testing.solver_api import bias_reduced_sgd
+
+    mechanisms = []
+
+    class Recorded(bias_reduced_module.LaplaceMechanism):
+        def randomise(self, value, rng, n_draws=None):
+            mechanisms.append(self)
+            return super().randomise(value, rng, n_draws)
+
+    monkeypatch.setattr(bias_reduced_module, "LaplaceMechanism", Recorded)
+    n, runs, epsilon, loss_bound = 8, 3, 2.0, 1.0
+    X = np.tile([0.6, 0.8], (n, 1))
+    y = np.where(np.arange(n) % 2, 1.0, -1.0)
+    events = bias_reduced_sgd(X, y, LogisticLoss(), epsilon=epsilon, delta=1e-3, rng=0,
+                              boosting_runs=runs, class_balance=False)[3]
+    assert len(mechanisms) == 1
+    assert [e.epsilon for e in events if e.name.startswith("report-noisy-min")] == \
+        [pytest.approx(epsilon / (runs + 1))]
+    mechanism, run_epsilon = mechanisms[0], epsilon / (runs + 1)
+    assert mechanism.sensitivity == pytest.approx(2 * loss_bound / n, rel=1e-12)
+    assert mechanism.epsilon == pytest.approx(run_epsilon, rel=1e-12)
+    draws = mechanism.randomise(np.zeros(20000), np.random.default_rng(0))
+    scale = laplace_scale_for(2 * loss_bound / n, run_epsilon)
+    assert draws.std() == pytest.approx(math.sqrt(2) * scale, rel=0.05)
