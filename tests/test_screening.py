@@ -46,6 +46,7 @@ from skdp_sparse.solvers.screened_newton import (
 )
 from skdp_sparse.solvers.sgd import SGD_COUNT_SHARE, SGD_SCREENING_SHARE
 from skdp_sparse.testing import AUDITS
+from skdp_sparse.testing.bounds import assert_pair_audit
 
 
 def _data(n=400, p=30, seed=0, informative=4):
@@ -212,6 +213,27 @@ def test_sgd_screening_of_a_regression_releases_no_count():
 
 def _problem(**kw):
     return Problem(loss=LogisticLoss(), **kw)
+
+
+@pytest.mark.parametrize("undernoised", [False, True])
+def test_class_counts_audit(undernoised):
+    # Worst-case pair of the screening's class counts: one label flips, the positive
+    # count moves by its full sensitivity 1. The released rate (monotone in the noisy
+    # count) over many runs of screen() bounds epsilon at delta 0.2; the claim is the
+    # count's own Gaussian profile (ratio 1.23, claim 1.06). The honest release stayed
+    # at 0.51 times the claim, the one with half the noise went to 2.2 times it.
+    units, events = noise_units(3.0, 0.1, [0.5, 0.5], True, ["class counts", "association"])
+    claim = gaussian_epsilon(release_mu(events[0]), 0.2)
+    plan = plan_screening("none", 1, count_unit=units[0] / (2 if undernoised else 1),
+                          association_unit=units[1], floating_point_safe=True)
+    n = 400
+    y = np.where(np.arange(n) < n // 2, 1.0, -1.0)
+    y_prime = y.copy()
+    y_prime[n // 2] = 1.0
+    problem, X, rng = _problem(norm_bound=1.0), sp.csr_matrix((n, 1)), np.random.default_rng(0)
+    s, s_prime = (np.array([screen(problem, LocalData(X, labels[:, None]), plan, rng).rates[0]
+                            for _ in range(2500)]) for labels in (y, y_prime))
+    assert_pair_audit(s, s_prime, claim, 0.2, undernoised)
 
 
 @pytest.mark.parametrize("rate", [None, 0.5])

@@ -237,6 +237,11 @@ MUTATIONS = [
         "(sufficient_statistics)", "solvers/sufficient_statistics.py",
         'units["eigenvalue"], safe, rng)', 'units["eigenvalue"] / 2, safe, rng)'),
     Mutation(
+        "screening_class_counts", "the class counts a screening releases (screened_newton, "
+        "sgd and DPSelectKBest with feature_selection)", "solvers/_screening.py",
+        "noisy, _ = release(counts, math.sqrt(counts.size), plan.count_unit,",
+        "noisy, _ = release(counts, math.sqrt(counts.size), plan.count_unit / 2,"),
+    Mutation(
         "scaler_sums", "the noisy sums of DPStandardScaler (its mean)",
         "preprocessing/_moments.py",
         "t = np.clip(plan.sum_mechanism.randomise(t1, rng) / n, -1.0, 1.0)",
