@@ -348,6 +348,10 @@ CALIBRATION_TESTS = (
     "tests/test_screened_newton_curvature.py",
     "tests/test_decision.py",
     "tests/test_regression_decision.py",
+    "tests/test_multinomial.py",
+    "tests/test_class_balance.py",
+    "tests/test_curvature.py",
+    "tests/test_preprocessing.py",
 )
 #: What step 2 leaves out of tests/test_audits.py: step 1 runs the honest audits, and
 #: the audits of half the noise cannot fail on a copy with less noise.
