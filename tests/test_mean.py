@@ -344,6 +344,39 @@ def test_floating_point_safe_auto_is_safe_for_every_method():
         assert est.privacy_events_[0].name == name
 
 
+@pytest.mark.parametrize("safe", [True, False])
+def test_the_sampled_projection_draws_the_planned_noise(monkeypatch, safe):
+    """At large d the projection mechanism's release goes through the sampled
+    projection: the noise it is asked for is the fit's calibrated one (sensitivity
+    2 / n, the analytic Gaussian's sigma for (epsilon, delta) on the float path, the
+    lattice's slightly larger one on the safe path), not a scale of its own."""
+    asked = []
+    names = ("sampled_discrete_projection", "sampled_gaussian_projection")
+    for name in names:
+        real = getattr(mean_module, name)
+
+        def spy(mean, *args, _real=real, _name=name, **kwargs):
+            asked.append((_name, args))
+            return _real(mean, *args, **kwargs)
+
+        monkeypatch.setattr(mean_module, name, spy)
+    n, d, s, eps, delta = 400, _SAMPLED_RELEASE_MIN_FEATURES, 5, 1.0, 1e-6
+    X = zipf_rows(n, d, s, seed=6)
+    est = DPSparseMeanEstimator(epsilon=eps, delta=delta, sparsity=s, method="projection",
+                                floating_point_safe=safe, random_state=3).fit(X)
+    assert [name for name, _ in asked] == [names[0] if safe else names[1]]
+    args = asked[0][1]
+    analytic = GaussianMechanism(2 / n, epsilon=eps, delta=delta).sigma
+    if safe:
+        sensitivity, sigma = args[0], args[1]
+        assert sensitivity == pytest.approx(2 / n, rel=1e-12)
+        assert 1.0 * analytic < sigma < 1.10 * analytic
+    else:
+        sigma = args[0]
+        assert sigma == pytest.approx(analytic, rel=1e-9)
+    assert sigma == pytest.approx(est.noise_scale_, rel=1e-12)
+
+
 @pytest.mark.parametrize("method", ["projection", "gaussian"])
 def test_floating_point_safe_gaussian_is_lattice_noise_with_its_spend(method):
     # the projection (which takes the sampled path at this size) and the plain baseline
