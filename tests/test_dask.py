@@ -29,7 +29,7 @@ from skdp_sparse.exceptions import PrivacyLeakWarning  # noqa: E402
 from skdp_sparse.optim.losses import LogisticLoss  # noqa: E402
 from skdp_sparse.optim.penalties import L2  # noqa: E402
 from skdp_sparse.privacy.row_sampling import PoissonRows, step_samplers  # noqa: E402
-from skdp_sparse.solvers import SOLVERS, Problem, get_solver  # noqa: E402
+from skdp_sparse.solvers import Problem, distributed_solvers, get_solver  # noqa: E402
 
 CHUNKINGS = [(600,), (200, 200, 200), (1, 299, 37, 263)]
 
@@ -407,7 +407,7 @@ def _fit_with(ledger, est, *args):
 def test_unsupported_solver_and_missing_label_set_raise_clearly(sparse_data):
     X, y = sparse_data
     Xd = as_dask(X, (300, 300))
-    distributed = sorted(n for n, s in SOLVERS.items() if getattr(s, "distributed", False))
+    distributed = distributed_solvers()
     with pytest.raises(ValueError, match="cannot fit a dask array.*"
                                          + re.escape(repr(distributed))):
         DPSparseLogisticRegression(solver="cd", classes=[0, 1],
@@ -438,8 +438,7 @@ def test_other_dask_collections_and_labels_of_unknown_length_are_refused_clearly
                                              r"to_dask_array\(lengths=True\)") as info:
             _fit_with(ledger, est, rows, y)
         # It names every solver that runs on row blocks.
-        assert all(name in str(info.value) for name, solver in SOLVERS.items()
-                   if getattr(solver, "distributed", False))
+        assert all(name in str(info.value) for name in distributed_solvers())
     labels = da.from_array(y, chunks=300)
     labels = labels[labels >= 0]  # all of them, in chunks of unknown size
     with pytest.raises(ValueError, match="y has unknown chunk sizes"):

@@ -24,7 +24,7 @@ from ..data import DaskData, LocalData, is_dask_array
 from ..optim.losses import HuberLoss, LogisticLoss, SquaredLoss
 from ..optim.penalties import L1, L2, ElasticNet, NoPenalty
 from ..privacy.clipping import clip_entries, clip_rows
-from ..solvers import SOLVERS, get_solver
+from ..solvers import SOLVERS, distributed_solvers, get_solver
 from ..utils._labels import encode_labels
 from ..utils._warnings import warn, warn_float_noise
 from ..utils.validation import (
@@ -248,7 +248,7 @@ class DPLinearModel(DPEstimatorMixin, BaseEstimator):
 
 
 def _check_distributed(name, solver, options, choosable):
-    supported = sorted(n for n, s in SOLVERS.items() if getattr(s, "distributed", False))
+    supported = distributed_solvers()
     if not getattr(solver, "distributed", False):
         hint = " (pass solver=... explicitly)" if choosable else \
             "; fit an estimator that takes one of them, or compute the array first"

@@ -36,6 +36,7 @@ __all__ = [
     "Solver",
     "SolverResult",
     "get_solver",
+    "distributed_solvers",
     "resolve_solver",
     "run_solver",
     "GREEDY_MAX_COORDINATE_RATIO",
@@ -107,6 +108,13 @@ def get_solver(name):
         return SOLVERS[name]
     except KeyError:
         raise ValueError(f"unknown solver {name!r}; choose one of {sorted(SOLVERS)}") from None
+
+
+def distributed_solvers():
+    """The names of the registered solvers that fit a dask array of row blocks (they read
+    the rows only through ``data.row_sum`` and the views' other block-wise sums)."""
+    return sorted(name for name, solver in SOLVERS.items()
+                  if getattr(solver, "distributed", False))
 
 
 def coordinate_bound_ratio(feature_bound, norm_bound, n_features):

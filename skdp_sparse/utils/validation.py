@@ -340,10 +340,9 @@ def _check_container(X, owner):
         what = "dask arrays" if module.startswith("dask.array") else \
             f"a dask {type(X).__name__}"
         # Imported here: the solvers import this module.
-        from ..solvers import SOLVERS
+        from ..solvers import distributed_solvers
 
-        blocks = ", ".join(sorted(n for n, s in SOLVERS.items()
-                                  if getattr(s, "distributed", False)))
+        blocks = ", ".join(distributed_solvers())
         raise ValueError(
             f"{owner} does not take {what}; DPSparseMeanEstimator, and "
             "DPSparseLogisticRegression / DPGreedyCDRegressor with a solver that runs on "

@@ -23,6 +23,8 @@ import math
 import os
 import weakref
 
+from ...exceptions import PrivacyLeakWarning
+from ...utils._warnings import warn
 from ..accounting import compose
 from ._ledger import PrivacyLedger
 from ._registry import active_ledgers
@@ -83,9 +85,6 @@ def _warn_on_shared_noise(ledgers, state, estimator):
         shared |= digest in seen
         seen.add(digest)
     if shared:
-        from ...exceptions import PrivacyLeakWarning
-        from ...utils._warnings import warn
-
         warn(f"{type(estimator).__name__} draws its noise from the same generator state "
              "as an earlier private fit recorded in the same ledger (its random_state, or "
              "a Generator copied with its state by clone): the two releases carry the "
