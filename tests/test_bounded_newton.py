@@ -224,6 +224,19 @@ def test_a_noisy_matrix_that_is_not_positive_definite_takes_bounded_steps():
                                np.linalg.solve(B, rhs[0, :2])[None], atol=1e-12)
 
 
+def test_a_positive_definite_matrix_below_the_least_curvature_is_floored():
+    """Positive definite is not enough: an eigenvalue between 0 and the least curvature
+    (noise that left a flat direction barely above 0) is raised to it too, while a
+    matrix whose eigenvalues are all above it is solved exactly."""
+    Q = np.linalg.qr(np.random.default_rng(0).normal(size=(3, 3)))[0]
+    A = (Q * [4.0, 0.01, 2.0]) @ Q.T
+    rhs = np.array([[1.0, -2.0, 0.5]])
+    expected = rhs @ ((Q / [4.0, 0.5, 2.0]) @ Q.T)
+    np.testing.assert_allclose(bn._symmetric_solver(A, 0.5)(rhs), expected, atol=1e-12)
+    np.testing.assert_allclose(bn._symmetric_solver(A, 0.005)(rhs),
+                               np.linalg.solve(A, rhs[0])[None], rtol=1e-10)
+
+
 def test_auto_rule():
     loss = LogisticLoss()
     # a9a's shape: above the ratio at epsilon 0.1, below at 1 and 10.

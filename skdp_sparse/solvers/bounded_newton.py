@@ -19,7 +19,7 @@ depend on ``theta``, so it is released once; each step then releases one gradien
    probability at most ``rho = 0.05`` (:func:`ridge_margin`), so ``G~ + lambda I`` is
    above ``G`` and the step a majorise-minimise step with probability ``1 - rho``;
    directions the data leave flat get the ridge (the noise cannot resolve them), and
-   where ``H`` is not positive definite its eigenvalues are raised to ``beta m``;
+   where ``H`` has an eigenvalue below ``beta m`` its eigenvalues are raised to it;
 3. ``T`` steps ``theta <- theta - H^-1 g~``, ``g~`` the sum of the per-example gradients
    (derivatives clipped to the loss's bound, rows to ``norm_bound``) plus the penalty's
    gradient, plus Gaussian noise.
@@ -218,12 +218,16 @@ class BoundedNewton(GradientSolver):
 
 def _symmetric_solver(matrix, least_curvature):
     """A function returning ``rhs A^-1`` for the symmetric ``A = matrix``: by its
-    Cholesky factor where it is positive definite (the noisy matrix above the exact
-    one, or a penalised objective); otherwise through its eigenvalues, each raised to
-    ``least_curvature`` at least (a run with noise: see :func:`ridge_margin`), or,
-    without noise (``least_curvature = 0``), the directions of the objective that are
-    flat left out, as a pseudo-inverse leaves them."""
-    factor = cholesky_lower(matrix)
+    Cholesky factor where every eigenvalue is at least ``least_curvature`` (the noisy
+    matrix above the exact one, or a penalised objective: ``A - least_curvature I``
+    has a Cholesky factor too); otherwise through its eigenvalues, each raised to
+    ``least_curvature`` at least (a run with noise: see :func:`ridge_margin`; positive
+    definite is not enough, an eigenvalue just above 0 would divide a step's noise by
+    it), or, without noise (``least_curvature = 0``), the directions of the objective
+    that are flat left out, as a pseudo-inverse leaves them."""
+    floor_holds = least_curvature <= 0 or cholesky_lower(
+        matrix - least_curvature * np.eye(matrix.shape[0])) is not None
+    factor = cholesky_lower(matrix) if floor_holds else None
     if factor is not None:
         return lambda rhs: cholesky_solve_rows(factor, rhs)
     values, vectors = np.linalg.eigh(matrix)
