@@ -6,7 +6,9 @@ norm) and, as checks that the low-dimensional regime does not regress, a9a
 (``norm_bound=sqrt(14)``, one-hot encoding of 14 attributes) and w8a (300 binary
 features, rows clipped to the default ``norm_bound=1``); ``imdb_tfidf`` has the shape
 of a tf-idf matrix a user brings (11,314 reviews, scikit-learn's ``TfidfVectorizer``
-fitted on them, not privately: see ``_text.py``). For each data set and
+fitted on them, not privately: see ``_text.py``); ``clicklog`` is the generated click
+log of ``bench_sgd.py`` (10^5 rows of 10 one-hot fields over 10^6 values, rows scaled
+to unit norm: ``norm_bound=1`` is public). For each data set and
 epsilon in {0.1, 1, 10}, ``delta = 1/n^2``: test ROC AUC and accuracy, mean of three
 seeds, of ``DPSparseLogisticRegression`` with its defaults (``solver="auto"``), with
 each solver named, next to scikit-learn's ``LogisticRegression`` (non-private) and
@@ -19,7 +21,8 @@ run.
         [--solvers auto sgd ...] [--epsilons 0.1 1 10] [--seeds 3]
 
 A solver ``sparse_sgd:k`` runs DP-FEST on the ``k`` features of largest noisy count
-(``frequent_features=k``).
+(``frequent_features=k``); ``screened_newton:rule`` screens by ``feature_selection=rule``
+(``sure``, or an integer ``k``).
 
 Featurised text is cached (``_text.py``); the fits run one at a time.
 """
@@ -38,17 +41,21 @@ from sklearn.metrics import accuracy_score, roc_auc_score
 
 from skdp_sparse import DPSparseLogisticRegression
 
-DATASETS = ("imdb", "sms", "reuters", "a9a", "w8a", "imdb_tfidf")
+DATASETS = ("imdb", "sms", "reuters", "a9a", "w8a", "imdb_tfidf", "clicklog")
 SOLVERS = ("auto", "screened_newton", "bounded_newton", "sgd", "sparse_sgd", "greedy_cd",
            "phased_sgd", "cd", "bias_reduced_sgd")
 #: w8a has no public row bound tighter than sqrt(300) (300 binary features); it keeps
 #: the estimator's default ``norm_bound=1``, which clips its rows.
-NORM_BOUNDS = {"imdb": 1.0, "sms": 1.0, "imdb_tfidf": 1.0,
+NORM_BOUNDS = {"imdb": 1.0, "sms": 1.0, "imdb_tfidf": 1.0, "clicklog": 1.0,
                "reuters": PUBLIC_NORM_BOUNDS["reuters"],
                "a9a": PUBLIC_NORM_BOUNDS["a9a"], "w8a": 1.0}
 
 
 def load(name):
+    if name == "clicklog":
+        from bench_sgd import click_log  # rows scaled to unit norm
+
+        return click_log()
     return load_dataset(name) if name in ("a9a", "w8a") else load_text(name)
 
 
@@ -58,9 +65,12 @@ def scores(y, s, pred):
 
 def private_fit(ds, solver, epsilon, seed):
     n = ds.X_train.shape[0]
-    # "sparse_sgd:k": DP-FEST on the k features of largest noisy count.
-    solver, _, k = solver.partition(":")
-    extra = {"frequent_features": int(k)} if k else {}
+    # "sparse_sgd:k": DP-FEST on the k features of largest noisy count;
+    # "screened_newton:rule": feature_selection=rule.
+    solver, _, option = solver.partition(":")
+    extra = {} if not option else {"frequent_features": int(option)} \
+        if solver == "sparse_sgd" else \
+        {"feature_selection": int(option) if option.isdigit() else option}
     clf = DPSparseLogisticRegression(
         epsilon=epsilon, delta=1.0 / n**2, norm_bound=NORM_BOUNDS[ds.name], classes=[0, 1],
         solver=solver, random_state=seed, **extra)
@@ -115,8 +125,10 @@ def main():
                 auc, acc = (float(np.mean([r[i] for r in runs])) for i in range(2))
                 elapsed = float(np.median([r[2] for r in runs]))
                 used = runs[0][3]
+                name_, _, option = solver.partition(":")
                 label = f"defaults ({used})" if solver == "auto" else \
-                    f"DP-FEST top-{solver.partition(':')[2]}" if ":" in solver else solver
+                    f"DP-FEST top-{option}" if name_ == "sparse_sgd" and option else \
+                    f"{name_}, feature_selection={option}" if option else solver
                 rows.append({"method": label, "epsilon": f"{epsilon:g}",
                              "AUC": f"{auc:.3f}", "accuracy": f"{acc:.3f}",
                              "time (s)": f"{elapsed:.3f}",

@@ -428,3 +428,57 @@ def test_screening_audit_is_registered():
     (X, y), (X2, y2) = audit.datasets
     np.testing.assert_array_equal(y, y2)
     assert (X - X2).nnz == 1
+
+
+# --------------------------------------------------------------------------
+# feature_selection="sure": the threshold chosen from the released association
+# --------------------------------------------------------------------------
+def _stein_risk(z, t):
+    return z.size - 2.0 * np.sum(np.abs(z) <= t) + np.sum(np.minimum(z * z, t * t))
+
+
+@pytest.mark.parametrize("signals", [10, 3000])
+def test_sure_threshold_minimises_steins_risk(signals):
+    """The threshold is the minimiser of Stein's unbiased risk estimate of the soft-
+    thresholded vector (checked on a fine grid): high where few coordinates carry
+    signal, low where many do."""
+    from skdp_sparse.solvers._screening import sure_threshold
+
+    rng = np.random.default_rng(signals)
+    z = rng.normal(size=20_000)
+    z[:signals] += rng.choice([-4.0, 4.0], signals)
+    t = sure_threshold(z)
+    grid = np.linspace(0.0, 6.0, 3001)
+    assert _stein_risk(z, t) <= min(_stein_risk(z, g) for g in grid) + 1e-9
+    assert (t > 2.4) if signals == 10 else (t < 1.5)
+    assert sure_threshold(np.zeros(0)) == 0.0
+
+
+def test_sure_screening_is_post_processing_and_keeps_fewer_nulls():
+    """``feature_selection="sure"`` releases what ``"auto"`` releases (same events, same
+    noise for the same seed) and only cuts the released association elsewhere: on
+    many features of which few carry signal it keeps fewer of the others."""
+    X, y = _data(n=2000, p=3000, informative=5)
+    kw = dict(solver="screened_newton", epsilon=2.0, delta=1e-6, random_state=3)
+    auto, _, _ = _fit(data=(X, y), **kw)
+    sure, _, _ = _fit(data=(X, y), feature_selection="sure", **kw)
+    assert [(e.name, e.epsilon, e.delta) for e in sure.privacy_events_] == \
+        [(e.name, e.epsilon, e.delta) for e in auto.privacy_events_]
+    assert sure.epsilon_spent_ == auto.epsilon_spent_
+    kept_auto, kept_sure = np.flatnonzero(auto.coef_), np.flatnonzero(sure.coef_)
+    assert set(kept_sure) < set(kept_auto)
+    assert np.sum(kept_sure >= 5) < np.sum(kept_auto >= 5) / 10
+
+
+def test_sure_takes_the_screening_solver_and_is_refused_elsewhere():
+    X, y = _data(n=4000, p=3, informative=2)
+    clf, _, _ = _fit(data=(X, y), feature_selection="sure", epsilon=1.0, delta=1e-6,
+                     random_state=0)
+    assert clf.solver_ == "screened_newton"
+    for solver in ("greedy_cd", "sgd", "bounded_newton"):
+        with pytest.raises(ValueError, match=r"feature_selection='sure'.*screened_newton"):
+            _fit(data=(X, y), solver=solver, feature_selection="sure", epsilon=1.0,
+                 delta=1e-6)
+    with pytest.raises(ValueError, match="feature_selection='sure'"):
+        DPGreedyCDRegressor(feature_selection="sure", epsilon=1.0, delta=1e-6).fit(
+            X, y.astype(float))

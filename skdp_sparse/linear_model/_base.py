@@ -115,7 +115,7 @@ SOLVER_CONSTRAINTS = {
     "tol": [Interval(numbers.Real, 0, None)],
     "verbose": [Interval(numbers.Integral, 0, None), "boolean"],
     "floating_point_safe": [Options("auto", True, False)],
-    "feature_selection": [Options("auto", "none"), Interval(numbers.Integral, 1, None)],
+    "feature_selection": [Options("auto", "none", "sure"), Interval(numbers.Integral, 1, None)],
     "feature_selection_share": [Interval(numbers.Real, 0, 1, closed="neither"), None],
     "selection_threshold": [Interval(numbers.Real, None, None), None],
     "selection_share": [Interval(numbers.Real, 0, 1, closed="neither")],
@@ -181,12 +181,13 @@ class DPLinearModel(DPEstimatorMixin, BaseEstimator):
         options = {**self._solver_options(), "multi_class": "multinomial"} if multinomial \
             else self._solver_options()
         solver.check(problem, options, epsilon, delta)
-        if getattr(self, "feature_selection", "auto") not in ("auto", "none") \
-                and not getattr(solver, "screens", False):
-            raise ValueError(
-                f"solver={name!r} does not screen features: feature_selection must be "
-                "'auto' or 'none' (screening solvers: "
-                f"{sorted(n for n, s in SOLVERS.items() if getattr(s, 'screens', False))})")
+        rule = getattr(self, "feature_selection", "auto")
+        takers = sorted(n for n, s in SOLVERS.items() if getattr(s, "screens", False) and (
+            not isinstance(rule, str) or rule in getattr(s, "screening_rules", ())))
+        if rule not in ("auto", "none") and name not in takers:
+            raise ValueError(f"solver={name!r} does not screen features by "
+                             f"feature_selection={rule!r}: it takes 'auto' or 'none' "
+                             f"(solvers that take it: {takers})")
         if getattr(self, "frequent_features", None) is not None and name != "sparse_sgd":
             raise ValueError(f"solver={name!r} does not take frequent_features (DP-FEST "
                              "runs with solver='sparse_sgd')")
@@ -530,12 +531,11 @@ class DPMultiSolverModel(DPLinearModel):
         l1_penalty = self.alpha is not None and self.alpha > 0 \
             and self.penalty in ("l1", "elasticnet")
         return resolve_solver(self.solver, public["n_samples"], public["n_features"],
-                              float(self.epsilon), delta=float(self.delta),
-                              loss=self._loss(), l1_penalty=l1_penalty,
-                              feature_bound=check_bound("feature_bound", self.feature_bound,
-                                                        size=public["n_features"]),
-                              norm_bound=float(self.norm_bound), screening=not isinstance(
-                                  self.feature_selection, str))
+                              float(self.epsilon), delta=float(self.delta), loss=self._loss(),
+                              l1_penalty=l1_penalty, feature_bound=check_bound(
+                                  "feature_bound", self.feature_bound, size=public["n_features"]),
+                              norm_bound=float(self.norm_bound),
+                              screening=self.feature_selection not in ("auto", "none"))
 
     def _selection(self):
         """``selection="auto"``: Laplace report-noisy-max where the fit is pure DP

@@ -166,8 +166,8 @@ def resolve_solver(solver, n_samples, n_features, epsilon, *, delta=None, loss=N
       cost independent of p), ``"greedy_cd"`` if ``r >= GREEDY_MIN_SAMPLES_PER_FEATURE``,
       otherwise ``"sgd"`` (noisy full-batch gradient descent, averaged iterates).
 
-    ``screening=True`` (an integer ``feature_selection``, which only the screening
-    solvers take) makes the logistic loss's choice ``"screened_newton"``.
+    ``screening=True`` (an integer ``feature_selection`` or ``"sure"``, which only the
+    screening solvers take) makes the logistic loss's choice ``"screened_newton"``.
 
     Pure DP (``delta=0``, epsilon finite) takes ``"greedy_cd"`` for every loss: the
     registered solver with a pure-DP mode (Laplace selection and updates composed by

@@ -24,6 +24,11 @@ The coordinates kept (``feature_selection``):
 * ``"threshold"`` (``"auto"`` of the solvers that screen): those whose noisy
   association exceeds ``SCREENING_THRESHOLD`` noise standard deviations, ranked by
   ``max_k |A_jk|``; at least the first one;
+* ``"sure"``: the same with the threshold that minimises Stein's unbiased estimate of
+  the squared error of the soft-thresholded association (SureShrink, Donoho &
+  Johnstone 1995; :func:`sure_threshold`), computed from the released association
+  alone: high where few coordinates carry signal (one-hot click logs: a few frequent
+  values among 10^6), low where many do;
 * an integer ``k``: the ``k`` first of that ranking (all of them without noise is the
   exact top-k);
 * ``"none"``: every coordinate.
@@ -73,6 +78,7 @@ __all__ = [
     "release",
     "plan_screening",
     "screen",
+    "sure_threshold",
 ]
 
 #: Soft threshold of the screening, in noise standard deviations of the association:
@@ -212,7 +218,7 @@ def release_pure(value, sensitivity, unit, floating_point_safe, rng):
 class ScreeningPlan:
     """What the screening of a fit will release and keep (public values only).
 
-    ``mode`` is ``"threshold"``, ``"top_k"`` or ``"none"``; ``k`` the number kept by
+    ``mode`` is ``"threshold"``, ``"sure"``, ``"top_k"`` or ``"none"``; ``k`` the number kept by
     ``"top_k"``; ``count_unit`` and ``association_unit`` the noise per unit of
     sensitivity of the class counts (None: no count, ``b0 = 0``) and of the
     association (see :func:`noise_units`).
@@ -234,7 +240,7 @@ def plan_screening(feature_selection, n_features, *, count_unit, association_uni
     k = None
     if not isinstance(mode, str):
         k, mode = min(int(mode), int(n_features)), "top_k"
-    if mode not in ("threshold", "top_k", "none"):
+    if mode not in ("threshold", "sure", "top_k", "none"):
         raise ValueError(f"unknown feature selection {feature_selection!r}")
     return ScreeningPlan(mode, k, SCREENING_THRESHOLD, count_unit, association_unit,
                          bool(floating_point_safe))
@@ -318,7 +324,10 @@ def screen(problem, data, plan, rng, *, extra_threshold=0.0):
         columns = np.sort(order[: plan.k])
         cut = float(score[order[plan.k]]) if plan.k < p else 0.0
     else:
-        cut = plan.threshold * sigma
+        level = plan.threshold
+        if plan.mode == "sure" and sigma > 0:
+            level = sure_threshold(np.ravel(association) / sigma)
+        cut = level * sigma
         columns = np.flatnonzero(score > cut)
         if columns.size == 0:
             columns = np.array([int(np.argmax(score))])
@@ -327,6 +336,20 @@ def screen(problem, data, plan, rng, *, extra_threshold=0.0):
     weights = np.sign(kept) * np.maximum(np.abs(kept) - shrink, 0.0)
     return Screened(columns.astype(np.int64), association, weights, rates, offsets, sigma,
                     shrink)
+
+
+def sure_threshold(z):
+    """The soft threshold ``t`` of unit-variance Gaussian observations ``z`` that
+    minimises Stein's unbiased estimate of the squared error of ``soft(z, t)`` as an
+    estimate of their means: ``SURE(t) = p - 2 #{|z_j| <= t} + sum_j min(z_j^2, t^2)``,
+    minimised over ``t`` in ``{|z_j|}`` (Donoho & Johnstone 1995). A function of ``z``
+    alone: on a released vector, post-processing."""
+    a = np.sort(np.abs(np.asarray(z, dtype=np.float64).ravel()))
+    if a.size == 0:
+        return 0.0
+    kept_below = np.arange(1, a.size + 1)
+    risk = a.size - 2.0 * kept_below + np.cumsum(a * a) + (a.size - kept_below) * a * a
+    return float(a[int(np.argmin(risk))])
 
 
 def null_curvature(problem, screened):

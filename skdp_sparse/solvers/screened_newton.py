@@ -91,7 +91,7 @@ _EVENT_NAMES = {"count": "class counts", "association": "label association",
                 "calibration": "score calibration", "gain": "multiclass comparison"}
 
 _OPTIONS = {
-    "feature_selection": [Options("auto", "none", "threshold"),
+    "feature_selection": [Options("auto", "none", "threshold", "sure"),
                           Interval(numbers.Integral, 1, None)],
     "feature_selection_share": [Interval(numbers.Real, 0, 1, closed="neither"), None],
     "floating_point_safe": ["boolean"],
@@ -130,6 +130,8 @@ class ScreenedNewton(Solver):
     name = "screened_newton"
     reads = frozenset({"feature_selection_share"})
     screens = True
+    #: The ``feature_selection`` rules it takes besides an integer, "auto" and "none".
+    screening_rules = frozenset({"threshold", "sure"})
     #: Penalty strength of the estimators' ``alpha=None``: none, the soft threshold at
     #: the association's noise and the curvature's ridge at its own noise regularise.
     default_alpha = 0.0
