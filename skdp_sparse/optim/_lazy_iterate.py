@@ -4,11 +4,15 @@ A step ``x <- prox_{eta l1}(x - eta (G + l2 w))`` whose estimate ``G`` is non-ze
 few coordinates moves every other coefficient by the same map ``w <- S_a(c w)``
 (``c = 1 - eta l2``, ``a = eta l1``, ``S_a`` soft-thresholding), whose powers have a
 closed form (:func:`._sgd_kernels._lazy_decay`). :class:`LazyIterate` therefore
-stores, for each coordinate, its value as of the last step that touched it (``last``)
+stores, for each coordinate, its value as of the last step that moved it (``last``)
 and the sum of its iterates up to then, and brings a coordinate up to date only when a
-step reads or moves it: a step costs what it touches, and the average of the iterates
-comes out of the sums at the end. The intercept (after the ``n_coef`` coefficients) is
-unpenalised: constant between the steps that move it.
+step moves it: a step costs what it touches, and the average of the iterates comes out
+of the sums at the end. A gradient that reads a coordinate computes its current value
+without storing it: the rounding of the closed form depends on how the decay is split,
+so storing it would leave in the released bits which coordinates the private rows of a
+batch read; the steps that move a coordinate are public (a function of the releases).
+The intercept (after the ``n_coef`` coefficients) is unpenalised: constant between the
+steps that move it.
 """
 
 from __future__ import annotations
@@ -38,6 +42,16 @@ def _bring_to(j, t, theta, last, total, n_coef, c, a):
         theta[j] = v
         total[j] += s
         last[j] = t
+
+
+@numba.njit(cache=True, inline="always")
+def _value_at(j, t, theta, last, n_coef, c, a):
+    """Coordinate ``j``'s value at step ``t``, the stored state left as it is."""
+    x = theta[j]
+    k = t - last[j]
+    if k > 0 and j < n_coef:
+        return _lazy_decay(x, k, c, a)[0]
+    return x
 
 
 @numba.njit(cache=True)
@@ -74,12 +88,13 @@ def lazy_prox_step(theta, last, total, positions, grad, t, n_coef, eta, l2, l1):
 
 
 @numba.njit(cache=True)
-def csr_lazy_gradient(data, indices, indptr, rows, theta, last, total, t, n_coef, c, a, y,
-                      code, param, dclip, acc, mark, touched):
-    """Sum over ``rows`` of the clipped per-example gradients at step ``t``: the
-    coefficients a row reads are brought to ``t`` first. Adds into ``acc`` (0 on entry
-    wherever ``mark`` is 0) and lists the columns first reached in ``touched``, marking
-    them. Returns (number of columns listed, sum of the clipped derivatives)."""
+def csr_lazy_gradient(data, indices, indptr, rows, theta, last, t, n_coef, c, a, y, code,
+                      param, dclip, acc, mark, touched, current):
+    """Sum over ``rows`` of the clipped per-example gradients at step ``t``, read from
+    the coefficients' values at ``t`` (``current``, written at each column's first read)
+    without changing the stored state (module docstring). Adds into ``acc`` (0 on
+    entry wherever ``mark`` is 0) and lists the columns first reached in ``touched``,
+    marking them. Returns (number of columns listed, sum of the clipped derivatives)."""
     b = theta[n_coef] if theta.size > n_coef else 0.0
     n_touched = 0
     total_g = 0.0
@@ -88,17 +103,16 @@ def csr_lazy_gradient(data, indices, indptr, rows, theta, last, total, t, n_coef
         z = b
         for k in range(indptr[i], indptr[i + 1]):
             j = indices[k]
-            _bring_to(j, t, theta, last, total, n_coef, c, a)
-            z += data[k] * theta[j]
-        g = clip_scalar(loss_derivative(code, y[i], z, param), dclip)
-        total_g += g
-        for k in range(indptr[i], indptr[i + 1]):
-            j = indices[k]
             if mark[j] == 0:
                 mark[j] = 1
                 touched[n_touched] = j
                 n_touched += 1
-            acc[j] += g * data[k]
+                current[j] = _value_at(j, t, theta, last, n_coef, c, a)
+            z += data[k] * current[j]
+        g = clip_scalar(loss_derivative(code, y[i], z, param), dclip)
+        total_g += g
+        for k in range(indptr[i], indptr[i + 1]):
+            acc[indices[k]] += g * data[k]
     return n_touched, total_g
 
 
@@ -118,6 +132,7 @@ class LazyIterate:
         self._acc = np.zeros(self.theta.size)
         self._mark = np.zeros(self.theta.size, dtype=np.uint8)
         self._touched = np.empty(self.theta.size, dtype=np.int64)
+        self._current = np.empty(self.theta.size)
 
     def current(self):
         """``x^t`` (every coordinate brought to the current step)."""
@@ -148,9 +163,9 @@ class LazyIterate:
         """The sum of the clipped gradients of the CSR ``rows[batch]`` at ``x^t`` on the
         coefficients: ``(columns, values, intercept's sum)``, columns increasing."""
         n_touched, total_g = csr_lazy_gradient(
-            rows.data, rows.indices, rows.indptr, batch, self.theta, self.last, self.total,
-            self.t, self.n_coef, self.decay, self.shrink, y, loss.code, loss.param,
-            derivative_clip, self._acc, self._mark, self._touched)
+            rows.data, rows.indices, rows.indptr, batch, self.theta, self.last, self.t,
+            self.n_coef, self.decay, self.shrink, y, loss.code, loss.param, derivative_clip,
+            self._acc, self._mark, self._touched, self._current)
         columns = np.sort(self._touched[:n_touched])
         values = self._acc[columns]
         self._acc[columns] = 0.0

@@ -193,9 +193,21 @@ FEATURE_HISTORY = np.dtype([("total", np.float64), ("last", np.int64)], align=Tr
 
 
 @numba.njit(cache=True, inline="always")
+def _value_at(j, t, feat, hist, c, a):
+    """Feature j's coefficient at step t, its stored state left as it is."""
+    x = feat[j].w
+    if x != 0.0:
+        k = t - hist[j].last
+        if k > 0:
+            return _lazy_decay(x, k, c, a)[0]
+    return x
+
+
+@numba.njit(cache=True, inline="always")
 def _catch_up(j, t, feat, hist, c, a):
     """Bring feature j to step t. A zero coefficient stays zero under the penalties, so
-    it needs neither the decay nor a new stamp, and its history is not read."""
+    it needs neither the decay nor a new stamp, and its history is not read. Only the
+    steps that select j, and the end of the run, do this (``_accumulate``)."""
     x = feat[j].w
     if x != 0.0:
         k = t - hist[j].last
@@ -261,14 +273,20 @@ def _draw_batch(st, rng, n, q, batch, row_mark, indptr, n_features):
 @numba.njit(cache=True)
 def _accumulate(st, t, data, indices, indptr, y, code, param, dclip, batch, feat, hist, c, a,
                 fit_intercept, intercept, contribution_bound, touched, counts, grads, safe,
-                keys, count_keys, grad_keys):
+                keys, count_keys, grad_keys, current):
     """Margins at the current point, then contribution counts and gradient sums on the
     batch's features, one row at a time (a row's features are still in cache for its
     sums).
 
     The features are numbered in the order the batch first touches them (``touched``,
     ``feat[j].slot`` 1 + that number) and their sums kept in compact arrays in that
-    order, so the sums stay in cache whatever n_features.
+    order, so the sums stay in cache whatever n_features. A margin reads a feature's
+    coefficient at step ``t - 1`` from ``current`` (its value computed at the feature's
+    first read in the step) and leaves the stored state as it is: the rounding of the
+    closed-form decay depends on how it is split, so bringing the coefficients a batch
+    reads up to date would leave in the released bits which features the private rows
+    of the batch hold. The stored state changes only on the steps that select a
+    feature, which are released.
     Safe path: every example's terms become integer keys rounded towards zero, ``keys[0]``
     and ``keys[1]`` being ``(1 - 2^-50) / gamma`` of the count and gradient lattices, so
     an example's key vector is no longer than its terms over gamma and the sums are exact.
@@ -286,12 +304,24 @@ def _accumulate(st, t, data, indices, indptr, y, code, param, dclip, batch, feat
             nxt = batch[r + 1]
             for k in range(indptr[nxt], indptr[nxt + 1]):
                 _prefetch(feat, indices[k])
-        # The margin at the current point: bring the row's coordinates up to date.
+        # The margin at the current point, the row's features listed at their first read.
         z = b if fit_intercept else 0.0
         for k in range(indptr[i], indptr[i + 1]):
             j = indices[k]
-            _catch_up(j, t - 1, feat, hist, c, a)
-            z += data[k] * feat[j].w
+            pos = feat[j].slot - 1
+            if pos < 0:
+                pos = n_touched
+                touched[pos] = j
+                n_touched += 1
+                feat[j].slot = n_touched
+                current[pos] = _value_at(j, t - 1, feat, hist, c, a)
+                if safe:
+                    count_keys[pos] = 0
+                    grad_keys[pos] = 0
+                else:
+                    counts[pos] = 0.0
+                    grads[pos] = 0.0
+            z += data[k] * current[pos]
         g = _clipped_derivative(code, y[i], z, param, dclip)
         if safe:
             gb_key += np.int64(g * keys[1])
@@ -303,19 +333,7 @@ def _accumulate(st, t, data, indices, indptr, y, code, param, dclip, batch, feat
         weight = min(1.0, contribution_bound / math.sqrt(nnz))
         count_key = np.int64(weight * keys[0])
         for k in range(indptr[i], indptr[i + 1]):
-            j = indices[k]
-            pos = feat[j].slot - 1
-            if pos < 0:
-                pos = n_touched
-                touched[pos] = j
-                n_touched += 1
-                feat[j].slot = n_touched
-                if safe:
-                    count_keys[pos] = 0
-                    grad_keys[pos] = 0
-                else:
-                    counts[pos] = 0.0
-                    grads[pos] = 0.0
+            pos = feat[indices[k]].slot - 1
             if safe:
                 count_keys[pos] += count_key
                 grad_keys[pos] += np.int64(g * data[k] * keys[1])
@@ -404,7 +422,7 @@ def sparse_sgd_steps(data, indices, indptr, y, code, param, dclip, fit_intercept
                      contribution_bound, feat, hist, intercept, counts, grads,
                      batch, row_mark, touched, selected, st, rng, selected_trace, ops,
                      safe, lat, keys, count_keys, grad_keys, cnoise, cpos, gnoise, gpos, proc,
-                     lproc, next64, state, fb):
+                     lproc, next64, state, fb, current):
     """DP-AdaFEST from step ``st[ST_T] + 1`` to ``t_end``, in place on the state arrays.
 
     Returns ``DONE``, or a request (``GROW_TOUCHED``/``GROW_SELECTED``: a larger
@@ -417,7 +435,8 @@ def sparse_sgd_steps(data, indices, indptr, y, code, param, dclip, fit_intercept
     :data:`FEATURE_HISTORY` record per feature (zero at the start; ``slot`` is zero again
     on return); ``intercept = [b, sum of b iterates, scratch]``,
     ``st`` (int64, ``STATE_SLOTS``, zero at the start); ``counts``/``grads`` (float path)
-    or ``count_keys``/``grad_keys`` (safe path) are compact scratch at least as long as
+    or ``count_keys``/``grad_keys`` (safe path), and ``current`` (the coefficients the
+    margins read, :func:`_accumulate`), are compact scratch at least as long as
     ``touched``; ``batch``, ``row_mark`` (zero): scratch of length n_samples. ``feat`` and
     ``hist`` are the only arrays of length n_features: a step reads or writes one record
     of ``feat`` per entry of its batch and per selected feature, one of ``hist`` per
@@ -462,12 +481,12 @@ def sparse_sgd_steps(data, indices, indptr, y, code, param, dclip, fit_intercept
         if st[_PHASE] == _BATCH:
             _draw_batch(st, rng, n, q, batch, row_mark, indptr, n_features)
         if st[_PHASE] == _ACCUMULATE:
-            sums = count_keys.size if safe else counts.size
+            sums = min(count_keys.size if safe else counts.size, current.size)
             if touched.size < st[ST_NEED] or sums < st[ST_NEED]:
                 return GROW_TOUCHED
             _accumulate(st, t, data, indices, indptr, y, code, param, dclip, batch, feat,
                         hist, c, a, fit_intercept, intercept, contribution_bound, touched, counts,
-                        grads, safe, keys, count_keys, grad_keys)
+                        grads, safe, keys, count_keys, grad_keys, current)
         if st[_PHASE] == _PRESENT:
             request = _select_present(st, rng, touched, selected, counts, count_sigma,
                                       threshold, safe, lat, count_keys, cnoise, cpos)

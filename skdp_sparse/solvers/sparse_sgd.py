@@ -463,7 +463,8 @@ class SparseSGD(GradientSolver):
                         selected_trace, ops, run.safe, run.lat, run.keys, run.count_keys,
                         run.grad_keys, run.count_noise.values, run.count_noise.pos,
                         run.grad_noise.values, run.grad_noise.pos, run.process,
-                        run.light_process, run.src.next64, run.src.state, run.fb)
+                        run.light_process, run.src.next64, run.src.state, run.fb,
+                        run.current)
                 if request == S.DONE:
                     break
                 run.serve(request)
@@ -497,8 +498,8 @@ class _Run:
         self.row_mark = np.zeros(n, dtype=np.uint8)
         self.touched = np.empty(min(d, 4096), dtype=np.int64)
         self.selected = np.empty(min(d, 4096), dtype=np.int64)
-        # The sums of the touched features, in the order of ``touched``; only the
-        # path's own pair grows.
+        # The sums of the touched features, and the coefficients their margins read, in
+        # the order of ``touched``; of the sums, only the path's own pair grows.
         self.counts, self.grads = np.zeros(0), np.zeros(0)
         self.count_keys = np.zeros(0, dtype=np.int64)
         self.grad_keys = np.zeros(0, dtype=np.int64)
@@ -539,6 +540,7 @@ class _Run:
             raise RuntimeError(f"unknown kernel request {request}")
 
     def _grow_sums(self, size):
+        self.current = np.empty(size)
         if self.safe:
             self.count_keys = np.empty(size, dtype=np.int64)
             self.grad_keys = np.empty(size, dtype=np.int64)
