@@ -292,7 +292,7 @@ def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
     an intercept): the noise per unit of sensitivity of a release of the number of
     positive rows (sensitivity 1), made here to give such offsets. ``pure``: every
     release is Laplace, the units being scales per unit of l1 sensitivity (``2K`` for
-    the histograms, 3 for the multiclass counts, 1 for the class count).
+    the histograms, 4 for the multiclass counts, 1 for the class count).
 
     The scores are those of the rows as given, or of the rows clipped into the l2 and
     l1 balls ``rows_bound = (norm_bound, l1_bound)``: the rows the model will predict
