@@ -217,11 +217,31 @@ def test_clipped_mean_of_huge_rows_is_clipped_not_zeroed():
     np.testing.assert_allclose(_clipped_mean(X, plan), [0.3, 0.55, 0.2], rtol=1e-12)
 
 
+def test_clipped_mean_of_overflowing_rows_adds_as_the_kernel_does():
+    # Rows whose squares overflow leave the kernel (it would otherwise compile their
+    # rescaling with every first fit); the sum that takes over must give the kernel's
+    # bits, shown here on rows the kernel finishes itself.
+    from skdp_sparse.mean._kernels import ROW_BLOCK, clipped_mean_csr
+    from skdp_sparse.mean._release import _rescaled_clipped_mean, _unsigned
+
+    X = zipf_rows(3000, 500, 9)
+    X.data *= np.random.default_rng(1).exponential(size=X.nnz)
+    kernel, fallback = np.empty(500), np.full(500, np.nan)
+    for max_l2, max_l1 in [(1.0, 2.0), (0.3, np.inf), (np.inf, 0.7)]:
+        assert clipped_mean_csr(kernel, np.empty(ROW_BLOCK), X.data, _unsigned(X.indices),
+                                _unsigned(X.indptr), max_l2, max_l1, 2999.0) == 0
+        assert _rescaled_clipped_mean(fallback, X, max_l2, max_l1, 2999.0) == 0
+        np.testing.assert_array_equal(fallback, kernel)
+
+
 @pytest.mark.parametrize("bad_index", [-1, 40])
 def test_clipped_mean_refuses_an_index_outside_the_matrix(bad_index):
     X = sp.csr_matrix((np.ones(3), np.array([0, 2, 5]), np.array([0, 2, 3])), shape=(2, 40))
     X.indices[1] = bad_index  # bypasses scipy's checks, as a corrupted matrix would
     plan = _plan_of(DPSparseMeanEstimator(sparsity=1), *X.shape)
+    with pytest.raises(ValueError, match="not a valid CSR matrix"):
+        _clipped_mean(X, plan)
+    X.data[0] = 1e300  # and on the path of rows whose squares overflow
     with pytest.raises(ValueError, match="not a valid CSR matrix"):
         _clipped_mean(X, plan)
 

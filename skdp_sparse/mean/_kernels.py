@@ -7,8 +7,6 @@ import math
 import numba
 import numpy as np
 
-from ..privacy.clipping import rescaled_clip_factor
-
 # --------------------------------------------------------------------------
 # Clipped mean
 # --------------------------------------------------------------------------
@@ -23,10 +21,12 @@ def clipped_mean_csr(out, w, data, indices, indptr, max_l2, max_l1, n):
 
     Row i is multiplied by ``s_i = min(1, max_l2 / ||x_i||_2)``, lowered to
     ``max_l1 / ||x_i||_1`` if that is smaller (``clip_rows``' rule), and added with
-    weight ``s_i / n``. Rows whose squares overflow are rescaled, so every finite row
-    is clipped correctly. Returns a status: 0 done; 1 a NaN or infinite value was
-    met (``out`` is incomplete); 2 ``indices`` or ``indptr`` point outside their
-    arrays (nothing is read or written out of bounds).
+    weight ``s_i / n``. Returns a status: 0 done; 1 a row whose sum of squares is
+    not finite was met, a NaN, an infinity or squares that overflow (``out`` is
+    incomplete: the caller computes such rows' factors, see ``_release.clipped_mean``,
+    so this kernel does not compile the rare rescaling with every first fit); 2
+    ``indices`` or ``indptr`` point outside their arrays (nothing is read or written
+    out of bounds).
 
     Rows go by blocks: the norms of a block first, then its scatter, while its values
     are still in L2. A single pass, each row's scatter right after its norms,
@@ -52,7 +52,8 @@ def clipped_mean_csr(out, w, data, indices, indptr, max_l2, max_l1, n):
     one = np.uint64(1)
     n_rows = indptr.size - 1
     for first in range(0, n_rows, ROW_BLOCK):
-        last = min(first + ROW_BLOCK, n_rows)
+        # comparisons, not min and max: each builtin specialisation compiles on its own
+        last = first + ROW_BLOCK if first + ROW_BLOCK < n_rows else n_rows
         for i in range(first, last):
             start = np.uint64(indptr[i])
             stop = np.uint64(indptr[i + 1])
@@ -67,25 +68,21 @@ def clipped_mean_csr(out, w, data, indices, indptr, max_l2, max_l1, n):
                 l2sq += v * v
                 k += one
             # a NaN or infinity in the row makes l2sq NaN or infinite; so does overflow
-            if l2sq <= 1.7976931348623157e308:
-                l2 = math.sqrt(l2sq)
-                s = 1.0
-                if l2 > max_l2:
-                    s = max_l2 / l2
-                if l1 * s > max_l1:
-                    s = max_l1 / l1
-            else:
-                # int64 bounds: the one signature every caller compiles
-                s, finite = rescaled_clip_factor(data, np.int64(start), np.int64(stop),
-                                                 max_l2, max_l1)
-                if not finite:
-                    return 1
+            if not l2sq <= 1.7976931348623157e308:
+                return 1
+            l2 = math.sqrt(l2sq)
+            s = 1.0
+            if l2 > max_l2:
+                s = max_l2 / l2
+            if l1 * s > max_l1:
+                s = max_l1 / l1
             w[i - first] = s / n
         # indptr is nondecreasing over the block, so its entries are one slice: its
         # largest column, checked once, bounds every write of the scatter below
         top = indices.dtype.type(0)
         for k in range(np.uint64(indptr[first]), np.uint64(indptr[last])):
-            top = max(top, indices[k])
+            if indices[k] > top:
+                top = indices[k]
         if np.uint64(top) >= ud:
             return 2
         for i in range(first, last):

@@ -10,7 +10,7 @@ import scipy.sparse as sp
 
 from ..optim.l1_recovery import GaussianSensingMatrix, basis_pursuit
 from ..optim.projections import project_l1_ball, project_l1_inplace
-from ..privacy.clipping import clip_rows, with_summed_duplicates
+from ..privacy.clipping import clip_rows, row_scales_csr, with_summed_duplicates
 from ..privacy.mechanisms import GaussianMechanism
 from ._kernels import ROW_BLOCK, clipped_mean_csr
 from ._plan import MEASUREMENT_CLIP
@@ -63,14 +63,32 @@ def clipped_mean(X, plan, n=None):
     if X.data.dtype != np.float64:
         X = X.astype(np.float64)
     out = np.empty(X.shape[1])
+    max_l2, max_l1 = float(plan.max_l2), float(plan.max_l1)
     status = clipped_mean_csr(out, np.empty(ROW_BLOCK), X.data, _unsigned(X.indices),
-                              _unsigned(X.indptr), float(plan.max_l2), float(plan.max_l1),
-                              float(n))
+                              _unsigned(X.indptr), max_l2, max_l1, float(n))
     if status == 1:
-        raise ValueError("Input X contains NaN or infinity.")
+        status = _rescaled_clipped_mean(out, X, max_l2, max_l1, float(n))
     if status:
         raise ValueError("X is not a valid CSR matrix: an index points outside it")
     return out
+
+
+def _rescaled_clipped_mean(out, X, max_l2, max_l1, n):
+    """``clipped_mean_csr``'s sum where a row's squares overflow (or a value is not
+    finite): the factors from ``row_scales_csr``, the same products added in the same
+    order, so the bits are the kernel's. Returns its status (2: an index outside)."""
+    indptr, indices = X.indptr.astype(np.int64), _unsigned(X.indices)
+    if indptr[0] < 0 or indptr[-1] > X.data.size or np.any(np.diff(indptr) < 0):
+        return 2
+    if indptr[-1] > indptr[0] and indices[indptr[0]:indptr[-1]].max() >= out.size:
+        return 2
+    scales, finite = row_scales_csr(X.data, X.indptr, max_l2, max_l1)
+    if not finite:
+        raise ValueError("Input X contains NaN or infinity.")
+    rows = slice(indptr[0], indptr[-1])
+    out[:] = 0.0
+    np.add.at(out, indices[rows], X.data[rows] * np.repeat(scales / n, np.diff(indptr)))
+    return 0
 
 
 def block_clipped_mean(X, Y, start, plan, n):

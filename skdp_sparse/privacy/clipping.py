@@ -42,7 +42,10 @@ def rescaled_clip_factor(data, start, stop, max_l2, max_l1):
 @numba.njit(cache=True)
 def _row_scales_csr(scales, data, indptr, max_l2, max_l1):
     # ``scales`` (any values, one per row) comes from the caller: an allocation here
-    # would compile NumPy's constructor into the kernel on a new install's first fit
+    # would compile NumPy's constructor into the kernel on a new install's first fit.
+    # A row whose norms overflow gets NaN, its factor then from row_scales_csr: a call
+    # of rescaled_clip_factor here would compile it with every first fit, for rows
+    # that almost never occur.
     for i in range(scales.size):
         l1 = 0.0
         l2sq = 0.0
@@ -51,9 +54,7 @@ def _row_scales_csr(scales, data, indptr, max_l2, max_l1):
             l1 += abs(v)
             l2sq += v * v
         if not l2sq <= _MAX_DOUBLE:
-            # int64 bounds whatever the index type: one compiled signature for all callers
-            scales[i] = rescaled_clip_factor(data, np.int64(indptr[i]), np.int64(indptr[i + 1]),
-                                             max_l2, max_l1)[0]
+            scales[i] = np.nan
             continue
         s = 1.0
         l2 = np.sqrt(l2sq)
@@ -62,6 +63,20 @@ def _row_scales_csr(scales, data, indptr, max_l2, max_l1):
         if l1 * s > max_l1:
             s = max_l1 / l1
         scales[i] = s
+
+
+def row_scales_csr(data, indptr, max_l2, max_l1):
+    """``(scales, finite)``: each CSR row's factor into the public balls (``clip_rows``'
+    rule), and whether every value is finite (a row with a NaN or an infinity gets 0)."""
+    scales = np.empty(indptr.size - 1)
+    _row_scales_csr(scales, data, indptr, max_l2, max_l1)
+    finite = True
+    for i in np.flatnonzero(np.isnan(scales)):
+        # int64 bounds whatever the index type: one compiled signature for all callers
+        scales[i], ok = rescaled_clip_factor(data, np.int64(indptr[i]),
+                                             np.int64(indptr[i + 1]), max_l2, max_l1)
+        finite = finite and ok
+    return scales, finite
 
 
 def _row_scales_dense(X, max_l2, max_l1):
@@ -103,8 +118,7 @@ def clip_rows(X, max_l2=np.inf, max_l1=np.inf):
         fmt = X.format
         Xr = sp.csr_matrix(X, dtype=np.float64, copy=True)
         Xr.sum_duplicates()  # on the copy; see with_summed_duplicates
-        scales = np.empty(Xr.shape[0])
-        _row_scales_csr(scales, Xr.data, Xr.indptr, max_l2, max_l1)
+        scales = row_scales_csr(Xr.data, Xr.indptr, max_l2, max_l1)[0]
         Xr.data *= np.repeat(scales, np.diff(Xr.indptr))
         return Xr.asformat(fmt)
     X = np.asarray(X, dtype=np.float64)

@@ -39,7 +39,7 @@ def _bits(next64, state, buf, nb, k):
             # 63 of the 64 bits keep every quantity a non-negative int64.
             buf = np.int64(next64(state) >> np.uint64(1))
             nb = 63
-        take = min(k, nb)
+        take = nb if nb < k else k
         out = (out << take) | (buf & ((np.int64(1) << take) - 1))
         buf >>= take
         nb -= take
@@ -177,9 +177,13 @@ def _bernoulli_exp_product(next64, state, buf, nb, a1, r1, r1_bits, a2, r2, r2_b
     if a1 > 0 and a2 > 0:
         m1 = (a1 + r1 - 1) // r1
         m2 = (a2 + r2 - 1) // r2
-        # Block sizes with den 2^c < 2^62 (bit lengths of products add at most).
-        c1 = max(0, min(32, 62 - r1_bits - _bit_length(m1)))
-        c2 = max(0, min(32, 62 - r2_bits - _bit_length(m2)))
+        # Block sizes with den 2^c < 2^62 (bit lengths of products add at most), in
+        # [0, 32]; by comparisons, as everywhere in these kernels: each specialisation
+        # of the builtin min or max is one more compilation on a new install's first draw.
+        c1 = 62 - r1_bits - _bit_length(m1)
+        c1 = np.int64(0) if c1 < 0 else (c1 if c1 < 32 else np.int64(32))
+        c2 = 62 - r2_bits - _bit_length(m2)
+        c2 = np.int64(0) if c2 < 0 else (c2 if c2 < 32 else np.int64(32))
         for _ in range(m1):
             for _ in range(m2):
                 accept, buf, nb = _bernoulli_exp(next64, state, buf, nb, a1, r1 * m1, c1,
@@ -287,7 +291,7 @@ def _laplace_kernel(a, out, out_int, start, p, shift, table, guide, wbits, gshif
     back (its state in ``fb``), or the size when done.
     """
     n = out_int.size if a.size == 0 else out.size
-    d = max(a.size, 1)
+    d = a.size if a.size > 1 else 1
     ia = start % d
     for i in range(start, n):
         while True:
@@ -327,7 +331,7 @@ def _gauss_kernel(a, out, out_int, start, j, pc, f, table, guide, wbits, gshift,
     Same interface as :func:`_laplace_kernel`.
     """
     n = out_int.size if a.size == 0 else out.size
-    d = max(a.size, 1)
+    d = a.size if a.size > 1 else 1
     ia = start % d
     p = np.int64(1) << j
     ylim = np.int64(1) << (61 - f)
