@@ -57,6 +57,51 @@ def test_screened_projection_equals_unscreened_kernel():
                                    atol=1e-10 * max(radius, np.abs(x).max()))
 
 
+def test_interpreted_l1_threshold_has_the_kernels_bits(monkeypatch):
+    """A process's first thresholds run interpreted (no compilation on a new install's
+    first fit): the same IEEE operations in the same order as the kernel, so the same
+    bits, on inputs with ties, spikes, zeros and magnitudes far from 1."""
+    from skdp_sparse.optim import projections
+
+    kernel = projections.simplex_threshold
+    rng = np.random.default_rng(5)
+    for trial in range(300):
+        d = int(rng.integers(1, 3000))
+        y = np.abs(rng.standard_normal(d)) * 10.0 ** rng.uniform(-150, 150)
+        if trial % 3 == 1:
+            y[rng.random(d) < 0.5] = 0.0
+            y[0] = max(y[0], 1e-300)
+        elif trial % 3 == 2:
+            y = np.round(y / y.max(), 1) + 0.1  # ties
+        radius = float(y.sum() * rng.uniform(1e-6, 0.999))
+        compiled = kernel(y, radius, np.empty(2 * d))
+        assert kernel.py_func(y.tolist(), radius, [0.0] * (2 * d)) == compiled
+    # threshold_of interprets within the process's budget, runs the kernel past it
+    y = np.abs(rng.standard_normal(500))
+    stand_in = _CountedKernel(kernel)
+    monkeypatch.setattr(projections, "simplex_threshold", stand_in)
+    monkeypatch.setattr(projections, "_interpreted_left", [500])
+    assert projections.threshold_of(y, 1.0) == kernel(y, 1.0, np.empty(1000))
+    assert stand_in.calls == 0 and projections._interpreted_left == [0]
+    assert projections.threshold_of(y, 1.0) == kernel(y, 1.0, np.empty(1000))
+    assert stand_in.calls == 1
+
+
+class _CountedKernel:
+    """The kernel, as if not yet compiled in this process, counting its compiled calls."""
+
+    signatures = ()
+
+    def __init__(self, kernel):
+        self.py_func = kernel.py_func
+        self._kernel = kernel
+        self.calls = 0
+
+    def __call__(self, *args):
+        self.calls += 1
+        return self._kernel(*args)
+
+
 def test_l1_projection_satisfies_optimality_certificate():
     # p is the projection iff <v - p, z - p> <= 0 for all z in the ball, and the
     # maximum of <v - p, z> over the ball is radius * ||v - p||_inf.
@@ -208,10 +253,10 @@ def test_screening_threshold_is_the_sequential_loop():
 
 def test_first_fits_compile_few_functions(tmp_path):
     """On an empty Numba cache (a new install) the quickstart's fits, a projection mean
-    and a logistic regression, compile at most 10 of the package's functions and nothing
+    and a logistic regression, compile at most 9 of the package's functions and nothing
     of Numba's own: no NumPy constructor (their arrays come from Python), no
-    specialisation of the builtin min or max (the kernels compare), not the rare
-    rescaling of rows whose squares overflow."""
+    specialisation of the builtin min or max (the kernels compare), neither the rare
+    rescaling of overflowing rows nor the l1 threshold (run interpreted at first)."""
     import os
     import subprocess
     import sys
@@ -250,6 +295,6 @@ def test_first_fits_compile_few_functions(tmp_path):
     names = done.stdout.split()
     compiled = [name for name in names if not name.startswith("numba:")]
     assert "_gauss_kernel" in compiled  # the path measured: the exact discrete Gaussian
-    assert len(compiled) <= 10, compiled
-    assert "rescaled_clip_factor" not in compiled
+    assert len(compiled) <= 9, compiled
+    assert "rescaled_clip_factor" not in compiled and "simplex_threshold" not in compiled
     assert not [name for name in names if name.startswith("numba:")], names

@@ -15,7 +15,7 @@ from fractions import Fraction
 import numpy as np
 from scipy.special import ndtri
 
-from ..optim.projections import project_l1_ball, screening_threshold, simplex_threshold
+from ..optim.projections import project_l1_ball, screening_threshold, threshold_of
 from ..privacy import discrete
 from ..privacy.gaussian_ladder import fill_truncated, sample_exceedances
 from ..privacy.mechanisms import GaussianMechanism
@@ -130,7 +130,7 @@ def l1_threshold(a, radius):
     cand = a[a > t0]
     if not float(cand.sum()) - cand.size * t0 >= radius:  # rounding at a bucket edge
         cand = a
-    return float(simplex_threshold(cand, radius, np.empty(2 * cand.size)))
+    return threshold_of(cand, radius)
 
 
 def sampled_gaussian_projection(mean, sigma, radius, t, rng, overwrite=False,
