@@ -6,6 +6,7 @@ import scipy.sparse as sp
 
 from skdp_sparse.optim.projections import project_l1_ball, project_l2_ball
 from skdp_sparse.privacy.clipping import clip_rows
+from skdp_sparse.utils._first_use import FirstUseBudget
 from skdp_sparse.utils.random import check_generator
 from skdp_sparse.utils.validation import check_bound, check_privacy_params
 
@@ -80,15 +81,47 @@ def test_interpreted_l1_threshold_has_the_kernels_bits(monkeypatch):
     y = np.abs(rng.standard_normal(500))
     stand_in = _CountedKernel(kernel)
     monkeypatch.setattr(projections, "simplex_threshold", stand_in)
-    monkeypatch.setattr(projections, "_interpreted_left", [500])
+    monkeypatch.setattr(projections, "_INTERPRETED", FirstUseBudget(stand_in, 500))
     assert projections.threshold_of(y, 1.0) == kernel(y, 1.0, np.empty(1000))
-    assert stand_in.calls == 0 and projections._interpreted_left == [0]
+    assert stand_in.calls == 0 and projections._INTERPRETED.left == 0
     assert projections.threshold_of(y, 1.0) == kernel(y, 1.0, np.empty(1000))
     assert stand_in.calls == 1
 
 
+def test_row_norms_in_numpy_have_the_kernels_bits(monkeypatch):
+    """A process's first row scales come from NumPy (no compilation on a new install's
+    first fit), one position of every row at a time: each row's sums in the kernel's
+    order, so the same bits, with rows of every length, huge and tiny values, rows
+    whose squares overflow (marked NaN for the rescaling) and non-finite values."""
+    from skdp_sparse.privacy import clipping
+
+    rng = np.random.default_rng(6)
+    for trial in range(200):
+        n, d = int(rng.integers(1, 300)), int(rng.integers(1, 200))
+        X = sp.random(n, d, density=rng.uniform(0, 0.5), format="csr", random_state=trial)
+        X.data = rng.standard_normal(X.nnz) * 10.0 ** rng.uniform(-200, 200, X.nnz)
+        if trial % 4 == 0 and X.nnz:
+            X.data[rng.integers(0, X.nnz, 2)] = [np.nan, np.inf][trial % 8 // 4]
+        for max_l2, max_l1 in [(1.0, 2.0), (np.inf, 0.5), (0.3, np.inf), (0.0, 1.0)]:
+            kernel, numpy = np.empty(n), np.empty(n)
+            clipping._row_scales_csr(kernel, X.data, X.indptr, max_l2, max_l1)
+            clipping._row_scales_numpy(numpy, X.data, X.indptr, max_l2, max_l1)
+            np.testing.assert_array_equal(numpy, kernel)
+    # within the budget row_scales_csr sums in NumPy, past it in the kernel
+    X = sp.random(50, 30, density=0.2, format="csr", random_state=0)
+    stand_in = _CountedKernel(clipping._row_scales_csr)
+    monkeypatch.setattr(clipping, "_row_scales_csr", stand_in)
+    longest = int(np.diff(X.indptr).max())
+    monkeypatch.setattr(clipping, "_NUMPY_NORMS", FirstUseBudget(stand_in, 50 * longest))
+    first = clipping.row_scales_csr(X.data, X.indptr, 0.5, 1.0)
+    assert stand_in.calls == 0 and clipping._NUMPY_NORMS.left == 0
+    np.testing.assert_array_equal(clipping.row_scales_csr(X.data, X.indptr, 0.5, 1.0)[0],
+                                  first[0])
+    assert stand_in.calls == 1
+
+
 class _CountedKernel:
-    """The kernel, as if not yet compiled in this process, counting its compiled calls."""
+    """A kernel, as if not yet compiled in this process, counting its compiled calls."""
 
     signatures = ()
 
@@ -253,10 +286,11 @@ def test_screening_threshold_is_the_sequential_loop():
 
 def test_first_fits_compile_few_functions(tmp_path):
     """On an empty Numba cache (a new install) the quickstart's fits, a projection mean
-    and a logistic regression, compile at most 9 of the package's functions and nothing
+    and a logistic regression, compile at most 8 of the package's functions and nothing
     of Numba's own: no NumPy constructor (their arrays come from Python), no
-    specialisation of the builtin min or max (the kernels compare), neither the rare
-    rescaling of overflowing rows nor the l1 threshold (run interpreted at first)."""
+    specialisation of the builtin min or max (the kernels compare), not the rare
+    rescaling of rows whose squares overflow, and neither the l1 threshold nor the row
+    norms (a process's first ones run interpreted or in NumPy)."""
     import os
     import subprocess
     import sys
@@ -295,6 +329,7 @@ def test_first_fits_compile_few_functions(tmp_path):
     names = done.stdout.split()
     compiled = [name for name in names if not name.startswith("numba:")]
     assert "_gauss_kernel" in compiled  # the path measured: the exact discrete Gaussian
-    assert len(compiled) <= 9, compiled
-    assert "rescaled_clip_factor" not in compiled and "simplex_threshold" not in compiled
+    assert len(compiled) <= 8, compiled
+    for name in ("rescaled_clip_factor", "simplex_threshold", "_row_scales_csr"):
+        assert name not in compiled
     assert not [name for name in names if name.startswith("numba:")], names

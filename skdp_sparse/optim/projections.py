@@ -11,6 +11,8 @@ d coordinates is needed.
 import numba
 import numpy as np
 
+from ..utils._first_use import FirstUseBudget
+
 __all__ = ["project_l1_ball", "project_l2_ball"]
 
 
@@ -67,20 +69,16 @@ def simplex_threshold(y, radius, work):
     return rho
 
 
-# Values a process first thresholds interpreted (about 40 ms of Python on this budget):
-# compiling the kernel costs about 0.4 s on a new install, so a first fit's few
-# thresholds of some 10^4 candidates (a mean of 10^5 coordinates) run faster in Python,
-# and a process that projects more compiles (or loads) the kernel once the budget is
-# spent. The two runs take the same IEEE operations in the same order: same bits.
-_INTERPRETED_VALUES = 2**17
-_interpreted_left = [_INTERPRETED_VALUES]
+# Values a process first thresholds interpreted (about 40 ms of Python): the kernel's
+# compilation costs about 0.4 s on a new install, and a first fit's few thresholds of
+# some 10^4 candidates (a mean of 10^5 coordinates) take milliseconds in Python.
+_INTERPRETED = FirstUseBudget(simplex_threshold, 2**17)
 
 
 def threshold_of(y, radius):
-    """:func:`simplex_threshold` of a 1-d array ``y``, interpreted within the
-    process's budget, compiled past it."""
-    if y.size <= _interpreted_left[0] and not simplex_threshold.signatures:
-        _interpreted_left[0] -= y.size
+    """:func:`simplex_threshold` of a 1-d array ``y``: its Python function on lists
+    within the process's budget (same bits), the kernel past it."""
+    if _INTERPRETED.take(y.size):
         return float(simplex_threshold.py_func(y.tolist(), radius, [0.0] * (2 * y.size)))
     return float(simplex_threshold(y, radius, np.empty(2 * y.size)))
 
