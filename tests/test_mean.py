@@ -217,21 +217,46 @@ def test_clipped_mean_of_huge_rows_is_clipped_not_zeroed():
     np.testing.assert_allclose(_clipped_mean(X, plan), [0.3, 0.55, 0.2], rtol=1e-12)
 
 
-def test_clipped_mean_of_overflowing_rows_adds_as_the_kernel_does():
-    # Rows whose squares overflow leave the kernel (it would otherwise compile their
-    # rescaling with every first fit); the sum that takes over must give the kernel's
-    # bits, shown here on rows the kernel finishes itself.
+def test_clipped_mean_in_numpy_adds_as_the_kernel_does(monkeypatch):
+    # A process's first means, and rows whose squares overflow (the kernel hands them
+    # back rather than compile their rescaling with every first fit), are added in
+    # NumPy: same products in the same order, so the kernel's bits.
+    from skdp_sparse.mean import _release
     from skdp_sparse.mean._kernels import ROW_BLOCK, clipped_mean_csr
-    from skdp_sparse.mean._release import _rescaled_clipped_mean, _unsigned
+    from skdp_sparse.utils._first_use import FirstUseBudget
 
     X = zipf_rows(3000, 500, 9)
     X.data *= np.random.default_rng(1).exponential(size=X.nnz)
-    kernel, fallback = np.empty(500), np.full(500, np.nan)
+    kernel, numpy = np.empty(500), np.full(500, np.nan)
     for max_l2, max_l1 in [(1.0, 2.0), (0.3, np.inf), (np.inf, 0.7)]:
-        assert clipped_mean_csr(kernel, np.empty(ROW_BLOCK), X.data, _unsigned(X.indices),
-                                _unsigned(X.indptr), max_l2, max_l1, 2999.0) == 0
-        assert _rescaled_clipped_mean(fallback, X, max_l2, max_l1, 2999.0) == 0
-        np.testing.assert_array_equal(fallback, kernel)
+        assert clipped_mean_csr(kernel, np.empty(ROW_BLOCK), X.data,
+                                _release._unsigned(X.indices), _release._unsigned(X.indptr),
+                                max_l2, max_l1, 2999.0) == 0
+        assert _release._clipped_mean_numpy(numpy, X, max_l2, max_l1, 2999.0) == 0
+        np.testing.assert_array_equal(numpy, kernel)
+    # within the budget clipped_mean adds in NumPy, past it in the kernel
+    plan = _plan_of(DPSparseMeanEstimator(norm_bound=1.0, sparsity=9), *X.shape)
+    budget = FirstUseBudget(_CountedKernel(clipped_mean_csr), X.nnz)
+    monkeypatch.setattr(_release, "_NUMPY_MEAN", budget)
+    first = _clipped_mean(X, plan)
+    assert budget.kernel.calls == 0 and budget.left == 0
+    monkeypatch.setattr(_release, "clipped_mean_csr", budget.kernel)
+    np.testing.assert_array_equal(_clipped_mean(X, plan), first)
+    assert budget.kernel.calls == 1
+
+
+class _CountedKernel:
+    """A kernel, as if not yet compiled in this process, counting its compiled calls."""
+
+    signatures = ()
+
+    def __init__(self, kernel):
+        self._kernel = kernel
+        self.calls = 0
+
+    def __call__(self, *args):
+        self.calls += 1
+        return self._kernel(*args)
 
 
 @pytest.mark.parametrize("bad_index", [-1, 40])

@@ -12,6 +12,7 @@ from ..optim.l1_recovery import GaussianSensingMatrix, basis_pursuit
 from ..optim.projections import project_l1_ball, project_l1_inplace
 from ..privacy.clipping import clip_rows, row_scales_csr, with_summed_duplicates
 from ..privacy.mechanisms import GaussianMechanism
+from ..utils._first_use import FirstUseBudget
 from ._kernels import ROW_BLOCK, clipped_mean_csr
 from ._plan import MEASUREMENT_CLIP
 from ._sampled_projection import (
@@ -45,13 +46,20 @@ def _unsigned(a):
     return a.view(np.uint32 if a.dtype.itemsize == 4 else np.uint64)
 
 
+# Stored values whose clipped mean a process first takes in NumPy (about 20 ms): the
+# kernel's compilation costs about 0.3 s on a new install, the quickstart's mean of
+# 2 x 10^5 values a few ms in NumPy (utils._first_use).
+_NUMPY_MEAN = FirstUseBudget(clipped_mean_csr, 2**21)
+
+
 def clipped_mean(X, plan, n=None):
     """Mean of the rows of X after clipping them to the plan's public bounds (their
     sum divided by ``n``, by default the number of rows of ``X``).
 
     Sparse input is not copied (CSC is converted to CSR; a matrix with duplicate
     or unsorted entries is copied and summed): a Numba kernel computes the rows'
-    norms and adds their scaled values, block by block (``clipped_mean_csr``).
+    norms and adds their scaled values, block by block (``clipped_mean_csr``; NumPy
+    with the same bits for a process's first means).
     The rows are finite: the estimator checks them before its budget is reserved,
     in memory and in each dask block (the sparse kernel still stops on a NaN).
     """
@@ -64,19 +72,23 @@ def clipped_mean(X, plan, n=None):
         X = X.astype(np.float64)
     out = np.empty(X.shape[1])
     max_l2, max_l1 = float(plan.max_l2), float(plan.max_l1)
-    status = clipped_mean_csr(out, np.empty(ROW_BLOCK), X.data, _unsigned(X.indices),
-                              _unsigned(X.indptr), max_l2, max_l1, float(n))
+    status = 1
+    if not _NUMPY_MEAN.take(X.nnz):
+        status = clipped_mean_csr(out, np.empty(ROW_BLOCK), X.data, _unsigned(X.indices),
+                                  _unsigned(X.indptr), max_l2, max_l1, float(n))
     if status == 1:
-        status = _rescaled_clipped_mean(out, X, max_l2, max_l1, float(n))
+        status = _clipped_mean_numpy(out, X, max_l2, max_l1, float(n))
     if status:
         raise ValueError("X is not a valid CSR matrix: an index points outside it")
     return out
 
 
-def _rescaled_clipped_mean(out, X, max_l2, max_l1, n):
-    """``clipped_mean_csr``'s sum where a row's squares overflow (or a value is not
-    finite): the factors from ``row_scales_csr``, the same products added in the same
-    order, so the bits are the kernel's. Returns its status (2: an index outside)."""
+def _clipped_mean_numpy(out, X, max_l2, max_l1, n):
+    """``clipped_mean_csr``'s sum in NumPy: the factors from ``row_scales_csr``, the
+    same products added in the same order (``np.add.at``), so the bits are the
+    kernel's. For a process's first means (:data:`_NUMPY_MEAN`) and for rows the kernel
+    hands back (squares that overflow, or a value that is not finite). Returns the
+    kernel's status (2: an index outside the matrix)."""
     indptr, indices = X.indptr.astype(np.int64), _unsigned(X.indices)
     if indptr[0] < 0 or indptr[-1] > X.data.size or np.any(np.diff(indptr) < 0):
         return 2
