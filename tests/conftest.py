@@ -32,6 +32,28 @@ def pytest_sessionfinish(session, exitstatus):
         shutil.rmtree(_NUMBA_CACHE, ignore_errors=True)
 
 
+class _CountedKernel:
+    """A Numba kernel as if not yet compiled in this process (no signatures), counting
+    the calls that reach it: the switch of a first-use budget (utils._first_use)."""
+
+    signatures = ()
+
+    def __init__(self, kernel):
+        self.py_func = kernel.py_func
+        self._kernel = kernel
+        self.calls = 0
+
+    def __call__(self, *args):
+        self.calls += 1
+        return self._kernel(*args)
+
+
+@pytest.fixture
+def counted_kernel():
+    """Wraps a kernel in a stand-in that counts its calls and reports no compilation."""
+    return _CountedKernel
+
+
 @pytest.fixture
 def cd_calls(monkeypatch):
     """Keyword arguments of every call the coordinate-descent solvers make to the CD

@@ -58,7 +58,7 @@ def test_screened_projection_equals_unscreened_kernel():
                                    atol=1e-10 * max(radius, np.abs(x).max()))
 
 
-def test_interpreted_l1_threshold_has_the_kernels_bits(monkeypatch):
+def test_interpreted_l1_threshold_has_the_kernels_bits(monkeypatch, counted_kernel):
     """A process's first thresholds run interpreted (no compilation on a new install's
     first fit): the same IEEE operations in the same order as the kernel, so the same
     bits, on inputs with ties, spikes, zeros and magnitudes far from 1."""
@@ -79,7 +79,7 @@ def test_interpreted_l1_threshold_has_the_kernels_bits(monkeypatch):
         assert kernel.py_func(y.tolist(), radius, [0.0] * (2 * d)) == compiled
     # threshold_of interprets within the process's budget, runs the kernel past it
     y = np.abs(rng.standard_normal(500))
-    stand_in = _CountedKernel(kernel)
+    stand_in = counted_kernel(kernel)
     monkeypatch.setattr(projections, "simplex_threshold", stand_in)
     monkeypatch.setattr(projections, "_INTERPRETED", FirstUseBudget(stand_in, 500))
     assert projections.threshold_of(y, 1.0) == kernel(y, 1.0, np.empty(1000))
@@ -88,7 +88,7 @@ def test_interpreted_l1_threshold_has_the_kernels_bits(monkeypatch):
     assert stand_in.calls == 1
 
 
-def test_row_norms_in_numpy_have_the_kernels_bits(monkeypatch):
+def test_row_norms_in_numpy_have_the_kernels_bits(monkeypatch, counted_kernel):
     """A process's first row scales come from NumPy (no compilation on a new install's
     first fit), one position of every row at a time: each row's sums in the kernel's
     order, so the same bits, with rows of every length, huge and tiny values, rows
@@ -109,7 +109,7 @@ def test_row_norms_in_numpy_have_the_kernels_bits(monkeypatch):
             np.testing.assert_array_equal(numpy, kernel)
     # within the budget row_scales_csr sums in NumPy, past it in the kernel
     X = sp.random(50, 30, density=0.2, format="csr", random_state=0)
-    stand_in = _CountedKernel(clipping._row_scales_csr)
+    stand_in = counted_kernel(clipping._row_scales_csr)
     monkeypatch.setattr(clipping, "_row_scales_csr", stand_in)
     longest = int(np.diff(X.indptr).max())
     monkeypatch.setattr(clipping, "_NUMPY_NORMS", FirstUseBudget(stand_in, 50 * longest))
@@ -118,21 +118,6 @@ def test_row_norms_in_numpy_have_the_kernels_bits(monkeypatch):
     np.testing.assert_array_equal(clipping.row_scales_csr(X.data, X.indptr, 0.5, 1.0)[0],
                                   first[0])
     assert stand_in.calls == 1
-
-
-class _CountedKernel:
-    """A kernel, as if not yet compiled in this process, counting its compiled calls."""
-
-    signatures = ()
-
-    def __init__(self, kernel):
-        self.py_func = kernel.py_func
-        self._kernel = kernel
-        self.calls = 0
-
-    def __call__(self, *args):
-        self.calls += 1
-        return self._kernel(*args)
 
 
 def test_l1_projection_satisfies_optimality_certificate():

@@ -217,7 +217,7 @@ def test_clipped_mean_of_huge_rows_is_clipped_not_zeroed():
     np.testing.assert_allclose(_clipped_mean(X, plan), [0.3, 0.55, 0.2], rtol=1e-12)
 
 
-def test_clipped_mean_in_numpy_adds_as_the_kernel_does(monkeypatch):
+def test_clipped_mean_in_numpy_adds_as_the_kernel_does(monkeypatch, counted_kernel):
     # A process's first means, and rows whose squares overflow (the kernel hands them
     # back rather than compile their rescaling with every first fit), are added in
     # NumPy: same products in the same order, so the kernel's bits.
@@ -236,27 +236,13 @@ def test_clipped_mean_in_numpy_adds_as_the_kernel_does(monkeypatch):
         np.testing.assert_array_equal(numpy, kernel)
     # within the budget clipped_mean adds in NumPy, past it in the kernel
     plan = _plan_of(DPSparseMeanEstimator(norm_bound=1.0, sparsity=9), *X.shape)
-    budget = FirstUseBudget(_CountedKernel(clipped_mean_csr), X.nnz)
+    budget = FirstUseBudget(counted_kernel(clipped_mean_csr), X.nnz)
     monkeypatch.setattr(_release, "_NUMPY_MEAN", budget)
     first = _clipped_mean(X, plan)
     assert budget.kernel.calls == 0 and budget.left == 0
     monkeypatch.setattr(_release, "clipped_mean_csr", budget.kernel)
     np.testing.assert_array_equal(_clipped_mean(X, plan), first)
     assert budget.kernel.calls == 1
-
-
-class _CountedKernel:
-    """A kernel, as if not yet compiled in this process, counting its compiled calls."""
-
-    signatures = ()
-
-    def __init__(self, kernel):
-        self._kernel = kernel
-        self.calls = 0
-
-    def __call__(self, *args):
-        self.calls += 1
-        return self._kernel(*args)
 
 
 @pytest.mark.parametrize("bad_index", [-1, 40])
