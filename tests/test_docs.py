@@ -1,6 +1,7 @@
 """The documentation, with its gallery of examples, builds offline without warnings."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -44,3 +45,38 @@ def test_the_model_selection_pages_grid_sets_what_its_estimators_solver_reads():
             with warnings.catch_warnings():
                 warnings.simplefilter("error", UserWarning)
                 est.set_params(classes=[0, 1], **params).fit(X, y)
+
+
+def _python_blocks(text):
+    """The code of each ``.. code-block:: python`` (reStructuredText) or ```` ```python ````
+    fence (Markdown) of a page."""
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip() == ".. code-block:: python":
+            indent = len(line) - len(line.lstrip()) + 1
+            body = []
+            for following in lines[i + 1:]:
+                if following.strip() and len(following) - len(following.lstrip()) < indent:
+                    break
+                body.append(following)
+            blocks.append("\n".join(body))
+    return blocks
+
+
+def test_every_documented_classifier_passes_its_public_label_set():
+    # A classifier without ``classes`` reads its label set from the rows and warns
+    # (PrivacyLeakWarning): an example copied as written must not.
+    pages = sorted((ROOT / "doc").glob("*.rst")) + [ROOT / "README.md"]
+    missing = []
+    for page in pages:
+        for block in _python_blocks(page.read_text()):
+            search_has_classes = re.search(
+                r"PrivateHyperparameterSearch\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*"
+                r"classes=", block)
+            for call in re.findall(
+                    r"(?:DPSparseLogisticRegression|DPOutputPerturbationClassifier)"
+                    r"\((?:[^()]|\([^()]*\))*\)", block):
+                if "classes=" not in call and not search_has_classes:
+                    missing.append(f"{page.name}: {call}")
+    assert not missing, missing
