@@ -32,7 +32,11 @@ import numpy as np
 from .privacy.accounting import compose
 from .privacy.ledger import fit_budget
 from .utils.random import check_generator
-from .utils.validation import check_budget_pair, validate_params
+from .utils.validation import (
+    check_budget_pair,
+    validate_params,
+    warn_delta_not_below_one_over_n,
+)
 
 __all__ = ["DPEstimatorMixin"]
 
@@ -70,6 +74,9 @@ class DPEstimatorMixin:
             rng = check_generator(getattr(self, "random_state", None))
             with np.errstate(all="ignore"):
                 data, public = self._validate_fit_data(X, y)
+                warn_delta_not_below_one_over_n(
+                    type(self).__name__, getattr(self, "delta", None),
+                    public.get("n_samples", public.get("n")))
                 plan = self._plan(public)
                 with fit_budget(self, plan.epsilon, plan.delta, plan.events) as budget:
                     budget.watch(rng)

@@ -2,6 +2,7 @@
 data and whose raising does not depend on private values."""
 
 import json
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -425,3 +426,22 @@ def test_a_dataframe_of_documents_is_refused_before_any_budget():
     # A DataFrame iterates over its column names: they were fitted as the documents.
     texts = pd.DataFrame({"text": ["alice smith visited", "HIV+ test"] * 50})
     _refused(lambda: DPTfidfVectorizer().fit(texts), match="pass one column")
+
+
+@pytest.mark.parametrize("make", [
+    lambda delta: DPSparseLogisticRegression(delta=delta, classes=[0, 1]),
+    lambda delta: DPGreedyCDRegressor(delta=delta),
+    lambda delta: DPOutputPerturbationClassifier(delta=delta, classes=[0, 1]),
+    lambda delta: DPSparseMeanEstimator(delta=delta),
+    lambda delta: DPStandardScaler(bounds=(0, 1), delta=delta),
+])
+def test_a_delta_not_below_one_over_n_warns_and_one_below_does_not(make):
+    # Publishing each row with probability delta is (0, delta)-DP: at delta >= 1 / n it
+    # publishes a row on average. n and delta are public, so the warning is too.
+    rng = np.random.default_rng(0)
+    X, y = rng.uniform(0, 1, (40, 3)) / 2, np.arange(40) % 2
+    with pytest.warns(UserWarning, match="1 / n_samples"):
+        make(1 / 40).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        make(1 / 80).fit(X, y)

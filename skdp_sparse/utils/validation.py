@@ -38,6 +38,7 @@ __all__ = [
     "check_privacy_params",
     "check_budget_pair",
     "smallest_epsilon",
+    "warn_delta_not_below_one_over_n",
     "check_bound",
     "canonical_sparse",
     "validate_fit_data",
@@ -234,6 +235,24 @@ def check_budget_pair(epsilon, delta):
             "already (0, delta)-DP, which leaves no epsilon to calibrate the fit's "
             "releases by. Choose delta well below 1 / n_samples (for example "
             "1 / n_samples**2) or a larger epsilon")
+
+
+def warn_delta_not_below_one_over_n(owner, delta, n_samples):
+    """Warn when ``delta >= 1 / n_samples``: publishing each row in the clear with
+    probability ``delta`` is ``(0, delta)``-DP, and then publishes ``n delta >= 1`` rows
+    on average, so the guarantee no longer rules out such a release. The default
+    ``delta = 1e-6`` reaches it at a million rows. Both numbers are public, so the
+    warning reveals nothing about the rows."""
+    if not (isinstance(delta, numbers.Real) and delta > 0 and n_samples):
+        return
+    if float(delta) * float(n_samples) >= 1.0:
+        import warnings
+
+        warnings.warn(
+            f"{owner}: delta={float(delta):.3g} is not below 1 / n_samples = "
+            f"{1.0 / float(n_samples):.3g}: publishing each row in the clear with "
+            "probability delta satisfies such a guarantee. Choose delta well below "
+            "1 / n_samples (for example 1 / n_samples**2)", UserWarning, stacklevel=4)
 
 
 @functools.lru_cache(maxsize=256)
