@@ -185,7 +185,9 @@ def test_histograms_get_the_planned_noise(solver, n_classes, spy_on_releases):
     m = _fit(solver, X=X, y=y)
     K = 1 if n_classes == 2 else 3
     units, _ = D.decision_units(1.0, 1e-6, True, X.shape[0], K)
-    shapes = [(K, _calibration.SCALE_LEVELS), (K, 2 * CALIBRATION_BINS)]
+    # The class histograms' bins follow from n and the planned noise of a cell.
+    bins = _calibration.calibration_bins(X.shape[0], math.sqrt(2 * K) * units["calibration"])
+    shapes = [(K, _calibration.SCALE_LEVELS), (K, 2 * bins)]
     # K > 1: the correct rows of the calibrated argmax rule and of the solver's own, and
     # the K class counts (sensitivity 2); one problem: its positive rows (sensitivity 1).
     sensitivities = [math.sqrt(2 * K)] * 2 + [2.0 if K > 1 else 1.0]

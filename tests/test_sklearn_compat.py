@@ -57,6 +57,13 @@ EXCUSED = {
             budget="epsilon=1 and delta=0 (its decision's Laplace counts noisier than the "
                    "rows, so it keeps the majority class)", score="accuracy of 0.83"),
     },
+    repr(DPOutputPerturbationClassifier(delta=1e-5, floating_point_safe=False,
+                                        random_state=0)): {
+        "check_classifiers_train": _SMALL_DATA.format(
+            budget="epsilon=1, delta=1e-5 (on the check's 300 rows of three classes the "
+                   "training accuracy averages 0.66 over 20 seeds, 0.81 at seed 0)",
+            score="accuracy of 0.83"),
+    },
     repr(DPOutputPerturbationRegressor(delta=1e-5, loss="huber", random_state=0)): {
         "check_regressors_train": _SMALL_DATA.format(budget="epsilon=1, delta=1e-5",
                                                      score="R^2 of 0.5"),
