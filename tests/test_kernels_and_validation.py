@@ -58,6 +58,20 @@ def test_screened_projection_equals_unscreened_kernel():
                                    atol=1e-10 * max(radius, np.abs(x).max()))
 
 
+def _awkward_magnitudes(rng, trial, max_size, log10_spread, zero_share, *, min_size=0,
+                        relative_ties=False):
+    """Non-negative values of magnitudes ``10^+-log10_spread``: every third vector with a
+    share of zeros, every third with ties (on bucket edges, or relative to its largest
+    value, shifted off 0)."""
+    d = int(rng.integers(min_size, max_size))
+    y = np.abs(rng.standard_normal(d)) * 10.0 ** rng.uniform(-log10_spread, log10_spread)
+    if trial % 3 == 1:
+        y[rng.random(d) < zero_share] = 0.0
+    elif trial % 3 == 2:
+        y = np.round(y / y.max(), 1) + 0.1 if relative_ties else np.round(y, 1)
+    return y
+
+
 def test_interpreted_l1_threshold_has_the_kernels_bits(monkeypatch, counted_kernel):
     """A process's first thresholds run interpreted (no compilation on a new install's
     first fit): the same IEEE operations in the same order as the kernel, so the same
@@ -67,13 +81,9 @@ def test_interpreted_l1_threshold_has_the_kernels_bits(monkeypatch, counted_kern
     kernel = projections.simplex_threshold
     rng = np.random.default_rng(5)
     for trial in range(300):
-        d = int(rng.integers(1, 3000))
-        y = np.abs(rng.standard_normal(d)) * 10.0 ** rng.uniform(-150, 150)
-        if trial % 3 == 1:
-            y[rng.random(d) < 0.5] = 0.0
-            y[0] = max(y[0], 1e-300)
-        elif trial % 3 == 2:
-            y = np.round(y / y.max(), 1) + 0.1  # ties
+        y = _awkward_magnitudes(rng, trial, 3000, 150, 0.5, min_size=1, relative_ties=True)
+        y[0] = max(y[0], 1e-300)
+        d = y.size
         radius = float(y.sum() * rng.uniform(1e-6, 0.999))
         compiled = kernel(y, radius, np.empty(2 * d))
         assert kernel.py_func(y.tolist(), radius, [0.0] * (2 * d)) == compiled
@@ -257,12 +267,7 @@ def test_screening_threshold_is_the_sequential_loop():
 
     rng = np.random.default_rng(3)
     for t in range(300):
-        d = int(rng.integers(0, 400))
-        y = np.abs(rng.standard_normal(d)) * 10.0 ** rng.uniform(-5, 5)
-        if t % 3 == 1:
-            y[rng.random(d) < 0.7] = 0.0
-        elif t % 3 == 2:
-            y = np.round(y, 1)  # ties on bucket edges
+        y = _awkward_magnitudes(rng, t, 400, 5, 0.7)
         radius = float(y.sum() * rng.uniform(0.0, 1.2)) if t % 5 else float(rng.uniform(0, 3))
         n_buckets = int(rng.choice([1, 7, 4096]))
         expected = _sequential_screening_threshold(y.tolist(), radius, n_buckets)
