@@ -482,3 +482,23 @@ def test_sure_takes_the_screening_solver_and_is_refused_elsewhere():
     with pytest.raises(ValueError, match="feature_selection='sure'"):
         DPGreedyCDRegressor(feature_selection="sure", epsilon=1.0, delta=1e-6).fit(
             X, y.astype(float))
+
+
+def test_sure_with_more_than_two_classes_keeps_auto_on_the_screening_solver():
+    """With three classes, epsilon finite and delta > 0, ``solver="auto"`` fits the
+    multinomial loss, whose solver takes no screening rule: ``"sure"``, like an integer
+    ``k``, keeps the fit one-vs-rest on ``screened_newton`` (it was refused by the
+    solver ``"auto"`` had chosen). The columns kept are those whose largest association
+    over the classes passes one cut."""
+    rng = np.random.default_rng(4)
+    X = sp.random(3000, 200, density=0.05, format="csr", random_state=rng)
+    y = np.argmax(X[:, :3].toarray() + 0.3 * rng.random((3000, 3)), axis=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clf = DPSparseLogisticRegression(feature_selection="sure", epsilon=1.0, delta=1e-6,
+                                         random_state=0).fit(X, y)
+    assert clf.solver_ == "screened_newton" and clf.multi_class_ == "ovr"
+    score = np.max(np.abs(clf.screening_scores_), axis=0)
+    kept = np.any(clf.coef_ != 0, axis=0)
+    assert 0 < kept.sum() < X.shape[1]
+    assert score[kept].min() > score[~kept].max()

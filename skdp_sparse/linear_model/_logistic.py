@@ -94,7 +94,7 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
         ``"auto"``: multinomial where the solver fits it, and ``solver="auto"`` then
         takes ``"sgd"`` when epsilon is finite and ``delta > 0`` (without noise, or
         with ``delta=0``, the registry's rule and one-vs-rest); one-vs-rest with
-        ``decision="calibrated"`` or an integer ``feature_selection``. Measured
+        ``decision="calibrated"``, an integer ``feature_selection`` or ``"sure"``. Measured
         (``benchmarks/bench_multiclass.py``, test accuracy at epsilon 1 and 10): digits
         (10 classes) 0.294 and 0.870 against the one-vs-rest defaults' 0.096 and 0.756;
         a synthetic 5-class set 0.766 and 0.793 against greedy CD's 0.771 and 0.792.
@@ -189,9 +189,11 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
     def _ovr_settings(self, n_features):
         # Settings that exist for one-vs-rest problems only (public values): under
         # multi_class="auto" they keep the fit one-vs-rest, as before the multinomial loss.
+        # A screening rule ("sure", or k below p) is one: the multinomial solver takes none.
         k = getattr(self, "feature_selection", "auto")
-        return self.decision == "calibrated" and math.isfinite(float(self.epsilon)) \
+        screens = isinstance(k, str) and k not in ("auto", "none") \
             or not isinstance(k, str) and k < n_features
+        return self.decision == "calibrated" and math.isfinite(float(self.epsilon)) or screens
 
     def _wants_multinomial(self, public):
         # More than two classes, and multi_class asks for the multinomial loss or lets
