@@ -423,6 +423,19 @@ def test_unsupported_solver_and_missing_label_set_raise_clearly(sparse_data):
         DPSparseMeanEstimator().fit(unknown)
 
 
+def test_a_screening_rule_on_a_dask_array_is_refused_by_name(sparse_data):
+    # solver="auto" takes screened_newton for a screening rule; the error then named the
+    # solvers that fit dask arrays as the way out ("pass solver=... explicitly"), none
+    # of which screens.
+    X, y = sparse_data
+    Xd = as_dask(X, (300, 300))
+    for rule in ("sure", 5):
+        with pytest.raises(ValueError, match=re.escape(
+                f"feature_selection={rule!r} is not supported on a dask array")):
+            DPSparseLogisticRegression(feature_selection=rule, classes=[0, 1], epsilon=1.0,
+                                       delta=1e-6).fit(Xd, y)
+
+
 def test_other_dask_collections_and_labels_of_unknown_length_are_refused_clearly(sparse_data):
     # A dask DataFrame (here a bag, which needs no pyarrow) was refused with "does not
     # take dask collections" by the very estimators the message then listed; labels

@@ -249,16 +249,18 @@ class DPLinearModel(DPEstimatorMixin, BaseEstimator):
 
 
 def _check_distributed(name, solver, options, choosable):
+    # Screening first: no solver that fits a dask array screens, so naming them as the
+    # way out (solver="auto" takes screened_newton for a screening rule) would mislead.
+    k = options.get("feature_selection", "none")
+    if not isinstance(k, str) or k not in ("auto", "none"):
+        raise ValueError(f"feature_selection={k!r} is not supported on a dask array: "
+                         "use feature_selection='auto' or 'none'")
     supported = distributed_solvers()
     if not getattr(solver, "distributed", False):
         hint = " (pass solver=... explicitly)" if choosable else \
             "; fit an estimator that takes one of them, or compute the array first"
         raise ValueError(f"solver={name!r} cannot fit a dask array; the solvers that can "
                          f"are {supported}{hint}")
-    k = options.get("feature_selection", "none")
-    if not isinstance(k, str):
-        raise ValueError("feature_selection=k is not supported on a dask array: "
-                         "use feature_selection='none'")
 
 
 def _by_blocks(columns, dtype=None):
