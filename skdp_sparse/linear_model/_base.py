@@ -249,10 +249,8 @@ class DPLinearModel(DPEstimatorMixin, BaseEstimator):
 
 
 def _check_distributed(name, solver, options, choosable):
-    # Screening first: no solver that fits a dask array screens, so naming them as the
-    # way out (solver="auto" takes screened_newton for a screening rule) would mislead.
     k = options.get("feature_selection", "none")
-    if not isinstance(k, str) or k not in ("auto", "none"):
+    if k not in ("auto", "none"):
         raise ValueError(f"feature_selection={k!r} is not supported on a dask array: "
                          "use feature_selection='auto' or 'none'")
     supported = distributed_solvers()
