@@ -502,3 +502,25 @@ def test_sure_with_more_than_two_classes_keeps_auto_on_the_screening_solver():
     kept = np.any(clf.coef_ != 0, axis=0)
     assert 0 < kept.sum() < X.shape[1]
     assert score[kept].min() > score[~kept].max()
+
+
+def test_sure_threshold_is_zero_where_every_observation_is_large():
+    """Stein's risk is minimised at 0 where every observation is large: ``SURE(0) = p``
+    against ``p - 2 + ...`` with the smallest ``|z_j|`` squared counted p times at any
+    positive candidate. Taking the smallest ``|z_j|`` instead zeroed it whatever its
+    size: with one feature, ``"sure"`` left every fit without a coefficient."""
+    from skdp_sparse.solvers._screening import sure_threshold
+
+    z = np.array([5.0, -6.0, 7.0])
+    assert sure_threshold(z) == 0.0
+    assert _stein_risk(z, 0.0) < _stein_risk(z, 5.0)
+    assert sure_threshold([3.0]) == 0.0 and sure_threshold([0.5]) == 0.5
+    rng = np.random.default_rng(0)
+    X = rng.random((4000, 1))
+    y = (X[:, 0] > 0.5).astype(int)
+    sure, _, _ = _fit(data=(X, y), feature_selection="sure", epsilon=1.0, delta=1e-6,
+                      random_state=0)
+    auto, _, _ = _fit(data=(X, y), solver="screened_newton", epsilon=1.0, delta=1e-6,
+                      random_state=0)
+    assert sure.solver_ == "screened_newton"
+    assert sure.coef_[0, 0] > 0 and auto.coef_[0, 0] > 0

@@ -342,14 +342,18 @@ def sure_threshold(z):
     """The soft threshold ``t`` of unit-variance Gaussian observations ``z`` that
     minimises Stein's unbiased estimate of the squared error of ``soft(z, t)`` as an
     estimate of their means: ``SURE(t) = p - 2 #{|z_j| <= t} + sum_j min(z_j^2, t^2)``,
-    minimised over ``t`` in ``{|z_j|}`` (Donoho & Johnstone 1995). A function of ``z``
-    alone: on a released vector, post-processing."""
+    minimised over ``t >= 0`` (Donoho & Johnstone 1995). It increases between the
+    ``|z_j|``, so the minimum is at 0 or at one of them; 0 wins where every
+    observation is large (``SURE(0) = p``), and leaving it out would zero the smallest
+    one whatever its size (the only one when p = 1). A function of ``z`` alone: on a
+    released vector, post-processing."""
     a = np.sort(np.abs(np.asarray(z, dtype=np.float64).ravel()))
     if a.size == 0:
         return 0.0
     kept_below = np.arange(1, a.size + 1)
     risk = a.size - 2.0 * kept_below + np.cumsum(a * a) + (a.size - kept_below) * a * a
-    return float(a[int(np.argmin(risk))])
+    best = int(np.argmin(risk))
+    return float(a[best]) if risk[best] < a.size else 0.0
 
 
 def null_curvature(problem, screened):
