@@ -115,7 +115,7 @@ SOLVER_CONSTRAINTS = {
     "tol": [Interval(numbers.Real, 0, None)],
     "verbose": [Interval(numbers.Integral, 0, None), "boolean"],
     "floating_point_safe": [Options("auto", True, False)],
-    "feature_selection": [Options("auto", "none", "sure"), Interval(numbers.Integral, 1, None)],
+    "feature_selection": [Options("auto", "none"), Interval(numbers.Integral, 1, None)],
     "feature_selection_share": [Interval(numbers.Real, 0, 1, closed="neither"), None],
     "selection_threshold": [Interval(numbers.Real, None, None), None],
     "selection_share": [Interval(numbers.Real, 0, 1, closed="neither")],

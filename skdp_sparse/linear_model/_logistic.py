@@ -138,6 +138,10 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
     """
 
     _parameter_constraints = {**SOLVER_CONSTRAINTS, "classes": ["array-like", None],
+                              # "sure" cuts the logistic loss's label association.
+                              "feature_selection": [
+                                  Options("auto", "none", "sure"),
+                                  *SOLVER_CONSTRAINTS["feature_selection"][1:]],
                               "decision": [Options("auto", "calibrated", "fitted")],
                               "multi_class": [Options("auto", "ovr", "multinomial")]}
     _default_alpha = 1e-4

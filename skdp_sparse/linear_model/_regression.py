@@ -195,7 +195,7 @@ default="auto"
         noise is accounted in zCDP. False: noise drawn in doubles, not private against
         an adversary who reads low-order bits; the fit emits
         :class:`~skdp_sparse.exceptions.PrivacyLeakWarning`.
-    feature_selection : {"auto", "none", "sure"} or int, default="auto"
+    feature_selection : {"auto", "none"} or int, default="auto"
         Private screening of the features before learning (``sgd`` and
         ``screened_newton``; the other solvers take ``"auto"`` or ``"none"``): a share
         of the budget buys a Gaussian release of every feature's label association
@@ -203,11 +203,12 @@ default="auto"
         keeps; the coefficients of the others are exactly 0 (:ref:`defaults`). An
         integer ``k`` keeps the ``k`` largest; ``"auto"`` is the solver's rule
         (``screened_newton``: those above one noise standard deviation; ``sgd``: no
-        screening); ``"sure"`` (``screened_newton`` only) cuts at the threshold that
-        minimises Stein's unbiased risk estimate of the released association, for
-        one-hot data whose few frequent values carry the signal (:ref:`defaults`);
-        ``"none"`` keeps every feature. With ``solver="auto"``, an integer ``k`` or
-        ``"sure"`` makes the logistic loss's choice ``screened_newton``.
+        screening); ``"sure"`` (:class:`DPSparseLogisticRegression`'s
+        ``screened_newton`` only) cuts at the threshold that minimises Stein's unbiased
+        risk estimate of the released association, for one-hot data whose few frequent
+        values carry the signal (:ref:`defaults`); ``"none"`` keeps every feature. With
+        ``solver="auto"``, an integer ``k`` or ``"sure"`` makes the logistic loss's
+        choice ``screened_newton``.
     feature_selection_share : float in (0, 1), default=None
         Share of the budget (of the Gaussian ``mu^2``) spent on the association release;
         ``None``: the solver's rule (``sgd``: 1/4; ``screened_newton``: 3/4, the
