@@ -324,3 +324,51 @@ def test_first_fits_compile_few_functions(tmp_path):
                  "clipped_mean_csr"):
         assert name not in compiled
     assert not [name for name in names if name.startswith("numba:")], names
+
+
+
+@pytest.mark.parametrize("max_l2, max_l1", [(1e-100, np.inf), (np.inf, 1e-100),
+                                            (2.5e-100, 1e-99)])
+def test_rows_whose_factor_would_be_subnormal_are_clipped_within_the_bounds(max_l2,
+                                                                             max_l1):
+    """A row whose factor would be subnormal (a norm of some 1e220 against a public
+    bound of 1e-100) is clipped within the bounds by every path: a subnormal factor's
+    rounding is not relative (5e-324 for 3e-323 put a row at 1.7 times the bound)."""
+    from skdp_sparse.mean import _release
+    from skdp_sparse.mean._kernels import ROW_BLOCK, clipped_mean_csr
+    from skdp_sparse.privacy import clipping
+
+    bound = min(max_l2, max_l1)
+    # factors from 0.55 to 2^60 times the smallest subnormal, then a normal 2^-1000
+    f = np.array([0.55, 0.7, 0.9, 1.4, 1.6, 2.6, 6.5, 10.5, 100.5, 2**30 + 0.5,
+                  2**60 + 0.5, 2.0**74])
+    v = bound / (f * 5e-324) * np.where(np.arange(f.size) % 2, -1.0, 1.0)
+    # one or two values a row, each row in its own two columns
+    data = np.concatenate([v, np.stack([v, v / 3], axis=1).ravel(), [0.5 * bound]])
+    lengths = np.r_[np.ones(f.size, dtype=int), np.full(f.size, 2), 1]
+    indptr = np.r_[0, np.cumsum(lengths)]
+    indices = 2 * np.repeat(np.arange(lengths.size), lengths) + (
+        np.arange(data.size) - np.repeat(indptr[:-1], lengths))
+    X = sp.csr_matrix((data, indices, indptr), shape=(lengths.size, 2 * lengths.size))
+
+    def check(clipped):
+        rows = np.asarray(clipped.toarray() if sp.issparse(clipped) else clipped)
+        if rows.ndim == 2:  # a matrix: each row's two columns (a mean is them already)
+            rows = rows.reshape(lengths.size, lengths.size, 2)[np.arange(lengths.size),
+                                                                np.arange(lengths.size)]
+        rows = rows.reshape(lengths.size, 2) / bound  # each row's values, over the bound
+        assert max_l2 == np.inf or np.all(np.linalg.norm(rows, axis=1) * bound <= max_l2)
+        assert max_l1 == np.inf or np.all(np.abs(rows).sum(axis=1) * bound <= max_l1)
+        assert rows[-1, 0] == 0.5  # a row inside is left unchanged
+
+    numpy, kernel = np.empty(lengths.size), np.empty(lengths.size)
+    clipping._row_scales_numpy(numpy, X.data, X.indptr, max_l2, max_l1)
+    clipping._row_scales_csr(kernel, X.data, X.indptr, max_l2, max_l1)
+    np.testing.assert_array_equal(numpy, kernel)
+    check(clip_rows(X, max_l2, max_l1))
+    check(clip_rows(X.toarray(), max_l2, max_l1))
+    mean = np.empty(X.shape[1])  # the sum of the clipped rows, with n = 1
+    assert clipped_mean_csr(mean, np.empty(ROW_BLOCK), X.data, _release._unsigned(X.indices),
+                            _release._unsigned(X.indptr), max_l2, max_l1, 1.0) == 1
+    assert _release._clipped_mean_numpy(mean, X, max_l2, max_l1, 1.0) == 0
+    check(mean)

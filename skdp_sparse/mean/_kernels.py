@@ -7,6 +7,8 @@ import math
 import numba
 import numpy as np
 
+from ..privacy.clipping import TINY_FACTOR
+
 # --------------------------------------------------------------------------
 # Clipped mean
 # --------------------------------------------------------------------------
@@ -20,13 +22,13 @@ def clipped_mean_csr(out, w, data, indices, indptr, max_l2, max_l1, n):
     """Write into ``out`` the mean of the CSR rows, each first scaled into the public balls.
 
     Row i is multiplied by ``s_i = min(1, max_l2 / ||x_i||_2)``, lowered to
-    ``max_l1 / ||x_i||_1`` if that is smaller (``clip_rows``' rule), and added with
-    weight ``s_i / n``. Returns a status: 0 done; 1 a row whose sum of squares is
-    not finite was met, a NaN, an infinity or squares that overflow (``out`` is
-    incomplete: the caller computes such rows' factors, see ``_release.clipped_mean``,
-    so this kernel does not compile the rare rescaling with every first fit); 2
-    ``indices`` or ``indptr`` point outside their arrays (nothing is read or written
-    out of bounds).
+    ``max_l1 / ||x_i||_1`` if that is smaller, 0 below ``TINY_FACTOR`` (``clip_rows``'
+    rule), and added with weight ``s_i / n``. Returns a status: 0 done; 1 a row whose
+    sum of squares is not finite was met, a NaN, an infinity or squares that overflow
+    (``out`` is incomplete: the caller computes such rows' factors, see
+    ``_release.clipped_mean``, so this kernel does not compile the rare rescaling with
+    every first fit); 2 ``indices`` or ``indptr`` point outside their arrays (nothing is
+    read or written out of bounds).
 
     Rows go by blocks: the norms of a block first, then its scatter, while its values
     are still in L2. A single pass, each row's scatter right after its norms,
@@ -76,7 +78,7 @@ def clipped_mean_csr(out, w, data, indices, indptr, max_l2, max_l1, n):
                 s = max_l2 / l2
             if l1 * s > max_l1:
                 s = max_l1 / l1
-            w[i - first] = s / n
+            w[i - first] = (s if s >= TINY_FACTOR else 0.0) / n
         # indptr is nondecreasing over the block, so its entries are one slice: its
         # largest column, checked once, bounds every write of the scatter below
         top = indices.dtype.type(0)

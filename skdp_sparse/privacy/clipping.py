@@ -16,14 +16,21 @@ __all__ = ["clip_rows", "clip_entries", "with_summed_duplicates"]
 
 #: The largest finite double: a row's sum of squares above it has overflowed.
 _MAX_DOUBLE = 1.7976931348623157e308
+#: Factors below 2^-969 are set to 0. Below 2^-1022 a factor is subnormal and its
+#: rounding no longer relative (a row of norm 3.4e222 against a bound of 1e-100 got
+#: 5e-324 for 3e-323, so a clipped norm of 1.7e-100); a mean's weight ``s / n`` stays
+#: normal for every n <= 2^53. Such a row's norm exceeds its bound 2^969 times: it
+#: carries no usable direction, and 0 is inside every ball.
+TINY_FACTOR = 2.0**-969
 
 
 @numba.njit(cache=True)
 def rescaled_clip_factor(data, start, stop, max_l2, max_l1):
     """``(s, finite)``: ``min(1, max_l2 / ||x||_2, max_l1 / ||x||_1)`` for the row
     ``x = data[start:stop]`` whose norms overflow a double, from the row over its largest
-    entry (the norms of a finite row can exceed the largest double; its factor cannot
-    be 0). ``finite`` is False, and ``s`` meaningless, if a value is NaN or infinite."""
+    entry (the norms of a finite row can exceed the largest double; its factor is 0
+    only below ``TINY_FACTOR``). ``finite`` is False, and ``s`` meaningless, if a value
+    is NaN or infinite."""
     top = 0.0
     for k in range(start, stop):
         v = abs(data[k])
@@ -38,7 +45,8 @@ def rescaled_clip_factor(data, start, stop, max_l2, max_l1):
         v = abs(data[k]) / top
         l1 += v
         l2sq += v * v
-    return min(1.0, (max_l2 / top) / np.sqrt(l2sq), (max_l1 / top) / l1), True
+    s = min(1.0, (max_l2 / top) / np.sqrt(l2sq), (max_l1 / top) / l1)
+    return (s if s >= TINY_FACTOR else 0.0), True
 
 
 @numba.njit(cache=True)
@@ -64,7 +72,7 @@ def _row_scales_csr(scales, data, indptr, max_l2, max_l1):
             s = max_l2 / l2
         if l1 * s > max_l1:
             s = max_l1 / l1
-        scales[i] = s
+        scales[i] = s if s >= TINY_FACTOR else 0.0
 
 
 # Row positions times rows whose norms a process first sums in NumPy (tens of ms): the
@@ -93,6 +101,7 @@ def _row_scales_numpy(scales, data, indptr, max_l2, max_l1):
         scales[big] = max_l2 / l2[big]
         big = l1 * scales > max_l1
         scales[big] = max_l1 / l1[big]
+    scales[scales < TINY_FACTOR] = 0.0
     scales[~(l2sq <= _MAX_DOUBLE)] = np.nan
 
 
@@ -121,6 +130,7 @@ def _row_scales_dense(X, max_l2, max_l1):
         l2 = np.linalg.norm(X, axis=1)
         l1 = np.abs(X).sum(axis=1)
         s = np.minimum(1.0, np.minimum(max_l2 / l2, max_l1 / l1))
+        s[s < TINY_FACTOR] = 0.0
     for i in np.flatnonzero(~(np.isfinite(l1) & np.isfinite(l2))):
         s[i] = rescaled_clip_factor(X[i], 0, X.shape[1], max_l2, max_l1)[0]
     return s
@@ -145,7 +155,8 @@ def clip_rows(X, max_l2=np.inf, max_l1=np.inf):
 
     A row already inside both balls is left unchanged; otherwise it is
     multiplied by the largest factor in (0, 1) that puts it inside, so its
-    direction is kept. Returns a new matrix of the same type (CSR, CSC or dense).
+    direction is kept (a factor below ``TINY_FACTOR``, whose rounding would not be
+    relative, is 0 instead). Returns a new matrix of the same type (CSR, CSC or dense).
     """
     max_l2 = float(max_l2)
     max_l1 = float(max_l1)
