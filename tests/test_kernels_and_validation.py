@@ -372,3 +372,18 @@ def test_rows_whose_factor_would_be_subnormal_are_clipped_within_the_bounds(max_
                             _release._unsigned(X.indptr), max_l2, max_l1, 1.0) == 1
     assert _release._clipped_mean_numpy(mean, X, max_l2, max_l1, 1.0) == 0
     check(mean)
+
+
+@pytest.mark.parametrize("x, radius", [([1e20, 5.0], 1.0), ([1.0, 1.0], 1e-17),
+                                       ([-3.0], 1e-16)])
+def test_l1_projection_with_a_radius_below_the_rounding_of_the_values(x, radius):
+    # Condat's cleaning loop removed every value (each rounds to at most the
+    # threshold) and divided by the 0 left: a private mean at epsilon 1e-20 (noise
+    # some 1e20 times the radius) ended its fit on ZeroDivisionError after the release
+    from skdp_sparse.optim import projections
+
+    out = project_l1_ball(np.array(x), radius)
+    assert np.all(np.isfinite(out)) and np.abs(out).sum() <= radius
+    y = np.abs(np.array(x))
+    assert projections.simplex_threshold.py_func(y.tolist(), radius, [0.0] * (2 * y.size)) \
+        == projections.simplex_threshold(y, radius, np.empty(2 * y.size))

@@ -61,6 +61,10 @@ def simplex_threshold(y, radius, work):
             yk = active[k]
             if yk <= rho:
                 n_active -= 1
+                if n_active == 0:
+                    # radius below the rounding of the values (1 against 1e20): every
+                    # value is at most rho, so the projection is 0, inside the ball
+                    return rho
                 active[k] = active[n_active]
                 rho += (rho - yk) / n_active
                 changed = True
