@@ -30,7 +30,7 @@ from skdp_sparse import (
 from skdp_sparse.optim.erm import guaranteed_iterations, solve_l2_erm
 from skdp_sparse.optim.losses import LogisticLoss
 from skdp_sparse.privacy.accounting import compose
-from skdp_sparse.privacy.clipping import clip_rows
+from skdp_sparse.privacy.clipping import TINY_FACTOR, clip_rows
 from skdp_sparse.solvers import SOLVERS as REGISTERED_SOLVERS
 from skdp_sparse.solvers._screening import noise_units
 from skdp_sparse.solvers.output_perturbation import output_perturbation_bounds
@@ -442,24 +442,33 @@ def test_guaranteed_iterations_reach_the_distance(seed, domain):
 
 @pytest.mark.parametrize("row", [[1e308, 1e308, 0.0, 0.0], [1.7e308, -1.7e308, 0.0, 1.0],
                                  [1e-300, 0.0, -3e-300, 0.0]])
-def test_rows_whose_norms_overflow_or_underflow_are_clipped_alike_in_every_layout(row):
+@pytest.mark.parametrize("bound", [1e150, 1.0])
+def test_rows_whose_norms_overflow_or_underflow_are_clipped_alike_in_every_layout(row, bound):
     # A finite row's l1 and l2 norms can exceed the largest double: the dense clip
-    # left such a row unchanged (inf / inf), the CSR clip zeroed it.
+    # left such a row unchanged (inf / inf), the CSR clip zeroed it. Against 1e150 the
+    # factors of the rows of about 1e308 stay above TINY_FACTOR and the row keeps its
+    # direction; against 1 they fall below it, and the row is 0 (inside the ball) in
+    # every layout.
     X = np.array([row, [0.5, 0.0, 0.0, 0.0], [0.0] * 4])
-    dense = clip_rows(X, max_l2=1.0)
+    dense = clip_rows(X, max_l2=bound)
     for layout in (sp.csr_matrix(X), sp.csc_matrix(X)):
-        np.testing.assert_allclose(clip_rows(layout, max_l2=1.0).toarray(), dense,
+        np.testing.assert_allclose(clip_rows(layout, max_l2=bound).toarray(), dense,
                                    rtol=1e-15)
     top = np.abs(X[0]).max()
 
-    def norm(v, order):  # without overflow or underflow, as min(bound, norm) needs
-        return min(top, 1.0) * (np.linalg.norm(v / top, order) * max(top, 1.0))
+    def clipped(size, order):
+        # min(size, norm), or 0 where the factor size / norm falls below TINY_FACTOR;
+        # the norm in logarithms, as it may exceed the largest double
+        log_norm = math.log(np.linalg.norm(X[0] / top, order)) + math.log(top)
+        if math.log(size) - log_norm < math.log(TINY_FACTOR):
+            return 0.0
+        return size if log_norm >= math.log(size) else math.exp(log_norm)
 
-    assert np.linalg.norm(dense[0]) == pytest.approx(min(1.0, norm(X[0], 2)), rel=1e-12)
-    assert np.linalg.norm(clip_rows(X, max_l1=2.0)[0], 1) == pytest.approx(
-        min(2.0, norm(X[0], 1)), rel=1e-12)
+    assert np.linalg.norm(dense[0]) == pytest.approx(clipped(bound, 2), rel=1e-12)
+    assert np.linalg.norm(clip_rows(X, max_l1=2.0 * bound)[0], 1) == pytest.approx(
+        clipped(2.0 * bound, 1), rel=1e-12)
     np.testing.assert_array_equal(dense[1:], X[1:])
-    assert np.all(np.sign(dense[0]) == np.sign(X[0]))
+    assert np.all(np.sign(dense[0]) == np.sign(X[0])) or not np.any(dense[0])
 
 
 @pytest.mark.parametrize("solver, extra", [("screened_newton", {}),
