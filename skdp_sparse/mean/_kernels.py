@@ -2,12 +2,11 @@
 projection of the values a sampled release drew (its noise comes from
 ``privacy.gaussian_ladder`` and ``privacy.discrete``)."""
 
-import math
 
 import numba
 import numpy as np
 
-from ..privacy.clipping import TINY_FACTOR
+from ..privacy.clipping import clip_factor
 
 # --------------------------------------------------------------------------
 # Clipped mean
@@ -72,13 +71,7 @@ def clipped_mean_csr(out, w, data, indices, indptr, max_l2, max_l1, n):
             # a NaN or infinity in the row makes l2sq NaN or infinite; so does overflow
             if not l2sq <= 1.7976931348623157e308:
                 return 1
-            l2 = math.sqrt(l2sq)
-            s = 1.0
-            if l2 > max_l2:
-                s = max_l2 / l2
-            if l1 * s > max_l1:
-                s = max_l1 / l1
-            w[i - first] = (s if s >= TINY_FACTOR else 0.0) / n
+            w[i - first] = clip_factor(l1, l2sq, max_l2, max_l1) / n
         # indptr is nondecreasing over the block, so its entries are one slice: its
         # largest column, checked once, bounds every write of the scatter below
         top = indices.dtype.type(0)

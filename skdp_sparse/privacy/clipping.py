@@ -49,6 +49,21 @@ def rescaled_clip_factor(data, start, stop, max_l2, max_l1):
     return (s if s >= TINY_FACTOR else 0.0), True
 
 
+@numba.njit(cache=True, inline="always")
+def clip_factor(l1, l2sq, max_l2, max_l1):
+    """``clip_rows``' factor of a row from its l1 norm and finite sum of squares:
+    ``min(1, max_l2 / ||x||_2)``, lowered to ``max_l1 / ||x||_1`` if that is smaller,
+    and 0 below ``TINY_FACTOR``. Inlined into the kernels that clip (no compilation of
+    its own)."""
+    s = 1.0
+    l2 = np.sqrt(l2sq)
+    if l2 > max_l2:
+        s = max_l2 / l2
+    if l1 * s > max_l1:
+        s = max_l1 / l1
+    return s if s >= TINY_FACTOR else 0.0
+
+
 @numba.njit(cache=True)
 def _row_scales_csr(scales, data, indptr, max_l2, max_l1):
     # ``scales`` (any values, one per row) comes from the caller: an allocation here
@@ -66,13 +81,7 @@ def _row_scales_csr(scales, data, indptr, max_l2, max_l1):
         if not l2sq <= _MAX_DOUBLE:
             scales[i] = np.nan
             continue
-        s = 1.0
-        l2 = np.sqrt(l2sq)
-        if l2 > max_l2:
-            s = max_l2 / l2
-        if l1 * s > max_l1:
-            s = max_l1 / l1
-        scales[i] = s if s >= TINY_FACTOR else 0.0
+        scales[i] = clip_factor(l1, l2sq, max_l2, max_l1)
 
 
 # Row positions times rows whose norms a process first sums in NumPy (tens of ms): the

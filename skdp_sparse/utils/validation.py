@@ -25,6 +25,8 @@ import scipy.sparse as sp
 from scipy.stats import norm
 from sklearn.utils.validation import check_array, validate_data
 
+from ._warnings import warn
+
 __all__ = [
     "MAX_EPSILON",
     "check_sparse_structure",
@@ -246,13 +248,10 @@ def warn_delta_not_below_one_over_n(owner, delta, n_samples):
     if not (isinstance(delta, numbers.Real) and delta > 0 and n_samples):
         return
     if float(delta) * float(n_samples) >= 1.0:
-        import warnings
-
-        warnings.warn(
-            f"{owner}: delta={float(delta):.3g} is not below 1 / n_samples = "
-            f"{1.0 / float(n_samples):.3g}: publishing each row in the clear with "
-            "probability delta satisfies such a guarantee. Choose delta well below "
-            "1 / n_samples (for example 1 / n_samples**2)", UserWarning, stacklevel=4)
+        warn(f"{owner}: delta={float(delta):.3g} is not below 1 / n_samples = "
+             f"{1.0 / float(n_samples):.3g}: publishing each row in the clear with "
+             "probability delta satisfies such a guarantee. Choose delta well below "
+             "1 / n_samples (for example 1 / n_samples**2)")
 
 
 @functools.lru_cache(maxsize=256)
