@@ -44,43 +44,46 @@ class _EventsEndingWith:
                                 if e.name.endswith(suffix)]
 
 
-def _register_gram_solver_audit(name, differing, pair, statistic_doc, **params):
-    """The audit of a solver that releases ``X^T X`` and one statistic that moves on the
-    pair of :func:`_ssp_datasets` (the release named ``...differing``): its claim is that
-    release's exact profile, the Gram matrix having the same law on both sides."""
+def _register_release_audit(name, solver, released, datasets, statistic, pair,
+                            statistic_doc, **params):
+    """The audit ``name`` of one release of ``solver`` (the one whose event name ends
+    with ``released``), on a pair that moves it by its full sensitivity while the other
+    releases keep their law: its claim is that release's exact profile."""
 
     def make(epsilon, delta, seed):
-        return _own_releases(epsilon, delta, seed, solver=name, penalty=None,
+        return _own_releases(epsilon, delta, seed, solver=solver, penalty=None,
                              fit_intercept=False, **params)
 
     def claim(fitted, delta):
-        return gaussian_claim()(_EventsEndingWith(fitted, differing), delta)
+        return gaussian_claim()(_EventsEndingWith(fitted, released), delta)
 
     register(Audit(
-        name=name, make=make, datasets=_ssp_datasets(), statistic=_coef0,
+        name=name, make=make, datasets=datasets, statistic=statistic,
         epsilon=GAUSS_EPSILON, delta=GAUSS_DELTA, n_runs=800, slow_runs=3000, claim=claim,
-        pair=f"{SSP_ROWS} rows x = 1 (the l2 bound), no intercept; targets 0 but the "
-             f"last, +100 -> -100, clipped to the target bound 1: {pair}",
-        statistic_doc=f"{statistic_doc}; the denominator ({SSP_ROWS} plus noise of a few "
-                      "units) has the same law on both sides.",
-    ))
+        pair=pair, statistic_doc=statistic_doc))
 
 
-_register_gram_solver_audit(
-    "sufficient_statistics", "X^T y",
-    pair="the moment X^T y moves by 2, the full sensitivity 2 B T its noise is "
-         "calibrated to; X^T X and its smallest eigenvalue are the same on both sides.",
+_SSP_PAIR = (f"{SSP_ROWS} rows x = 1 (the l2 bound), no intercept; targets 0 but the "
+             "last, +100 -> -100, clipped to the target bound 1: ")
+_SSP_DENOMINATOR = (f"; the denominator ({SSP_ROWS} plus noise of a few units) has the "
+                    "same law on both sides.")
+
+_register_release_audit(
+    "sufficient_statistics", "sufficient_statistics", "X^T y", _ssp_datasets(), _coef0,
+    pair=_SSP_PAIR + "the moment X^T y moves by 2, the full sensitivity 2 B T its noise "
+         "is calibrated to; X^T X and its smallest eigenvalue are the same on both sides.",
     statistic_doc="coef_[0] = (X^T y)~ / ((X^T X)~ + ridge): increasing in the moment's "
-                  "release, whose claim is its exact profile")
+                  "release, whose claim is its exact profile" + _SSP_DENOMINATOR)
 
 # -- quadratic-bound Newton steps ----------------------------------------------
-_register_gram_solver_audit(
-    "bounded_newton", "gradient 1", max_iter=1,
-    pair="with the squared loss, at the first step (w = 0) the last row's derivative goes "
-         "from -1 to +1, so the gradient moves by 2, the full sensitivity 2 D B its noise "
-         "is calibrated to; X^T X is the same on both sides.",
+_register_release_audit(
+    "bounded_newton", "bounded_newton", "gradient 1", _ssp_datasets(), _coef0, max_iter=1,
+    pair=_SSP_PAIR + "with the squared loss, at the first step (w = 0) the last row's "
+         "derivative goes from -1 to +1, so the gradient moves by 2, the full sensitivity "
+         "2 D B its noise is calibrated to; X^T X is the same on both sides.",
     statistic_doc="coef_[0] = -(gradient)~ / ((X^T X)~ + ridge) after one step: "
-                  "decreasing in the gradient's release, whose claim is its exact profile")
+                  "decreasing in the gradient's release, whose claim is its exact profile"
+                  + _SSP_DENOMINATOR)
 
 
 #: The Gram pair: the differing row e_1 -> e_2 (target 0, derivative 0 at w = 0) moves
@@ -108,29 +111,18 @@ def _coef_sum(fitted):
     return float(np.sum(fitted.coef_))
 
 
-def _register_gram_release_audit(solver, **params):
-    def make(epsilon, delta, seed):
-        return _own_releases(epsilon, delta, seed, solver=solver, penalty=None,
-                             fit_intercept=False, **params)
+_GRAM_PAIR = (
+    f"no intercept; {GRAM_ROWS} rows {GRAM_ROW_NORM} e_1 with targets +100 and "
+    f"{GRAM_ROWS} rows {GRAM_ROW_NORM} e_2 with targets -100 (clipped to the target "
+    "bound 1); the last row, target 0, goes from e_1 to e_2: X^T X moves by its full "
+    "sensitivity sqrt(2) (two diagonal entries by 1), the other releases (whose "
+    "derivative at that row is 0) have the same law on both sides, and so has the "
+    "smallest eigenvalue of X^T X.")
+_GRAM_STATISTIC = (
+    "coef_[0] + coef_[1] = m_0 / (X^T X)~_00 - m_1 / (X^T X)~_11 (plus ridges): lower "
+    "where the first diagonal entry is the larger, the off-diagonal noise cancelling "
+    "out; the claim is the exact profile of the Gram release.")
 
-    def claim(fitted, delta):
-        return gaussian_claim()(_EventsEndingWith(fitted, "X^T X"), delta)
-
-    register(Audit(
-        name=f"{solver}_gram", make=make, datasets=_gram_datasets(), statistic=_coef_sum,
-        epsilon=GAUSS_EPSILON, delta=GAUSS_DELTA, n_runs=800, slow_runs=3000, claim=claim,
-        pair=f"no intercept; {GRAM_ROWS} rows {GRAM_ROW_NORM} e_1 with targets +100 and "
-             f"{GRAM_ROWS} rows {GRAM_ROW_NORM} e_2 with targets -100 (clipped to the "
-             "target bound 1); the last row, target 0, goes from e_1 to e_2: X^T X moves "
-             "by its full sensitivity sqrt(2) (two diagonal entries by 1), the other "
-             "releases (whose derivative at that row is 0) have the same law on both "
-             "sides, and so has the smallest eigenvalue of X^T X.",
-        statistic_doc="coef_[0] + coef_[1] = m_0 / (X^T X)~_00 - m_1 / (X^T X)~_11 (plus "
-                      "ridges): lower where the first diagonal entry is the larger, the "
-                      "off-diagonal noise cancelling out; the claim is the exact profile "
-                      "of the Gram release.",
-    ))
-
-
-_register_gram_release_audit("sufficient_statistics")
-_register_gram_release_audit("bounded_newton", max_iter=1)
+for _solver, _params in (("sufficient_statistics", {}), ("bounded_newton", {"max_iter": 1})):
+    _register_release_audit(f"{_solver}_gram", _solver, "X^T X", _gram_datasets(),
+                            _coef_sum, _GRAM_PAIR, _GRAM_STATISTIC, **_params)
