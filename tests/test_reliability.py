@@ -36,6 +36,7 @@ from skdp_sparse.solvers._screening import noise_units
 from skdp_sparse.solvers.output_perturbation import output_perturbation_bounds
 from skdp_sparse.utils.validation import (
     MAX_EPSILON,
+    MIN_BOUND,
     check_privacy_params,
     smallest_epsilon,
 )
@@ -469,6 +470,19 @@ def test_rows_whose_norms_overflow_or_underflow_are_clipped_alike_in_every_layou
         clipped(2.0 * bound, 1), rel=1e-12)
     np.testing.assert_array_equal(dense[1:], X[1:])
     assert np.all(np.sign(dense[0]) == np.sign(X[0])) or not np.any(dense[0])
+
+
+@pytest.mark.parametrize("bound", [1e-163, 0.0, -1.0, np.nan])
+def test_clip_rows_refuses_bounds_below_the_estimators_floor(bound):
+    # A row of values 1e-162 squares to 0: against 1e-163 it was returned unchanged,
+    # ten times its bound; the estimators refuse such bounds, the public function too.
+    X = np.full((1, 4), 1e-162)
+    for name in ("max_l2", "max_l1"):
+        for layout in (X, sp.csr_matrix(X)):
+            with pytest.raises(ValueError, match=name):
+                clip_rows(layout, **{name: bound})
+    tiny = clip_rows(sp.csr_matrix(np.full((1, 4), 1e-99)), max_l2=MIN_BOUND)
+    assert np.linalg.norm(tiny.toarray()) <= MIN_BOUND * (1 + 1e-15)
 
 
 @pytest.mark.parametrize("solver, extra", [("screened_newton", {}),

@@ -10,6 +10,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..utils._first_use import FirstUseBudget
+from ..utils.validation import MIN_BOUND
 
 __all__ = ["clip_rows", "clip_entries", "with_summed_duplicates"]
 
@@ -159,6 +160,17 @@ def with_summed_duplicates(X):
     return X
 
 
+def _checked_bound(name, value):
+    # Below about 1e-146 a row small enough to fit the bound has squares that underflow
+    # (values under 1.5e-154 square to 0), so its l2 norm would be understated and the
+    # row left above its bound; rows near 1e-100 keep their squares' precision.
+    bound = float(value)
+    if not bound >= MIN_BOUND:
+        raise ValueError(f"{name} must be a number of at least {MIN_BOUND:g}, or inf; "
+                         f"got {value!r}")
+    return bound
+
+
 def clip_rows(X, max_l2=np.inf, max_l1=np.inf):
     """Rescale each row of ``X`` so its l2 norm is <= ``max_l2`` and l1 norm <= ``max_l1``.
 
@@ -166,9 +178,10 @@ def clip_rows(X, max_l2=np.inf, max_l1=np.inf):
     multiplied by the largest factor in (0, 1) that puts it inside, so its
     direction is kept (a factor below ``TINY_FACTOR``, whose rounding would not be
     relative, is 0 instead). Returns a new matrix of the same type (CSR, CSC or dense).
+    Each bound is at least ``MIN_BOUND`` (1e-100, the estimators' floor), or infinite.
     """
-    max_l2 = float(max_l2)
-    max_l1 = float(max_l1)
+    max_l2 = _checked_bound("max_l2", max_l2)
+    max_l1 = _checked_bound("max_l1", max_l1)
     if sp.issparse(X):
         fmt = X.format
         Xr = sp.csr_matrix(X, dtype=np.float64, copy=True)
