@@ -23,6 +23,7 @@ from skdp_sparse.mean._release import clipped_mean
 from skdp_sparse.mean._sampled_projection import (
     MIDDLE_MEAN,
     SMALL_MEAN,
+    revealed_root,
     sampled_discrete_projection,
     sampling_levels,
     sampling_threshold,
@@ -31,7 +32,7 @@ from skdp_sparse.optim.projections import project_l1_ball
 from skdp_sparse.privacy import discrete
 from skdp_sparse.privacy.accounting import compose
 from skdp_sparse.privacy.auditing import epsilon_lower_bound
-from skdp_sparse.privacy.discrete import _blocks, _process
+from skdp_sparse.privacy.discrete import _blocks, _ladder, _process
 from skdp_sparse.privacy.discrete._samplers import _gaussian_params
 from skdp_sparse.privacy.mechanisms import GaussianMechanism, LaplaceMechanism
 
@@ -167,6 +168,39 @@ def test_ladder_reveals_every_exceedance_of_small_keys():
     inside = 1 - 2 * stats.norm.sf(v)
     assert stats.kstest(noise / s, lambda x: (stats.norm.cdf(np.clip(x, -v, v))
                                               - stats.norm.cdf(-v)) / inside).pvalue > MIN_P
+
+
+def test_ladder_stopping_sums_are_exact_in_any_order():
+    # Keys revealed in an order that follows the private keys (the direct positions
+    # first): past 2^53 a double sum rounds by that order. The band sums are exact, so
+    # the stopping rule compares sum_U (|y_j| - u_i)_+ itself with the radius.
+    rng = np.random.default_rng(0)
+    levels = [2**51, 2**40, 2**20]
+    y = rng.choice([-1.0, 1.0], 3000) * rng.integers(2**20, 2**53 - 2**40, 3000)
+    for order in (np.arange(y.size), rng.permutation(y.size), np.argsort(np.abs(y))):
+        rev = _ladder._Revealed(np.zeros(1), 1.0, y.size, levels)
+        rev.y[:y.size] = y[order]
+        _ladder._add_range(rev.y, 0, y.size, rev.levels, rev.band_sum, rev.band_count)
+        for i, u in enumerate(levels):
+            exact = sum(int(abs(v)) - u for v in y.tolist() if abs(v) > u)
+            assert rev.excess(i) == exact
+
+
+def test_revealed_root_is_a_function_of_the_revealed_values():
+    # The same revealed (position, value) pairs in any order give the same bits: the
+    # revealed order follows the private keys, and a root summed in that order differed
+    # in its last bits in 172 of 200 random orders.
+    rng = np.random.default_rng(1)
+    idx = rng.permutation(10**6)[:2000]
+    z = np.ldexp(rng.integers(-2**50, 2**50, idx.size).astype(float), -30)
+    reached = float(np.quantile(np.abs(z), 0.5))
+    radius = float(0.01 * np.abs(z).sum())
+    tau = revealed_root(idx, z, reached, radius)
+    assert tau > reached
+    assert np.maximum(np.abs(z) - tau, 0).sum() == pytest.approx(radius, rel=1e-12)
+    for _ in range(20):
+        p = rng.permutation(idx.size)
+        assert revealed_root(idx[p], z[p], reached, radius) == tau
 
 
 def _truncated_cdf(v):

@@ -259,6 +259,17 @@ def sampled_gaussian_projection(mean, sigma, radius, t, rng, overwrite=False,
             reached)
 
 
+def revealed_root(idx, z, reached, radius):
+    """``threshold_above(z, reached, radius)`` on the revealed values above ``reached`` in
+    increasing position: every position above the level reached is revealed, so these
+    values are a function of the noisy keys alone, while the revealed order follows the
+    private keys (the direct positions first) and would set the rounding of the root."""
+    above = np.flatnonzero(np.abs(z) > reached)
+    above = above[np.argsort(idx[above])]
+    values = z[above]
+    return threshold_above(values, reached, radius, np.empty(values.size))
+
+
 def _shrunk(mean, idx, z, tau, overwrite, support):
     """``sign(z) (|z| - tau)_+`` on ``idx``, 0 elsewhere: a dense vector (in ``mean``'s
     memory with ``overwrite``), or its non-zero entries when a ``support`` was given."""
@@ -312,8 +323,9 @@ def sampled_discrete_projection(mean, sensitivity, sigma, radius, t, rng, overwr
     M`` (at once), with ``Z_j``; then, level by level, among the positions with ``|a_j| <=
     B``, those with ``u_i - B < |Z_j| <= u_{i-1} - B``, with ``Z_j``. Off the revealed set
     U, ``|a_j + Z_j| <= u_i`` after level i. It stops after level i when ``g_U(u_i) =
-    sum_U (|a_j + Z_j| - u_i)_+ >= R / gamma``. Stage 2 is the continuous one: if the root
-    ``tau_U`` of ``g_U`` (on the doubles ``gamma (a_j + Z_j)``, which are exact) is ``>=
+    sum_U (|a_j + Z_j| - u_i)_+ >= R / gamma`` (summed exactly). Stage 2 is the continuous
+    one: if the root ``tau_U`` of ``g_U`` (on the doubles ``gamma (a_j + Z_j)``, which are
+    exact, taken in increasing position: ``revealed_root``) is ``>=
     gamma u*`` at the level ``u*`` reached, the projection's threshold is ``tau_U`` and
     every coordinate off U projects to 0; otherwise the noise off U is drawn from its law
     given stage 1 (``|Z_j| <= u* - B`` or ``|Z_j| <= u_{L-1} - M``, independently) and the
@@ -344,9 +356,7 @@ def sampled_discrete_projection(mean, sensitivity, sigma, radius, t, rng, overwr
     idx = draw.idx
     z = np.ldexp(draw.y, k)  # a + Z is an integer below 2^53: exact
     reached = math.ldexp(levels[draw.level], k)
-    tau = -1.0
-    if draw.found:
-        tau = threshold_above(z, reached, radius, np.empty(z.size))
+    tau = revealed_root(idx, z, reached, radius) if draw.found else -1.0
     if tau >= 0.0:
         return _shrunk(mean, idx, z, tau, overwrite, support), tau, False, (idx, z), reached
     rest, noise = draw.complete()

@@ -103,18 +103,30 @@ def _big_positions(value, inv_gamma, bound, middle, idx, y, mid_pos, mid_key, se
     return count, m, top
 
 
+#: A band's sum is kept exactly in two int64 parts, ``|v| >> _SPLIT_BITS`` and the bits
+#: below: a double sum of the keys (each below 2^53) rounds past 2^53 in the order the
+#: keys were revealed, which follows the private keys (the direct positions come first),
+#: so the stopping rule could depend on more than the noisy keys. The parts stay below
+#: 2^63 for up to 2^36 keys.
+_SPLIT_BITS = 26
+_LOW_MASK = (1 << _SPLIT_BITS) - 1
+
+
 @numba.njit(cache=True, inline="always")
 def _add_to_band(v, levels, band_sum, band_count):
-    """``|v|`` added to the sum and count of the band of levels it falls in (band h:
-    ``levels[h] < |v| <= levels[h - 1]``; nothing below the last level, which never
-    counts)."""
+    """``|v|`` (an integer below 2^53) added to the exact sum and the count of the band of
+    levels it falls in (band h: ``levels[h] < |v| <= levels[h - 1]``; nothing below the
+    last level, which never counts). ``band_sum[2 h]`` and ``band_sum[2 h + 1]`` hold the
+    sum's high and low parts (``_SPLIT_BITS``)."""
     v = abs(v)
     if v > levels[levels.size - 1]:
         h = 0
         while v <= levels[h]:
             h += 1
-        band_sum[h] += v
-        band_count[h] += 1.0
+        u = np.int64(v)
+        band_sum[2 * h] += u >> _SPLIT_BITS
+        band_sum[2 * h + 1] += u & _LOW_MASK
+        band_count[h] += 1
 
 
 @numba.njit(cache=True)
@@ -259,7 +271,6 @@ class LadderPlan:
 
     def __init__(self, lattice, scale, levels, bound, middle):
         self.lattice, self.levels, self.bound, self.middle = lattice, levels, bound, middle
-        self.thresholds = np.array(levels, dtype=np.float64)
         self.direct = plan_blocks(lattice.j, lattice.pc, lattice.f)
         self.small = _Class(lattice, scale, levels, bound)
         # the middle keys are revealed down to the lowest level at once: one band
@@ -333,12 +344,14 @@ def _draw_band(band, d, seen, idx, z, count, source):
 class _Revealed:
     """The revealed entries, their noisy keys and their running sums by band."""
 
-    def __init__(self, value, inv_gamma, d, thresholds):
+    def __init__(self, value, inv_gamma, d, levels):
         index = np.int32 if d < 2**31 else np.int64
-        self.value, self.inv_gamma, self.levels = value, inv_gamma, thresholds
+        self.value, self.inv_gamma = value, inv_gamma
+        self.units = tuple(int(u) for u in levels)
+        self.levels = np.array(self.units, dtype=np.float64)
         self.idx, self.z, self.y = np.empty(d, index), np.empty(d, np.int64), np.empty(d)
-        self.band_sum = np.zeros(thresholds.size + 1)
-        self.band_count = np.zeros(thresholds.size + 1)
+        self.band_sum = np.zeros(2 * (len(levels) + 1), dtype=np.int64)
+        self.band_count = np.zeros(len(levels) + 1, dtype=np.int64)
 
     def record(self, start, stop):
         """``y = a + z`` of entries ``start .. stop - 1``, added to their bands."""
@@ -346,8 +359,11 @@ class _Revealed:
                       self.levels, self.band_sum, self.band_count)
 
     def excess(self, i):
-        """``sum_U (|y_j| - u_i)_+``."""
-        return float(np.sum(self.band_sum[:i + 1] - self.levels[i] * self.band_count[:i + 1]))
+        """``sum_U (|y_j| - u_i)_+``, exactly (a Python int: it compares exactly with a
+        float radius, so the stopping rule is a function of the noisy keys alone)."""
+        parts, counts = self.band_sum.tolist(), self.band_count.tolist()
+        return sum((parts[2 * h] << _SPLIT_BITS) + parts[2 * h + 1]
+                   - self.units[i] * counts[h] for h in range(i + 1))
 
 
 class _Middle:
@@ -452,7 +468,7 @@ def ladder_exceedances(value, lattice, scale, levels, bound, radius, rng, middle
     if not -1022 <= lattice.k <= 1023:
         return None
     inv_gamma = math.ldexp(1.0, -lattice.k)
-    rev = _Revealed(value, inv_gamma, d, plan.thresholds)
+    rev = _Revealed(value, inv_gamma, d, plan.levels)
     seen = np.empty(-(-d // 64), np.uint64)
     index = rev.idx.dtype
     if support is not None:
