@@ -288,7 +288,11 @@ def test_noise_off_sparse_sgd_equals_dense_proximal_gd():
     np.testing.assert_allclose(last_lazy[0], last_dense[0], atol=1e-10)
 
 
-@pytest.mark.parametrize("c, a", [(1.0, 0.0), (0.9, 0.0), (1.0, 0.05), (0.93, 0.02)])
+@pytest.mark.parametrize("c, a", [(1.0, 0.0), (0.9, 0.0), (1.0, 0.05), (0.93, 0.02),
+                                  # c within 1e-6 to 1e-12 of 1: its closed form through
+                                  # a / (1 - c) lost the sum (5% off at 1e-9, 100% at 1e-12)
+                                  (1.0 - 1e-6, 0.0), (1.0 - 1e-9, 0.01), (1.0 - 1e-12, 0.05),
+                                  (1.0 - 1e-7, 1e-5)])
 def test_lazy_penalty_closed_form(c, a):
     rng = np.random.default_rng(0)
     for _ in range(200):

@@ -142,24 +142,53 @@ def single_pass_sgd(data, indices, indptr, dense, is_sparse, order, theta, n_coe
 # ---------------------------------------------------------------------------
 # Sparsity-preserving DP-SGD (DP-AdaFEST): lazy penalties, O(batch) per step
 # ---------------------------------------------------------------------------
+@numba.njit(cache=True, inline="always")
+def _expm1_excess(x):
+    """``expm1(x) - x`` for ``x <= 0``, without the cancellation of the difference near 0
+    (its Taylor series there)."""
+    if x < -0.25:
+        return math.expm1(x) - x
+    term = x
+    total = 0.0
+    for j in range(2, 22):
+        term *= x / j
+        total += term
+    return total
+
+
+@numba.njit(cache=True, inline="always")
+def _log1p_excess(q):
+    """``-(q + log1p(-q)) = q^2/2 + q^3/3 + ...`` for ``0 <= q < 1``, without the
+    cancellation of the sum near 0 (its series there)."""
+    if q >= 0.25:
+        return -(q + math.log1p(-q))
+    power = q
+    total = 0.0
+    for j in range(2, 42):
+        power *= q
+        total += power / j
+    return total
+
+
 @numba.njit(cache=True)
 def _lazy_decay(x, k, c, a):
     """Value after ``k`` gradient-free steps ``x <- S_a(c x)``, and the sum of the k values.
 
     ``c = 1 - eta l2`` in (0, 1], ``a = eta l1 >= 0``; ``S_a`` is soft-thresholding.
-    Closed form: with ``A = a / (1 - c)``, ``|x_i| = max(c^i (|x| + A) - A, 0)``
-    (``|x| - i a`` when ``c = 1``), and the sign of ``x`` is kept until it hits 0.
+    With ``q = 1 - c``, ``L = log1p(-q)`` and ``G(i) = sum_{r<i} c^r = -expm1(i L) / q``,
+    ``|x_i| = c^i |x| - a G(i)`` (``|x| - i a`` when ``c = 1``) while it is positive, and
+    the sign of ``x`` is kept until it hits 0. The forms with ``A = a / q``
+    (``c^i (|x| + A) - A``) and ``(1 - c^i) / (1 - c)`` cancel when ``q`` is small: at
+    ``q = 1e-9`` the sum of the iterates was 5% off; these keep every term's relative
+    precision (``_expm1_excess``, ``_log1p_excess``).
     """
     if k <= 0 or x == 0.0:
         return x, 0.0
     sgn = 1.0 if x > 0 else -1.0
     ax = abs(x)
-    if a == 0.0:
-        if c == 1.0:
-            return x, k * x
-        ck = c**k
-        return x * ck, sgn * ax * c * (1.0 - ck) / (1.0 - c)
     if c == 1.0:
+        if a == 0.0:
+            return x, k * x
         # Positive while ax - i a > 0, i.e. for i < ax / a.
         m = math.ceil(ax / a) - 1
         if m > k:
@@ -169,16 +198,24 @@ def _lazy_decay(x, k, c, a):
         total = m * ax - a * m * (m + 1) / 2.0
         value = ax - k * a if k <= m else 0.0
         return sgn * max(value, 0.0), sgn * max(total, 0.0)
-    big_a = a / (1.0 - c)
-    # Positive while c^i (ax + A) > A, i.e. for i < log(A / (ax + A)) / log(c).
-    bound = math.log(big_a / (ax + big_a)) / math.log(c)
-    m = math.ceil(bound) - 1
-    if m > k:
-        m = k
-    if m < 0:
-        m = 0
-    total = (ax + big_a) * c * (1.0 - c**m) / (1.0 - c) - m * big_a
-    value = (ax + big_a) * c**k - big_a if k <= m else 0.0
+    q = 1.0 - c
+    log_c = math.log1p(-q)
+    # Positive while c^i ax > a G(i), i.e. for i < log1p(ax q / a) / -log(c).
+    m = k
+    if a > 0.0:
+        m = math.ceil(math.log1p(ax * q / a) / -log_c) - 1
+        if m > k:
+            m = k
+        if m < 0:
+            m = 0
+    geometric_m = -math.expm1(m * log_c) / q
+    # H(m) = sum_{i<=m} G(i) = (m - G(m) + q G(m)) / q, with m - G(m) in terms that do
+    # not cancel: m + expm1(m L) / q = (E(m L) - m F(q)) / q.
+    summed = (_expm1_excess(m * log_c) - m * _log1p_excess(q)) / (q * q) + geometric_m
+    total = ax * c * geometric_m - a * summed
+    value = 0.0
+    if k <= m:
+        value = math.exp(k * log_c) * ax + a * math.expm1(k * log_c) / q
     return sgn * max(value, 0.0), sgn * max(total, 0.0)
 
 
