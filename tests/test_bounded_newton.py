@@ -151,6 +151,22 @@ def test_without_noise_and_penalty_collinear_columns_take_the_least_norm_step():
     np.testing.assert_allclose(est.predict_proba(np.eye(3))[:, 1], rates, atol=1e-9)
 
 
+def test_without_noise_a_singular_matrix_passing_the_factorisation_takes_the_least_norm_step():
+    # Columns that are combinations of others leave X^T X singular; its factorisation
+    # could still succeed by rounding, with a pivot of the rounding's size, and the step
+    # then moved far along a flat direction (18 of these 200 cases).
+    for seed in range(200):
+        rng = np.random.default_rng(seed)
+        X = rng.normal(size=(200, 6))
+        X[:, 3] = 0.3 * X[:, 0] - 1.7 * X[:, 1]
+        X[:, 5] = 0.5 * X[:, 2]
+        H = X.T @ X
+        rhs = rng.normal(size=(1, 6)) @ H
+        ref = rhs @ np.linalg.pinv(H)
+        np.testing.assert_allclose(bn._symmetric_solver(H, 0.0)(rhs), ref, rtol=1e-6,
+                                   atol=1e-8 * np.abs(ref).max())
+
+
 def test_squared_loss_without_noise_is_least_squares_in_one_step():
     rng = np.random.default_rng(2)
     X = rng.uniform(-0.5, 0.5, size=(300, 3))
