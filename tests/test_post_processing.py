@@ -22,10 +22,12 @@ import scipy.sparse as sp
 import skdp_sparse.solvers._calibration as calibration
 import skdp_sparse.solvers._screening as screening
 import skdp_sparse.solvers.screened_newton as screened_newton
+from skdp_sparse import DPGreedyCDRegressor
 from skdp_sparse.data import LocalData
-from skdp_sparse.optim.losses import LogisticLoss
+from skdp_sparse.optim.losses import LogisticLoss, SquaredLoss
 from skdp_sparse.optim.penalties import NoPenalty
-from skdp_sparse.solvers import Problem
+from skdp_sparse.solvers import Problem, SolverResult, get_solver
+from skdp_sparse.solvers.decision import CalibratedDecision
 
 #: Seeds of the stand-ins: each draws other values, so that every branch after the
 #: releases (a slope seen or not, the majority's test passed or not) is taken by some.
@@ -155,4 +157,34 @@ def test_screened_newton_reads_the_rows_through_its_releases(
             result = solver.solve(problem, LocalData(rows, _targets(y, n_classes)), plan,
                                   np.random.default_rng(0))
             outputs.append((result.coef, result.intercept, result.info["association"]))
+        assert _same(*outputs), f"stand-in seed {seed}"
+
+
+@pytest.mark.parametrize("loss, solver_name", [
+    (LogisticLoss(), "cd"), (LogisticLoss(), "sgd"), (LogisticLoss(), "greedy_cd"),
+    (SquaredLoss(), "cd"), (SquaredLoss(), "sgd"), (SquaredLoss(), "greedy_cd")])
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_calibrated_decision_wrapper_reads_the_rows_through_its_releases(
+        monkeypatch, loss, solver_name, fit_intercept):
+    # The solver's own result is fixed (a release of its own, audited apart): what the
+    # wrapper adds (the columns it scores, the bounds, the offsets) is then public.
+    solver = CalibratedDecision(get_solver(solver_name))
+    problem = Problem(loss=loss, penalty=NoPenalty(), fit_intercept=fit_intercept,
+                      feature_bound=1.0, norm_bound=1.0, target_bound=1.0)
+    pair = _datasets(1)
+    options = DPGreedyCDRegressor(max_iter=2, curvature="bound")._solver_options()
+    plan = solver.plan(problem, (*pair[0][0].shape, 1), 1.0, 1e-6, options)
+    coef = np.zeros((1, pair[0][0].shape[1]))
+    coef[0, [1, 4, 5]] = (0.7, -1.2, 0.4)
+    fixed = SolverResult(coef, np.array([0.3]), 2, plan.inner.events, {})
+    monkeypatch.setattr(solver.inner, "solve", lambda *args: fixed)
+    for seed in SEEDS:
+        outputs = []
+        for rows, labels in pair:
+            targets = _targets(labels, 1) if isinstance(loss, LogisticLoss) \
+                else 0.5 * rows @ np.arange(rows.shape[1]) - 1.0
+            _stand_in(monkeypatch, seed)
+            result = solver.solve(problem, LocalData(rows, np.reshape(targets, (-1, 1))),
+                                  plan, np.random.default_rng(0))
+            outputs.append((result.coef, result.intercept, result.info["decision_used"]))
         assert _same(*outputs), f"stand-in seed {seed}"
