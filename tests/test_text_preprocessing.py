@@ -114,6 +114,7 @@ def test_vectorizer_noise_on_common_counts_matches_its_standard_deviation():
     # planned standard deviation (the noise is drawn, not only planned).
     docs = ["word"] * 400
     values = [DPTfidfVectorizer(epsilon=1.0, delta=1e-6, max_terms_per_document=2,
+                                vocabulary_weighting="count",
                                 random_state=s).fit(docs).document_frequency_[0]
               for s in range(300)]
     sigma = plan_partition_selection(1.0, 1e-6, 2).sigma
@@ -181,7 +182,10 @@ def test_audit_catches_a_threshold_for_keys_of_count_zero(monkeypatch):
     {"analyzer": "char_wb", "ngram_range": (2, 3), "use_idf": False},
 ])
 def test_without_noise_matches_scikit_learn(params):
-    ours = DPTfidfVectorizer(epsilon=np.inf, max_terms_per_document=1000, **params)
+    # Counts, not weighted counts: the idf is scikit-learn's (the weighted vocabulary
+    # without noise is in test_weighted_vocabulary.py).
+    ours = DPTfidfVectorizer(epsilon=np.inf, max_terms_per_document=1000,
+                             vocabulary_weighting="count", **params)
     X = ours.fit_transform(DOCS)
     ref = TfidfVectorizer(**params)
     X_ref = ref.fit_transform(DOCS)
@@ -200,12 +204,16 @@ def test_document_terms_are_its_first_distinct_terms():
     assert document_terms(analyze, "xx yy", 5) == ["xx", "yy"]
 
 
-def test_counts_of_a_document_are_capped():
-    # One long document cannot add more than max_terms_per_document terms.
-    vec = DPTfidfVectorizer(epsilon=np.inf, max_terms_per_document=2)
+@pytest.mark.parametrize("weighting, single", [("count", 1.0),
+                                               ("uniform", 1482910 / 2**20)])
+def test_counts_of_a_document_are_capped(weighting, single):
+    # One long document cannot add more than max_terms_per_document terms; weighted, a
+    # document with one term of at most 2 adds floor(2^20 sqrt(2)) / 2^20 to it.
+    vec = DPTfidfVectorizer(epsilon=np.inf, max_terms_per_document=2,
+                            vocabulary_weighting=weighting)
     vec.fit(["aa bb cc dd ee"] * 3 + ["ff"])
     assert sorted(vec.vocabulary_) == ["aa", "bb", "ff"]
-    assert vec.document_frequency_.tolist() == [3.0, 3.0, 1.0]
+    assert vec.document_frequency_.tolist() == [3.0, 3.0, single]
 
 
 def test_private_fit_keeps_common_terms_and_drops_rare_ones():

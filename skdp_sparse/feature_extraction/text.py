@@ -23,7 +23,13 @@ from sklearn.preprocessing import normalize
 from sklearn.utils.validation import check_is_fitted
 
 from ..base import DPEstimatorMixin
-from ..privacy.partitions import check_release, plan_partition_selection, select_partitions
+from ..privacy.partitions import (
+    WEIGHT_BITS,
+    check_release,
+    plan_partition_selection,
+    row_weight,
+    select_partitions,
+)
 from ..utils._warnings import warn_float_noise
 from ..utils.validation import DELTA, EPSILON, Interval, Options
 
@@ -69,10 +75,13 @@ class DPTfidfVectorizer(DPEstimatorMixin, TransformerMixin, BaseEstimator):
     would, takes from each its first ``max_terms_per_document`` distinct terms (a
     public bound), counts the documents that contain each term, adds Gaussian noise
     to every count and keeps the terms whose noisy count exceeds a threshold
-    (private partition selection, :mod:`skdp_sparse.privacy.partitions`). The
-    threshold is set so that a term used by one document only is kept with
-    probability at most ``delta / (2 max_terms_per_document)``. The idf of each term
-    kept is computed from its noisy count. ``transform`` is then scikit-learn's:
+    (private partition selection, :mod:`skdp_sparse.privacy.partitions`). With
+    ``vocabulary_weighting="uniform"`` (the default) a document with ``k`` terms
+    counts ``sqrt(max_terms_per_document / k)`` times for each (the weighted Gaussian
+    policy of Gopi et al. 2020): the noise is the same, and the terms of short
+    documents need fewer of them. The threshold is set so that the terms used by one
+    document only are kept with probability at most ``delta / 2`` together. The idf
+    of each term kept is computed from its noisy count. ``transform`` is then scikit-learn's:
     term counts of the vocabulary, times the idf, each row scaled to l2 norm 1, so
     the estimator that follows can take ``norm_bound=1``.
 
@@ -82,7 +91,8 @@ class DPTfidfVectorizer(DPEstimatorMixin, TransformerMixin, BaseEstimator):
     number of documents is public), with ``0 < delta < 1``: half of ``delta`` covers
     the terms used by one document (the threshold), the rest and ``epsilon`` the
     Gaussian noise of the counts, whose l2 sensitivity is
-    ``sqrt(2 max_terms_per_document)`` (``doc/proofs/partition_selection.rst``). The
+    ``sqrt(2 max_terms_per_document)``, weighted or not
+    (``doc/proofs/partition_selection.rst``). The
     vocabulary, the noisy counts (``document_frequency_``), the idf and the spend are
     public. On the floating-point-safe path (default) the noise is a discrete
     Gaussian accounted in zCDP. ``epsilon=np.inf`` keeps every term that occurs,
@@ -98,6 +108,17 @@ class DPTfidfVectorizer(DPEstimatorMixin, TransformerMixin, BaseEstimator):
         Public bound on the distinct terms (after analysis: n-grams, stop words) one
         document adds to the counts; a document with more adds the first ones. The
         noise grows with its square root.
+    vocabulary_weighting : {"uniform", "count"}, default="uniform"
+        What a document with ``k`` of these terms adds to the count of each: ``"count"``
+        1; ``"uniform"`` ``sqrt(max_terms_per_document / k)``, at least 1 (the squares
+        of a document's weights sum to at most ``max_terms_per_document`` either way,
+        so the noise is the same). Weighted, a term of documents with few terms
+        passes the threshold with fewer documents, by a factor up to
+        ``sqrt(k / max_terms_per_document)``; the threshold is raised where the
+        largest weight, that of a one-term document, needs it (at large epsilon).
+        The noisy count is then a weighted count: the document frequency it gives the
+        idf is too high by ``sqrt(max_terms_per_document / k)`` for a term of
+        ``k``-term documents (the idf lower by the log of that).
     max_features : int or None, default=None
         Keep at most this many terms, those of highest noisy count (post-processing).
     encoding, decode_error, strip_accents, lowercase, preprocessor, tokenizer, analyzer, \
@@ -126,7 +147,8 @@ stop_words, token_pattern, ngram_range
         Term to column index (terms in sorted order, like scikit-learn's).
     idf_ : ndarray of shape (n_terms,)
     document_frequency_ : ndarray of shape (n_terms,)
-        Noisy number of documents containing each term.
+        Noisy number of documents containing each term (weighted by
+        ``vocabulary_weighting``).
     threshold_ : float
         The noisy count a term had to exceed.
     noise_scale_ : float
@@ -151,6 +173,7 @@ stop_words, token_pattern, ngram_range
         "epsilon": EPSILON,
         "delta": DELTA,
         "max_terms_per_document": [Interval(numbers.Integral, 1, None)],
+        "vocabulary_weighting": [Options("uniform", "count")],
         "max_features": [Interval(numbers.Integral, 1, None), None],
         "encoding": [str],
         "decode_error": [Options("strict", "ignore", "replace")],
@@ -172,15 +195,16 @@ stop_words, token_pattern, ngram_range
     }
 
     def __init__(self, *, epsilon=1.0, delta=1e-6, max_terms_per_document=100,
-                 max_features=None, encoding="utf-8", decode_error="strict",
-                 strip_accents=None, lowercase=True, preprocessor=None, tokenizer=None,
-                 analyzer="word", stop_words=None, token_pattern=r"(?u)\b\w\w+\b",
-                 ngram_range=(1, 1), binary=False, use_idf=True, smooth_idf=True,
-                 sublinear_tf=False, dtype=np.float64, floating_point_safe="auto",
-                 random_state=None, ledger=None):
+                 vocabulary_weighting="uniform", max_features=None, encoding="utf-8",
+                 decode_error="strict", strip_accents=None, lowercase=True,
+                 preprocessor=None, tokenizer=None, analyzer="word", stop_words=None,
+                 token_pattern=r"(?u)\b\w\w+\b", ngram_range=(1, 1), binary=False,
+                 use_idf=True, smooth_idf=True, sublinear_tf=False, dtype=np.float64,
+                 floating_point_safe="auto", random_state=None, ledger=None):
         self.epsilon = epsilon
         self.delta = delta
         self.max_terms_per_document = max_terms_per_document
+        self.vocabulary_weighting = vocabulary_weighting
         self.max_features = max_features
         self.encoding = encoding
         self.decode_error = decode_error
@@ -288,18 +312,25 @@ stop_words, token_pattern, ngram_range
     def _plan(self, public):
         plan = plan_partition_selection(
             self.epsilon, self.delta, self.max_terms_per_document,
-            floating_point_safe=self.floating_point_safe is not False)
+            floating_point_safe=self.floating_point_safe is not False,
+            weighting=self.vocabulary_weighting)
         check_release(plan, public["n_samples"])
         return plan
 
     def _solve(self, data, plan, rng):
-        counts = {}
+        # Integer units of 2^-WEIGHT_BITS: the sums are exact (check_release bounds them
+        # below 2^53), so neighbouring corpora's sums differ by one document's weights.
+        units, weights = {}, {}
         for doc_terms in data:
-            for term in doc_terms[: plan.max_contributions]:
-                counts[term] = counts.get(term, 0) + 1
-        terms = sorted(counts)
-        kept, noisy = select_partitions(np.array([counts[t] for t in terms], dtype=float),
-                                        plan, rng, n_rows=len(data))
+            doc_terms = doc_terms[: plan.max_contributions]
+            k = len(doc_terms)
+            if k and k not in weights:
+                weights[k] = row_weight(plan, k)
+            for term in doc_terms:
+                units[term] = units.get(term, 0) + weights[k]
+        terms = sorted(units)
+        counts = np.array([units[t] for t in terms], dtype=float) / 2.0**WEIGHT_BITS
+        kept, noisy = select_partitions(counts, plan, rng, n_rows=len(data))
         terms = [terms[i] for i in kept]
         if self.max_features is not None and len(terms) > self.max_features:
             top = np.sort(np.argsort(-noisy, kind="stable")[: self.max_features])
@@ -312,7 +343,8 @@ stop_words, token_pattern, ngram_range
             # The vocabulary's size is released anyway: saying it is empty costs nothing.
             warnings.warn(
                 f"{type(self).__name__} kept no term: no term's noisy count of documents "
-                f"passed the threshold of {plan.threshold:.0f} (n = {n} documents), so "
+                f"({self.vocabulary_weighting!r} weighting) passed the threshold of "
+                f"{plan.threshold:.0f} (n = {n} documents), so "
                 "transform returns rows without columns. The threshold grows with "
                 "max_terms_per_document and 1/epsilon; more documents, a larger epsilon "
                 "or a smaller max_terms_per_document make room for terms, and a "
