@@ -9,6 +9,7 @@ probability at most ``delta``) count how often the term is kept: they are in
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 import scipy.sparse as sp
@@ -115,9 +116,20 @@ register(Audit(
 
 
 # -- DPTfidfVectorizer ---------------------------------------------------------
+#: ``max_terms_per_document`` of the weighted audit: a one-term document weighs
+#: ``sqrt(4) = 2`` documents.
+_WEIGHTED_MAX_TERMS = 4
+
+
 def _tfidf_make(epsilon, delta, seed):
     return DPTfidfVectorizer(epsilon=epsilon, delta=delta, max_terms_per_document=1,
-                             random_state=seed)
+                             vocabulary_weighting="count", random_state=seed)
+
+
+def _tfidf_weighted_make(epsilon, delta, seed):
+    return DPTfidfVectorizer(epsilon=epsilon, delta=delta,
+                             max_terms_per_document=_WEIGHTED_MAX_TERMS,
+                             vocabulary_weighting="uniform", random_state=seed)
 
 
 def _tfidf_datasets(n=TEXT_AUDIT_DOCUMENTS):
@@ -167,6 +179,25 @@ register(Audit(
          "and one 'alpha' replaced by 'beta'. The counts of the two terms move by "
          "(-1, +1), the full l2 sensitivity sqrt(2); both are far above the threshold on "
          "both sides.",
+    statistic_doc="document_frequency_['beta'] - document_frequency_['alpha'] (the "
+                  "threshold for a term not kept).",
+))
+
+
+register(Audit(
+    name="tfidf_weighted_document_frequency",
+    make=_tfidf_weighted_make,
+    datasets=_tfidf_datasets(),
+    statistic=_tfidf_gap,
+    epsilon=_GAUSS[0], delta=_GAUSS[1], n_runs=800, slow_runs=3000,
+    claim=partition_counts_claim,
+    halved=partial(tfidf_halved_epsilon, max_terms=_WEIGHTED_MAX_TERMS),
+    pair=f"the documents of tfidf_document_frequency with vocabulary_weighting='uniform' "
+         f"and max_terms_per_document = {_WEIGHTED_MAX_TERMS}: each one-term document "
+         f"gives its term the largest weight, sqrt({_WEIGHTED_MAX_TERMS}) = 2, so the "
+         "weighted counts of the two terms move by (-2, +2), the full l2 sensitivity "
+         f"sqrt(2 x {_WEIGHTED_MAX_TERMS}); both are far above the threshold on both "
+         "sides.",
     statistic_doc="document_frequency_['beta'] - document_frequency_['alpha'] (the "
                   "threshold for a term not kept).",
 ))

@@ -83,7 +83,9 @@ side and margin 1.3) are not in the table: their replays have not been run.
 
 The audits of the private preprocessing of text (:mod:`._registry_text`:
 ``select_k_best_frequency``, ``select_k_best_association``,
-``tfidf_document_frequency``, each one Gaussian release moved by its full sensitivity,
+``tfidf_document_frequency`` and ``tfidf_weighted_document_frequency`` (the weighted
+counts of ``vocabulary_weighting="uniform"``), each one Gaussian release moved by its
+full sensitivity,
 fitted at (1.5, 0.2) with 800 runs a side and margin 1.3) are not in the table either: their
 replays over a pool of fits have not been run. The threshold of the partition
 selection is audited by counting (``tests/test_text_preprocessing.py``).

@@ -196,6 +196,12 @@ MUTATIONS = [
         "partition_selection", "the noisy counts of partition selection (DPTfidfVectorizer)",
         "privacy/partitions.py", "sigma=plan.sigma,", "sigma=plan.sigma / 2,"),
     Mutation(
+        "partition_selection_weights", "the weights of partition selection's weighted "
+        "counts, doubled (DPTfidfVectorizer, vocabulary_weighting='uniform')",
+        "privacy/partitions.py",
+        "    return math.isqrt((plan.max_contributions << (2 * WEIGHT_BITS)) // k)",
+        "    return 2 * math.isqrt((plan.max_contributions << (2 * WEIGHT_BITS)) // k)"),
+    Mutation(
         "select_k_best_frequency", "the noisy document frequencies of DPSelectKBest",
         "feature_selection/_select_k_best.py",
         'plan.units["frequency"], safe, rng)', 'plan.units["frequency"] / 2, safe, rng)'),
