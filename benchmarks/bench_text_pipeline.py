@@ -15,10 +15,13 @@ that needs no vocabulary: a public ``HashingVectorizer`` (a function of each doc
 alone, unit rows, 2^18 columns: no privacy cost) of word unigrams or of character
 2- to 4-grams within words, followed by ``DPSparseLogisticRegression`` with the whole
 budget. Test ROC AUC, mean and standard deviation over the seeds, the vocabulary size
-and the fit time (featurising included).
+and the fit time (featurising included). ``--compare-weighting`` runs only the private
+pipeline, with each ``vocabulary_weighting`` of the vectorizer on the same seeds
+(``"uniform"``, the default, or ``"count"``), and adds the test accuracy.
 
     python benchmarks/bench_text_pipeline.py [--quick] [--datasets imdb sms] [--seeds 5]
         [--epsilon 1] [--max-terms M] [--vocabulary-share 0.5] [--select K]
+        [--vocabulary-weighting {uniform,count}] [--compare-weighting]
 
 Nothing is downloaded: the raw text is read from ``../shared/data``.
 """
@@ -34,7 +37,7 @@ from _common import markdown_table
 from _text import load_raw_text
 from sklearn.feature_extraction.text import HashingVectorizer, TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import roc_auc_score
+from sklearn.metrics import accuracy_score, roc_auc_score
 from sklearn.pipeline import Pipeline
 
 from skdp_sparse import DPSparseLogisticRegression, privacy_ledger
@@ -43,6 +46,7 @@ from skdp_sparse.feature_selection import DPSelectKBest
 from skdp_sparse.pipeline import split_budget
 
 DATASETS = ("imdb", "sms")
+WEIGHTINGS = ("count", "uniform")
 #: ``max_terms_per_document`` of each data set: reviews are long, text messages short.
 MAX_TERMS = {"imdb": 50, "sms": 10}
 #: The tokenisation shared by the private and the non-private pipelines.
@@ -52,8 +56,10 @@ TOKENS = {"stop_words": "english", "sublinear_tf": True}
 HASHING = {"words": {}, "characters": {"analyzer": "char_wb", "ngram_range": (2, 4)}}
 
 
-def private_pipeline(n, epsilon, max_terms, vocabulary_share, select, seed):
+def private_pipeline(n, epsilon, max_terms, vocabulary_share, select, seed,
+                     weighting="uniform"):
     steps = [("tfidf", DPTfidfVectorizer(max_terms_per_document=max_terms,
+                                         vocabulary_weighting=weighting,
                                          random_state=seed, **TOKENS))]
     weights = {"tfidf": vocabulary_share}
     if select:
@@ -68,7 +74,7 @@ def private_pipeline(n, epsilon, max_terms, vocabulary_share, select, seed):
 def run_private(data, max_terms, args, seed):
     docs, y, docs_test, y_test = data
     model = private_pipeline(len(docs), args.epsilon, max_terms, args.vocabulary_share,
-                             args.select, seed)
+                             args.select, seed, args.vocabulary_weighting)
     t0 = time.perf_counter()
     with warnings.catch_warnings(), privacy_ledger() as ledger:
         warnings.simplefilter("ignore")
@@ -79,11 +85,34 @@ def run_private(data, max_terms, args, seed):
             # classifier cannot be fitted, and the pipeline's scores are constant.
             if model["tfidf"].vocabulary_:
                 raise
-            return 0.5, 0, time.perf_counter() - t0, ledger.spent(1.0 / len(docs) ** 2), "-"
+            majority = max(np.mean(y_test), 1 - np.mean(y_test))
+            return (0.5, 0, time.perf_counter() - t0, ledger.spent(1.0 / len(docs) ** 2),
+                    "-", majority)
     elapsed = time.perf_counter() - t0
     auc = roc_auc_score(y_test, model.decision_function(docs_test))
+    accuracy = accuracy_score(y_test, model.predict(docs_test))
     spent = ledger.spent(1.0 / len(docs) ** 2)
-    return auc, len(model["tfidf"].vocabulary_), elapsed, spent, model["clf"].solver_
+    return (auc, len(model["tfidf"].vocabulary_), elapsed, spent, model["clf"].solver_,
+            accuracy)
+
+
+def compare_weightings(data, max_terms, args):
+    """The private pipeline with each ``vocabulary_weighting``, seed by seed: test ROC
+    AUC, accuracy and vocabulary size, mean +- standard deviation over the seeds."""
+    rows = []
+    runs = {w: [] for w in WEIGHTINGS}
+    for seed in range(args.seeds):
+        for weighting in WEIGHTINGS:
+            args.vocabulary_weighting = weighting
+            runs[weighting].append(run_private(data, max_terms, args, seed))
+    for weighting, result in runs.items():
+        auc, vocab, accuracy = (np.array([r[i] for r in result]) for i in (0, 1, 5))
+        rows.append({"vocabulary_weighting": weighting, "epsilon": f"{args.epsilon:g}",
+                     "AUC": f"{auc.mean():.3f} +- {auc.std():.3f}",
+                     "accuracy": f"{accuracy.mean():.3f} +- {accuracy.std():.3f}",
+                     "vocabulary": f"{vocab.mean():.1f} +- {vocab.std():.1f}"})
+    print(markdown_table(rows, ["vocabulary_weighting", "epsilon", "AUC", "accuracy",
+                                "vocabulary"]))
 
 
 def run_hashing(data, featuriser, epsilon, seeds):
@@ -127,6 +156,9 @@ def main():
     parser.add_argument("--max-terms", type=int, default=None,
                         help="max_terms_per_document (default: 50 for imdb, 10 for sms)")
     parser.add_argument("--vocabulary-share", type=float, default=0.5)
+    parser.add_argument("--vocabulary-weighting", default="uniform", choices=WEIGHTINGS)
+    parser.add_argument("--compare-weighting", action="store_true",
+                        help="only the private pipeline, with each vocabulary_weighting")
     parser.add_argument("--select", type=int, default=0)
     args = parser.parse_args()
     if args.quick:
@@ -139,11 +171,14 @@ def main():
               f"epsilon = {args.epsilon:g} total, delta = 1/n^2, max_terms_per_document = "
               f"{max_terms}, vocabulary share {args.vocabulary_share:g}"
               + (f", DPSelectKBest k = {args.select}" if args.select else "") + "\n")
+        if args.compare_weighting:
+            compare_weightings(data, max_terms, args)
+            continue
         auc0, vocab0, time0 = run_public(data)
         runs = []
         for seed in range(args.seeds):
             runs.append(run_private(data, max_terms, args, seed))
-            auc, vocab, elapsed, spent, solver = runs[-1]
+            auc, vocab, elapsed, spent, solver, _ = runs[-1]
             print(f"  seed {seed}: AUC {auc:.3f}, vocabulary {vocab}, {elapsed:.1f}s, "
                   f"ledger (epsilon, delta) = ({spent[0]:.4f}, {spent[1]:.2e}), "
                   f"classifier solver {solver}", flush=True)

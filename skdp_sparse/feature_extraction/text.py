@@ -166,7 +166,7 @@ stop_words, token_pattern, ngram_range
     >>> vec.get_feature_names_out().tolist()
     ['cat', 'dog', 'ran', 'sat', 'the']
     >>> vec.transform(["the cat"]).toarray().round(2)
-    array([[0.71, 0.  , 0.  , 0.  , 0.7 ]])
+    array([[0.68, 0.  , 0.  , 0.  , 0.74]])
     """
 
     _parameter_constraints = {
