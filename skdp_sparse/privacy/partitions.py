@@ -219,8 +219,8 @@ def check_release(plan, n_rows):
         raise ValueError(
             f"partition selection of {n_rows} rows with max_contributions="
             f"{plan.max_contributions} and weighting={plan.weighting!r}: a key's sum could "
-            "exceed 2^53 units of 2^-20 and would not be exact; split the rows or use "
-            "weighting='count'")
+            "exceed 2^53 units of 2^-20 and would not be exact; split the rows or count "
+            "(weighting='count', DPTfidfVectorizer's vocabulary_weighting='count')")
     if plan.sigma > 0 and plan.floating_point_safe:
         plan_gaussian(plan.sensitivity, plan.sigma, max_keys(plan, n_rows))
 
