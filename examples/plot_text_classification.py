@@ -57,12 +57,13 @@ print(f"{n} training reviews, {y_train.mean():.0%} positive")
 # Each review adds at most its first 50 distinct words (after English stop words)
 # to the document counts: a public bound, which sets the noise of the counts. The
 # vectorizer and the classifier get half the budget each; the rows have l2 norm 1,
-# the classifier's default ``norm_bound``.
+# the classifier's default ``norm_bound``. Each private step has its
+# own seed: two steps drawing from one generator state would share their noise.
 
 model = Pipeline([
     ("tfidf", DPTfidfVectorizer(max_terms_per_document=50, stop_words="english",
                                 sublinear_tf=True, random_state=0)),
-    ("clf", DPSparseLogisticRegression(classes=[0, 1], random_state=0)),
+    ("clf", DPSparseLogisticRegression(classes=[0, 1], random_state=1)),
 ])
 split_budget(model, epsilon=1.0, delta=1.0 / n**2, weights={"tfidf": 0.5, "clf": 0.5})
 with privacy_ledger() as ledger:

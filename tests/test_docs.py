@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -64,13 +66,24 @@ def _python_blocks(text):
     return blocks
 
 
+def _docstring_examples(text):
+    """The doctest code (``>>>`` and ``...`` lines) of each docstring example of a module
+    that fits something (directly or through a search or cross-validation)."""
+    blocks = re.findall(r"((?:^ *(?:>>>|\.\.\.) .*\n)+)", text, flags=re.M)
+    code = ["\n".join(line.strip()[4:] for line in block.splitlines()) for block in blocks]
+    return [block for block in code if re.search(r"\.fit\(|cross_val", block)]
+
+
 def test_every_documented_classifier_passes_its_public_label_set():
     # A classifier without ``classes`` reads its label set from the rows and warns
     # (PrivacyLeakWarning): an example copied as written must not.
     pages = sorted((ROOT / "doc").glob("*.rst")) + [ROOT / "README.md"]
+    modules = sorted((ROOT / "skdp_sparse").rglob("*.py"))
     missing = []
-    for page in pages:
-        for block in _python_blocks(page.read_text()):
+    for page in pages + modules:
+        text = page.read_text()
+        blocks = _docstring_examples(text) if page.suffix == ".py" else _python_blocks(text)
+        for block in blocks:
             search_has_classes = re.search(
                 r"PrivateHyperparameterSearch\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*"
                 r"classes=", block)
@@ -80,3 +93,49 @@ def test_every_documented_classifier_passes_its_public_label_set():
                 if "classes=" not in call and not search_has_classes:
                     missing.append(f"{page.name}: {call}")
     assert not missing, missing
+
+
+_EXAMPLE_HARNESS = """
+import runpy, sys, warnings
+from skdp_sparse.exceptions import PrivacyLeakWarning
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always", PrivacyLeakWarning)
+    runpy.run_path(sys.argv[1], run_name="__main__")
+leaks = {str(w.message) for w in caught if issubclass(w.category, PrivacyLeakWarning)}
+print(*sorted(leaks), sep="\\n", file=sys.stderr)
+sys.exit(3 if leaks else 0)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("example", sorted(p.name for p in (ROOT / "examples").glob("*.py")))
+def test_every_example_runs_without_a_privacy_leak_warning(example, tmp_path):
+    # An example is copied as written: one that seeds clones of a private estimator
+    # under a ledger, or two private steps from one seed, teaches a leak.
+    data = os.environ.get("SKDP_DATA_DIR", str(ROOT.parent / "shared" / "data"))
+    env = dict(os.environ, MPLBACKEND="Agg", SKDP_DATA_DIR=data,
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run(
+        [sys.executable, "-c", _EXAMPLE_HARNESS, str(ROOT / "examples" / example)],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900,
+    )
+    if proc.returncode != 0 and "FileNotFoundError" in proc.stderr and data in proc.stderr:
+        pytest.skip(f"data set missing under {data}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_no_documented_search_refits_a_seeded_estimator():
+    # Every clone of a seeded estimator draws the same noise; under a ledger each fold
+    # after the first warns (PrivacyLeakWarning). The pages' searches and
+    # cross-validations take an estimator with random_state=None.
+    pages = sorted((ROOT / "doc").glob("*.rst")) + [ROOT / "README.md"]
+    seeded = []
+    for page in pages:
+        code = "\n".join(_python_blocks(page.read_text()))
+        names = re.findall(r"(\w+) = \w+\((?:[^()]|\([^()]*\))*random_state=\d",
+                           code, flags=re.S)
+        for name in names:
+            if re.search(rf"(?:GridSearchCV|RandomizedSearchCV|cross_val\w*)\(\s*{name}\b",
+                         code):
+                seeded.append(f"{page.name}: {name}")
+    assert not seeded, seeded

@@ -132,7 +132,8 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
     >>> from skdp_sparse import DPSparseLogisticRegression
     >>> X = sp.random(1000, 30, density=0.2, format="csr", random_state=0)
     >>> y = (X[:, 0].toarray().ravel() > 0.1).astype(int)
-    >>> clf = DPSparseLogisticRegression(epsilon=1.0, random_state=0).fit(X, y)
+    >>> clf = DPSparseLogisticRegression(epsilon=1.0, classes=[0, 1],
+    ...                                  random_state=0).fit(X, y)
     >>> clf.predict(X[:3]).shape
     (3,)
     """

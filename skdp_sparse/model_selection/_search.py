@@ -265,7 +265,7 @@ default=None
     --------
     >>> search = PrivateHyperparameterSearch(           # doctest: +SKIP
     ...     DPSparseLogisticRegression(), {"alpha": [1e-4, 1e-3, 1e-2]},
-    ...     epsilon=1.0, delta=1e-6).fit(X, y)
+    ...     epsilon=1.0, delta=1e-6, classes=[0, 1]).fit(X, y)
     >>> search.best_params_, search.epsilon_spent_     # doctest: +SKIP
     """
 

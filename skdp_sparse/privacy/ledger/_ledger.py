@@ -98,7 +98,7 @@ class PrivacyLedger:
     --------
     >>> from skdp_sparse.privacy.ledger import privacy_ledger
     >>> with privacy_ledger() as ledger:          # doctest: +SKIP
-    ...     GridSearchCV(DPSparseLogisticRegression(), grid).fit(X, y)
+    ...     GridSearchCV(DPSparseLogisticRegression(classes=[0, 1]), grid).fit(X, y)
     >>> ledger.spent()                             # doctest: +SKIP
     """
 

@@ -147,7 +147,8 @@ def privacy_ledger(path=None, *, max_epsilon=None, max_delta=None):
     it starts meanwhile reports to it. The ledger stays readable after the block.
 
     >>> with privacy_ledger() as ledger:  # doctest: +SKIP
-    ...     cross_val_score(DPSparseLogisticRegression(epsilon=1.0), X, y, n_jobs=2)
+    ...     cross_val_score(DPSparseLogisticRegression(epsilon=1.0, classes=[0, 1]), X, y,
+    ...                     n_jobs=2)
     >>> len(ledger), ledger.spent()       # doctest: +SKIP
     """
     ledger = PrivacyLedger(path, max_epsilon=max_epsilon, max_delta=max_delta)
