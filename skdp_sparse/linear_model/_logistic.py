@@ -125,6 +125,7 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
     input_clipping_ : tuple (feature_bound, norm_bound, l1_bound)
         The public clipping the solver applied to the training rows (``None`` or
         ``inf`` where it applied none), which ``clip_predict`` applies to new rows.
+    n_features_in_ : int
 
     Examples
     --------

@@ -74,7 +74,8 @@ class DPGreedyCDRegressor(TargetRangeMixin, LinearRegressorMixin, RegressorMixin
     loss : {"squared", "huber"}, default="squared"
     huber_threshold : float, default=1.35
         Threshold of the Huber loss (quadratic for residuals below it).
-    penalty : {"l1", "l2", "elasticnet"} or None, default="l1"
+    penalty : {"l1", "l2", "elasticnet", "none"} or None, default="l1"
+        ``"none"`` and ``None`` fit without a penalty, as does ``alpha=0``.
     alpha : float, default=None
         Penalty strength; ``None`` is 1e-3 (``output_perturbation``: the theorem's
         rule from the public bounds; ``screened_newton``: 0).
@@ -117,14 +118,18 @@ class DPGreedyCDRegressor(TargetRangeMixin, LinearRegressorMixin, RegressorMixin
         The intercept is the coefficient of a constant feature 1, unpenalised;
         its gradient is clipped like a feature of bound 1.
     solver : {"auto", "greedy_cd", "cd", "sgd", "bias_reduced_sgd", "sparse_sgd", \
-"phased_sgd", "output_perturbation", "screened_newton", "sufficient_statistics"}, \
-default="auto"
+"phased_sgd", "output_perturbation", "screened_newton", "sufficient_statistics", \
+"bounded_newton"}, default="auto"
         ``"screened_newton"`` (logistic loss only) screens the features privately and
         takes one diagonal Newton step from the null model
         (:mod:`skdp_sparse.solvers.screened_newton`). ``"sufficient_statistics"``
         (squared loss without an l1 penalty) releases noisy ``X^T X`` and ``X^T y``
         within the bounds and solves a ridge whose strength adapts to their noise
         (AdaSSP, :mod:`skdp_sparse.solvers.sufficient_statistics`).
+        ``"bounded_newton"`` (no l1 penalty; up to a few hundred features) releases a
+        noisy ``X^T X`` once and takes a few Newton steps with the loss's curvature
+        bound, each on one noisy gradient
+        (:mod:`skdp_sparse.solvers.bounded_newton`).
         ``"bias_reduced_sgd"`` is for n epsilon well beyond 10^5 with s-sparse rows: up
         to that its noisy steps barely move it from its start
         (:mod:`skdp_sparse.solvers.bias_reduced_sgd` says why).
@@ -289,6 +294,7 @@ default="auto"
     input_clipping_ : tuple (feature_bound, norm_bound, l1_bound)
         The public clipping the solver applied to the training rows (``None`` or
         ``inf`` where it applied none), which ``clip_predict`` applies to new rows.
+    n_features_in_ : int
 
     Examples
     --------

@@ -260,6 +260,9 @@ default=None
         Total guarantee of the search.
     privacy_events_ : tuple of PrivacyEvent
         One RDP event: the search's total curve.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        As the released model's, where it has them.
 
     Examples
     --------
