@@ -139,3 +139,12 @@ def test_no_documented_search_refits_a_seeded_estimator():
                          code):
                 seeded.append(f"{page.name}: {name}")
     assert not seeded, seeded
+
+
+def test_the_architecture_page_names_every_module_of_the_core_packages():
+    # A module added without its line on the page leaves the map of the code wrong.
+    page = (ROOT / "doc" / "architecture.rst").read_text()
+    missing = [str(path.relative_to(ROOT)) for package in ("solvers", "privacy", "utils")
+               for path in sorted((ROOT / "skdp_sparse" / package).glob("*.py"))
+               if path.stem != "__init__" and path.stem.lstrip("_") not in page]
+    assert not missing, missing
