@@ -27,6 +27,7 @@ ESTIMATORS = [
     DPSparseLogisticRegression(epsilon=10.0, solver="output_perturbation", penalty="l2",
                                random_state=0),
     DPSparseLogisticRegression(epsilon=10.0, solver="bounded_newton", random_state=0),
+    DPSparseLogisticRegression(epsilon=10.0, solver="screened_newton", random_state=0),
     DPGreedyCDRegressor(epsilon=10.0, random_state=0),
     DPGreedyCDRegressor(epsilon=10.0, solver="sgd", random_state=0),
     # The checks' rows are standardised (10 features): norm_bound 2 bounds most of them.
