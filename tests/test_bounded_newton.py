@@ -330,7 +330,7 @@ def test_too_many_features_fail_before_any_budget_is_reserved():
 # Dask arrays: the same fit as in memory
 # --------------------------------------------------------------------------
 @pytest.mark.parametrize("sparse", [True, False])
-@pytest.mark.parametrize("chunks", [(200, 200, 200), (1, 299, 37, 263)])
+@pytest.mark.parametrize("chunks", [(600,), (200, 200, 200), (1, 299, 37, 263)])
 @pytest.mark.parametrize("classes", [[0, 1], [0, 1, 2]])
 def test_on_a_dask_array_it_equals_the_fit_in_memory(sparse, chunks, classes):
     da = pytest.importorskip("dask.array")

@@ -505,6 +505,10 @@ def test_fits_on_a_local_cluster_equal_in_memory(cluster, sparse_data):
         local = DPSparseLogisticRegression(**kw).fit(X, y)
         _same(remote.coef_, local.coef_)
         _same(remote.intercept_, local.intercept_)
+    for solver in ("greedy_cd", "bounded_newton"):
+        kw = dict(epsilon=2.0, delta=1e-6, solver=solver, classes=[0, 1], random_state=4)
+        _same_fit(DPSparseLogisticRegression(**kw).fit(Xd, yd),
+                  DPSparseLogisticRegression(**kw).fit(X, y))
 
 
 @pytest.mark.dask
