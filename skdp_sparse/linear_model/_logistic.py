@@ -96,7 +96,7 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
         with ``delta=0``, the registry's rule and one-vs-rest); one-vs-rest with
         ``decision="calibrated"``, an integer ``feature_selection`` or ``"sure"``. Measured
         (``benchmarks/bench_multiclass.py``, test accuracy at epsilon 1 and 10): digits
-        (10 classes) 0.294 and 0.870 against the one-vs-rest defaults' 0.096 and 0.756;
+        (10 classes) 0.294 and 0.870 against the one-vs-rest defaults' 0.098 and 0.756;
         a synthetic 5-class set 0.766 and 0.793 against greedy CD's 0.771 and 0.792.
     classes : array-like of labels, default=None
         The public label set. ``classes_`` is its sorted copy whatever labels the
