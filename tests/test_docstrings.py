@@ -25,11 +25,16 @@ from skdp_sparse import (
 )
 from skdp_sparse.feature_extraction.text import DPTfidfVectorizer
 from skdp_sparse.feature_selection import DPSelectKBest
+from skdp_sparse.privacy import calibrate_scale
+from skdp_sparse.privacy.ledger import DaskLedgerStore, privacy_ledger
 from skdp_sparse.utils.validation import Options
 
 CLASSES = [DPSparseLogisticRegression, DPGreedyCDRegressor, DPOutputPerturbationClassifier,
            DPOutputPerturbationRegressor, DPSparseMeanEstimator, PrivateHyperparameterSearch,
            BoundedScaler, DPStandardScaler, DPTfidfVectorizer, DPSelectKBest, PrivacyLedger]
+#: Public functions and classes besides the estimators whose docstrings have a
+#: Parameters section.
+DOCUMENTED = CLASSES + [privacy_ledger, DaskLedgerStore, calibrate_scale]
 
 _AS_IN = re.compile(r"As in :class:`~?([\w.]+)`")
 
@@ -83,11 +88,12 @@ def _default(typ):
         return {"np.float64": np.float64, "np.inf": np.inf}.get(text, text)
 
 
-@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("cls", DOCUMENTED, ids=lambda c: c.__name__)
 def test_parameters_section_states_every_parameter_and_its_default(cls):
     documented = _documented_parameters(cls)
     wrong = []
-    for name, parameter in inspect.signature(cls.__init__).parameters.items():
+    signature = inspect.signature(cls.__init__ if inspect.isclass(cls) else cls)
+    for name, parameter in signature.parameters.items():
         if name == "self":
             continue
         if name not in documented:

@@ -428,6 +428,13 @@ def calibrate_scale(events_for_scale, epsilon, delta, *, lo=1e-12, hi=1.0, rtol=
         composed epsilon must be non-increasing in the scale.
     epsilon, delta : float
         The target budget.
+    lo : float, default=1e-12
+        The smallest scale returned: where its spend is already at most ``epsilon``.
+    hi : float, default=1.0
+        The upper end of the bracket searched; it grows fourfold until its spend is
+        at most ``epsilon``.
+    rtol : float, default=1e-10
+        Relative tolerance on the scale.
 
     Returns
     -------

@@ -93,6 +93,9 @@ class DaskLedgerStore:
     client : distributed.Client, optional
         A client of the cluster; default: the current client
         (``distributed.get_client()``).
+    name : str, optional
+        The log's name on the scheduler; default: a new unique name. A name whose log
+        the scheduler already holds continues that log.
 
     Pass it to :class:`~skdp_sparse.privacy.ledger.PrivacyLedger` as ``store=``; then
     ``ledger.activate()`` makes every worker of the cluster, including workers that

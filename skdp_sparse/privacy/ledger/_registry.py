@@ -146,6 +146,13 @@ def privacy_ledger(path=None, *, max_epsilon=None, max_delta=None):
     Every private fit of this process (any thread) and of the worker processes
     it starts meanwhile reports to it. The ledger stays readable after the block.
 
+    Parameters
+    ----------
+    path, max_epsilon, max_delta
+        As in :class:`PrivacyLedger`.
+
+    Examples
+    --------
     >>> with privacy_ledger() as ledger:  # doctest: +SKIP
     ...     cross_val_score(DPSparseLogisticRegression(epsilon=1.0, classes=[0, 1]), X, y,
     ...                     n_jobs=2)
