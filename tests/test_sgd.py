@@ -292,7 +292,11 @@ def test_noise_off_sparse_sgd_equals_dense_proximal_gd():
                                   # c within 1e-6 to 1e-12 of 1: its closed form through
                                   # a / (1 - c) lost the sum (5% off at 1e-9, 100% at 1e-12)
                                   (1.0 - 1e-6, 0.0), (1.0 - 1e-9, 0.01), (1.0 - 1e-12, 0.05),
-                                  (1.0 - 1e-7, 1e-5)])
+                                  (1.0 - 1e-7, 1e-5),
+                                  # eta l2 >= 1 (bias-reduced SGD's step size can reach
+                                  # it): the sign flips each step; log(c) was NaN
+                                  (0.0, 0.0), (0.0, 0.05), (-0.4, 0.0), (-0.4, 0.02),
+                                  (-1.0 + 1e-9, 0.01), (-1.0, 0.05)])
 def test_lazy_penalty_closed_form(c, a):
     rng = np.random.default_rng(0)
     for _ in range(200):
@@ -465,7 +469,10 @@ def test_bias_reduced_estimator_matches_full_batch_projection_mechanism():
     assert np.max(np.abs(ref.mean(axis=0) - full_sum / n)) > 10 * np.max(se)
 
 
-@pytest.mark.parametrize("l1, l2", [(0.0, 0.0), (0.3, 0.0), (0.0, 0.2), (0.05, 0.1)])
+@pytest.mark.parametrize("l1, l2", [(0.0, 0.0), (0.3, 0.0), (0.0, 0.2), (0.05, 0.1),
+                                    # eta l2 = 1.4 and 1: the decay flips the sign, or
+                                    # zeroes every coefficient it reaches
+                                    (0.0, 2.0), (0.05, 2.0), (0.05, 1 / 0.7)])
 def test_lazy_iterate_equals_the_dense_steps_and_their_average(l1, l2):
     # Steps whose estimate touches a few coordinates, the others decaying lazily: every
     # iterate read midway (through a gradient's catch-up) and the final average must be

@@ -144,9 +144,9 @@ def single_pass_sgd(data, indices, indptr, dense, is_sparse, order, theta, n_coe
 # ---------------------------------------------------------------------------
 @numba.njit(cache=True, inline="always")
 def _expm1_excess(x):
-    """``expm1(x) - x`` for ``x <= 0``, without the cancellation of the difference near 0
+    """``expm1(x) - x``, without the cancellation of the difference near 0
     (its Taylor series there)."""
-    if x < -0.25:
+    if abs(x) > 0.25:
         return math.expm1(x) - x
     term = x
     total = 0.0
@@ -157,11 +157,11 @@ def _expm1_excess(x):
 
 
 @numba.njit(cache=True, inline="always")
-def _log1p_excess(q):
-    """``-(q + log1p(-q)) = q^2/2 + q^3/3 + ...`` for ``0 <= q < 1``, without the
-    cancellation of the sum near 0 (its series there)."""
-    if q >= 0.25:
-        return -(q + math.log1p(-q))
+def _log1p_excess(q, log_c):
+    """``-(q + log1p(-q)) = q^2/2 + q^3/3 + ...`` for ``q < 1`` (``log_c = log(1 - q)``),
+    without the cancellation of the sum near 0 (its series there)."""
+    if abs(q) >= 0.25:
+        return -(q + log_c)
     power = q
     total = 0.0
     for j in range(2, 42):
@@ -174,44 +174,69 @@ def _log1p_excess(q):
 def _lazy_decay(x, k, c, a):
     """Value after ``k`` gradient-free steps ``x <- S_a(c x)``, and the sum of the k values.
 
-    ``c = 1 - eta l2`` in (0, 1], ``a = eta l1 >= 0``; ``S_a`` is soft-thresholding.
-    With ``q = 1 - c``, ``L = log1p(-q)`` and ``G(i) = sum_{r<i} c^r = -expm1(i L) / q``,
-    ``|x_i| = c^i |x| - a G(i)`` (``|x| - i a`` when ``c = 1``) while it is positive, and
-    the sign of ``x`` is kept until it hits 0. The forms with ``A = a / q``
-    (``c^i (|x| + A) - A``) and ``(1 - c^i) / (1 - c)`` cancel when ``q`` is small: at
-    ``q = 1e-9`` the sum of the iterates was 5% off; these keep every term's relative
-    precision (``_expm1_excess``, ``_log1p_excess``).
+    ``c = 1 - eta l2``, ``a = eta l1 >= 0``; ``S_a`` is soft-thresholding. For ``c >= 0``
+    the sign of ``x`` is kept until it hits 0 (:func:`_decay_magnitude`). For ``c < 0``
+    (``eta l2 > 1``, which bias-reduced SGD's step size can reach) each step flips the
+    sign, and two steps are one step ``S_{a (1 - c)}(c^2 x)`` (if the first leaves 0 the
+    second does too): the even iterates from ``x`` and the odd ones from ``x_1`` follow
+    the form with ``c^2``.
+    """
+    if k <= 0 or x == 0.0:
+        return x, 0.0
+    if c >= 0.0:
+        return _decay_magnitude(x, k, c, 1.0 - c, a)
+    x1 = c * x
+    x1 = math.copysign(max(abs(x1) - a, 0.0), x1)
+    # 1 - c^2 as (1 - c)(1 + c): its relative precision where c^2 is near 1
+    c2, q2, a2 = c * c, (1.0 - c) * (1.0 + c), a * (1.0 - c)
+    even, even_sum = _decay_magnitude(x, k // 2, c2, q2, a2)
+    odd, odd_sum = _decay_magnitude(x1, (k - 1) // 2, c2, q2, a2)
+    return (even if k % 2 == 0 else odd), even_sum + x1 + odd_sum
+
+
+@numba.njit(cache=True, inline="always")
+def _decay_magnitude(x, k, c, q, a):
+    """:func:`_lazy_decay` for ``c >= 0`` (``q = 1 - c``, given by the caller at its
+    precision).
+
+    With ``L = log(c)`` and ``G(i) = sum_{r<i} c^r = -expm1(i L) / q``, ``|x_i| = c^i |x|
+    - a G(i)`` (``|x| - i a`` when ``c = 1``) while it is positive, and the sign of ``x``
+    is kept until it hits 0. The forms with ``A = a / q`` (``c^i (|x| + A) - A``) and
+    ``(1 - c^i) / (1 - c)`` cancel when ``q`` is small: at ``q = 1e-9`` the sum of the
+    iterates was 5% off; these keep every term's relative precision
+    (``_expm1_excess``, ``_log1p_excess``). ``L`` is ``log1p(-q)`` from ``q`` where
+    ``c >= 1/2``, ``log(c)`` below, where ``1 - q`` would round away ``c``'s low bits.
     """
     if k <= 0 or x == 0.0:
         return x, 0.0
     sgn = 1.0 if x > 0 else -1.0
     ax = abs(x)
+    if c == 0.0:
+        return 0.0, 0.0
     if c == 1.0:
         if a == 0.0:
             return x, k * x
-        # Positive while ax - i a > 0, i.e. for i < ax / a.
-        m = math.ceil(ax / a) - 1
-        if m > k:
-            m = k
+        # Positive while ax - i a > 0, i.e. for i < ax / a (compared as a double: the
+        # ratio may pass every integer).
+        bound = ax / a
+        m = k if not bound <= k else math.ceil(bound) - 1
         if m < 0:
             m = 0
         total = m * ax - a * m * (m + 1) / 2.0
         value = ax - k * a if k <= m else 0.0
         return sgn * max(value, 0.0), sgn * max(total, 0.0)
-    q = 1.0 - c
-    log_c = math.log1p(-q)
-    # Positive while c^i ax > a G(i), i.e. for i < log1p(ax q / a) / -log(c).
+    log_c = math.log1p(-q) if c >= 0.5 else math.log(c)
+    # Positive while c^i ax > a G(i), i.e. for i < log1p(ax q / a) / -log(c) (always
+    # when c > 1 and ax q / a <= -1: the bound is then infinite or NaN).
     m = k
     if a > 0.0:
-        m = math.ceil(math.log1p(ax * q / a) / -log_c) - 1
-        if m > k:
-            m = k
-        if m < 0:
-            m = 0
+        bound = math.log1p(ax * q / a) / -log_c
+        if bound <= k:
+            m = max(math.ceil(bound) - 1, 0)
     geometric_m = -math.expm1(m * log_c) / q
     # H(m) = sum_{i<=m} G(i) = (m - G(m) + q G(m)) / q, with m - G(m) in terms that do
     # not cancel: m + expm1(m L) / q = (E(m L) - m F(q)) / q.
-    summed = (_expm1_excess(m * log_c) - m * _log1p_excess(q)) / (q * q) + geometric_m
+    summed = (_expm1_excess(m * log_c) - m * _log1p_excess(q, log_c)) / (q * q) + geometric_m
     total = ax * c * geometric_m - a * summed
     value = 0.0
     if k <= m:
