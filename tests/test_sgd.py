@@ -344,6 +344,17 @@ def test_noise_off_phased_sgd_equals_a_reference_of_its_phases(dense):
     assert np.abs(theta[:d]).max() > 0.05  # the steps went somewhere
 
 
+@pytest.mark.parametrize("solver, steps", [(sgd, {"n_steps": 5}), (sparse_sgd, {"n_steps": 5}),
+                                           (phased_sgd, {"n_steps": 5}),
+                                           (bias_reduced_sgd, {"max_steps": 5})])
+def test_noise_off_fit_of_rows_below_the_smallest_bound(solver, steps):
+    # Without noise the plan takes the largest row norm as its bound; below 1e-100, the
+    # floor of every clipping bound, clip_rows refused it and the fit raised.
+    X, y = _logistic_data(n=64, d=6, density=0.5)
+    coef, *_ = solver(X * 1e-120, y, LogisticLoss(), epsilon=np.inf, rng=0, l2=0.1, **steps)
+    assert np.all(np.isfinite(coef))
+
+
 def test_noise_off_phased_and_bias_reduced_learn():
     X, y = _logistic_data(n=512, d=10, density=0.5)
     base = np.mean(np.logaddexp(0, -y * 0))

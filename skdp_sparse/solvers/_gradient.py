@@ -19,6 +19,7 @@ import numpy as np
 
 from ..optim import _sgd_kernels as K
 from ..privacy.accounting import compose
+from ..utils.validation import MIN_BOUND
 from ._base import Solver
 
 __all__ = ["GradientBounds", "gradient_bounds", "GradientSolver", "gradient_sum",
@@ -159,7 +160,9 @@ class GradientSolver(Solver):
         for the actual largest row norm (if below the bound)."""
         if plan.private:
             return plan
-        row_norm = min(plan.bounds.norm_bound, data.max_row_norm() or 1.0)
+        # at least MIN_BOUND, the floor of every clipping bound (clip_rows refuses less):
+        # rows below it are inside either way
+        row_norm = min(plan.bounds.norm_bound, max(data.max_row_norm() or 1.0, MIN_BOUND))
         bounds = plan.bounds.with_row_norm(row_norm, problem.loss)
         shape = (plan.n_samples, plan.n_features, plan.n_targets)
         return self.plan_with(problem, shape, plan.epsilon, plan.delta, options, bounds)
