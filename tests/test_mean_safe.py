@@ -354,6 +354,56 @@ def test_sampled_discrete_projection_continuations(short_words):
     _compare(mean, support, fast, ref)
 
 
+def _large_keys(seed=0):
+    """1000 keys near 2^51 lattice units (all direct) and a spread of a few noise scales:
+    about 90 of them survive the projection, and their sum passes 2^53 lattice units,
+    where a double sum rounds by its order."""
+    rng = np.random.default_rng(seed)
+    gamma = discrete.plan_gaussian(_SENS, _SIGMA, _D).gamma
+    mean = np.zeros(_D)
+    support = rng.choice(_D, 1000, replace=False)
+    mean[support] = rng.choice([-1, 1], 1000) * (2.0**51 * gamma
+                                                 + rng.uniform(0, 2.5 * _SIGMA, 1000))
+    return mean, support
+
+
+@pytest.mark.parametrize("with_support", [False, True])
+def test_sampled_release_bits_do_not_depend_on_the_order_of_revealing(monkeypatch,
+                                                                      with_support):
+    # The ladder reveals the noisy keys in an order that follows the private keys (the
+    # direct positions first, then the middle keys, then each band): the same noisy keys
+    # revealed in another order, as another mean with other classes would reveal them,
+    # must give the same bits.
+    real = discrete.ladder_exceedances
+    mean, support = _large_keys()
+    support = np.sort(support) if with_support else None
+    order = {}
+
+    def reordered(*args, **kwargs):
+        draw = real(*args, **kwargs)
+        p = order["p"](draw.idx, draw.y)
+        draw.idx, draw.z, draw.y = draw.idx[p], draw.z[p], draw.y[p]
+        return draw
+
+    monkeypatch.setattr(discrete, "ladder_exceedances", reordered)
+    orders = [lambda idx, y: np.arange(idx.size), lambda idx, y: np.arange(idx.size)[::-1],
+              lambda idx, y: np.argsort(np.abs(y), kind="stable"),
+              lambda idx, y: np.random.default_rng(idx.size).permutation(idx.size)]
+    stage_one = 0
+    for seed in range(10):
+        outputs = []
+        for f in orders:
+            order["p"] = f
+            released, _, full, *_ = sampled_discrete_projection(
+                mean, _SENS, _SIGMA, _RADIUS, None, np.random.default_rng(seed),
+                support=support)
+            outputs.append(released.toarray() if with_support else released)
+        stage_one += not full
+        for other in outputs[1:]:
+            assert np.array_equal(outputs[0], other)
+    assert stage_one > 0
+
+
 def test_sampled_discrete_projection_threshold_is_exact():
     # with t tiny every coordinate is drawn in stage 1: the release is the projection of
     # the drawn lattice vector
