@@ -196,3 +196,20 @@ def test_noisy_regret_within_the_papers_bound():
         assert np.linalg.norm(avg) <= R * (1 + 1e-12)
         excess.append(value(avg) - f_star)
     assert np.mean(excess) <= bound
+
+
+@pytest.mark.parametrize("epsilon", [100.0, np.inf])
+def test_default_step_of_a_strong_l2_penalty_does_not_diverge(epsilon):
+    # The theorem's step ignores the l2 penalty: at alpha = 500 its decay multiplied the
+    # weights by 1 - eta l2 < -1 each step, and the default fit returned coefficients of
+    # 1e301 without noise and 9.9 at epsilon 100, where the penalised optimum is near 0.
+    from skdp_sparse import DPSparseLogisticRegression
+
+    rng = np.random.default_rng(0)
+    X = sp.random(2000, 30, density=0.3, format="csr", random_state=0)
+    y = (X @ rng.normal(size=30) > 0).astype(int)
+    est = DPSparseLogisticRegression(epsilon=epsilon, delta=1e-6, solver="bias_reduced_sgd",
+                                     penalty="l2", alpha=500, classes=[0, 1],
+                                     random_state=0, max_iter=200).fit(X, y)
+    assert np.all(np.isfinite(est.coef_))
+    assert np.abs(est.coef_).max() < 0.05

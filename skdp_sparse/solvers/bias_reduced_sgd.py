@@ -246,7 +246,8 @@ class PrivacyFilter:
 
 
 def _learning_rate(bounds, probs, sigma_unit, estimator, radius, tau):
-    """Step ``D / (nu sqrt(tau))`` of Ghazi et al. (Thm. 6.7), from public quantities.
+    """Step ``D / (nu sqrt(tau))`` of Ghazi et al. (Thm. 6.7), from public quantities,
+    at most ``1 / l2``.
 
     ``nu^2`` bounds the oracle's second moment: the noiseless parts of
     ``G_B - (G_O + G_E)/2`` cancel (the means lie in the l1 ball, where the
@@ -267,7 +268,11 @@ def _learning_rate(bounds, probs, sigma_unit, estimator, radius, tau):
     if estimator == "projection":
         g_i = min(g_i, c1**2)
     nu2 += 2.0 * g_i
-    return 2.0 * (radius or 1.0) / (math.sqrt(nu2) * math.sqrt(tau))
+    eta = 2.0 * (radius or 1.0) / (math.sqrt(nu2) * math.sqrt(tau))
+    # The theorem's step ignores the l2 penalty, whose decay multiplies the weights by
+    # 1 - eta l2 each step: past 2 / l2 they diverge (alpha = 500: coefficients of 1e301
+    # without noise). At most 1 / l2, the decay never flips their sign.
+    return min(eta, 1.0 / bounds.l2) if bounds.l2 > 0 else eta
 
 
 def step_privacy(N, n, epsilon, delta, filter_bound):
