@@ -48,6 +48,12 @@ def _fit(solver, epsilon=1.0, delta=1e-6, seed=0, X=None, y=None, **kw):
             random_state=seed, **kw).fit(X, y)
 
 
+def _cap(K):
+    # A binary decision takes up to twice a multiclass one's share: its gain tests
+    # choose between the fitted rule, the class count's threshold and the majority.
+    return D.MAX_DECISION_SHARE if K == 1 else D.MAX_MULTICLASS_DECISION_SHARE
+
+
 def _decision_events(model):
     return [e for e in model.privacy_events_ if e.name.startswith("decision:")]
 
@@ -61,7 +67,7 @@ def test_share_and_units_follow_their_formulas(n, K, epsilon, safe):
     split = D.DECISION_SPLIT["calibration"]
     need = 2 * K * (2 * CALIBRATION_BINS) ** 2 / (D.CELL_NOISE**2 * n**2 * mu**2 * split)
     share = D.decision_share(n, K, mu)
-    assert share == pytest.approx(min(D.MAX_DECISION_SHARE, need), rel=1e-12)
+    assert share == pytest.approx(min(_cap(K), need), rel=1e-12)
     units, events = D.decision_units(epsilon, delta, safe, n, K)
     splits = D.decision_splits(K)
     # A quarter on top: with K > 1 the multiclass comparison with the majority, with one
@@ -78,7 +84,7 @@ def test_share_and_units_follow_their_formulas(n, K, epsilon, safe):
             assert event.mu == pytest.approx(1.0 / units[name], rel=1e-12)
     # Where the counts need it, a class histogram's cell has noise CELL_NOISE of an
     # average cell's count.
-    if need < D.MAX_DECISION_SHARE:
+    if need < _cap(K):
         cell_sd = math.sqrt(2 * K) * units["calibration"]
         assert cell_sd == pytest.approx(D.CELL_NOISE * n / (2 * CALIBRATION_BINS), rel=1e-9)
 
@@ -108,12 +114,12 @@ def test_pure_units_follow_their_formula(n, K, epsilon):
     split = D.DECISION_SPLIT["calibration"]
     need = 2 * math.sqrt(2) * K * 2 * CALIBRATION_BINS / (D.CELL_NOISE * n * epsilon * split)
     share = D.decision_share_pure(n, K, epsilon)
-    assert share == pytest.approx(min(D.MAX_DECISION_SHARE, need), rel=1e-12)
+    assert share == pytest.approx(min(_cap(K), need), rel=1e-12)
     units, events = D.decision_units(epsilon, 0.0, True, n, K)
     for (name, part), event in zip(D.decision_splits(K).items(), events, strict=True):
         assert event.epsilon == pytest.approx(epsilon * share * part, rel=1e-12)
         assert event.delta == 0 and units[name] == pytest.approx(1 / event.epsilon)
-    if need < D.MAX_DECISION_SHARE:
+    if need < _cap(K):
         # A class histogram's cell: Laplace of l1 sensitivity 2K, sd sqrt(2) times its scale.
         cell_sd = math.sqrt(2) * 2 * K * units["calibration"]
         assert cell_sd == pytest.approx(D.CELL_NOISE * n / (2 * CALIBRATION_BINS), rel=1e-9)

@@ -40,6 +40,8 @@ from skdp_sparse.solvers._screening import (
 )
 from skdp_sparse.solvers.screened_newton import (
     CURVATURE_QUANTILE,
+    MULTICLASS_CALIBRATION_SHARE,
+    MULTICLASS_GAIN_SHARE,
     PRIOR_SCALE,
     SHARES,
     newton_shares,
@@ -76,7 +78,8 @@ def test_constants_are_pinned():
     assert (CALIBRATION_BINS, SCALE_LEVELS, SCALE_QUANTILE, MAJORITY_MARGIN) == \
         (20, 48, 0.95, 1.0)
     assert SHARES == {"count": 1 / 25, "association": 3 / 4, "square_norm": 1 / 50,
-                      "curvature": 1 / 8, "scale": 1 / 50, "calibration": 1 / 16}
+                      "curvature": 1 / 8, "scale": 1 / 50, "calibration": 1 / 8}
+    assert (MULTICLASS_CALIBRATION_SHARE, MULTICLASS_GAIN_SHARE) == (1 / 16, 1 / 64)
     assert (CURVATURE_QUANTILE, PRIOR_SCALE) == (0.5, 2.5)
 
 
@@ -87,6 +90,12 @@ def test_newton_shares():
     assert shares == pytest.approx({k: v / total for k, v in SHARES.items()})
     no_count = newton_shares(fit_intercept=False)
     assert "count" not in no_count and sum(no_count.values()) == pytest.approx(1.0)
+    # K > 1 classes: their class histograms' own share, and the comparison's.
+    multi = newton_shares(n_targets=3)
+    assert multi["calibration"] / multi["scale"] == pytest.approx(
+        MULTICLASS_CALIBRATION_SHARE / SHARES["scale"])
+    assert multi["gain"] / multi["scale"] == pytest.approx(MULTICLASS_GAIN_SHARE
+                                                          / SHARES["scale"])
     half = newton_shares(association_share=0.5)
     assert half["association"] == 0.5 and sum(half.values()) == pytest.approx(1.0)
     assert half["curvature"] / half["scale"] == pytest.approx(SHARES["curvature"]

@@ -9,9 +9,11 @@ under replace-one is ``sqrt(2)`` per problem (``sqrt(2K)`` for K one-vs-rest pro
 1. **scale**: counts of ``|s_i|`` on the dyadic grid ``C 2^-j``, ``j = 0..SCALE_LEVELS-1``
    (``C = L ||w||_2`` bounds every ``|s_i|`` of a row clipped to ``L``; the last bin
    takes everything below). The scale ``c`` is the upper edge of the first bin at
-   which the noisy mass above reaches ``1 - SCALE_QUANTILE`` of the rows (their
-   number is public), among the levels whose summed noise is small against the rows:
-   about 5% of the scores lie beyond ``c``, within a factor 2.
+   which the noisy mass above reaches ``1 - q`` of the rows (their number is public),
+   among the levels whose summed noise is small against the rows: about 5% of the
+   scores lie beyond ``c``, within a factor 2, or more for one problem whose rows are
+   few against the noise (:func:`scale_quantile`: 5% of breast cancer's 398 rows at
+   epsilon 1 is 20 against a level's noise of 39; the scale fell on the bound or half).
 2. **decision**: counts of ``u_i = clip(s_i / c, -1, 1)`` on ``CALIBRATION_BINS`` equal
    bins of ``[-1, 1]`` (fewer where the rows are few against the noise:
    :func:`calibration_bins`), one histogram per class. Logistic regression of the class on
@@ -19,18 +21,23 @@ under replace-one is ``sqrt(2)`` per problem (``sqrt(2K)`` for K one-vs-rest pro
    (post-processing); the coefficients are ``a w / c``.
 
 The same counts estimate how many more training rows the fitted rule classifies
-correctly than the majority class (on the bins where the two differ). Where that
-gain does not exceed ``MAJORITY_MARGIN`` standard deviations of its noise, the
-intercept is the prior log-odds ``b0`` of the classes, taken from a release of the
-class counts (the screened Newton step's own; for the other solvers one made here, of
-noise ``sqrt(3 / 2)`` cells'; either far below that of the histograms' class sums),
-and the slope keeps the ranking
-of the scores (hence the ROC AUC, the direction's) but moves no score a row within
-the norm bound can have by more than ``|b0| / 2``: every such row is predicted as the
-(privately estimated) majority, with a probability near the class rate. Where
-the counts give ``a <= 0`` (their noise hides the slope) the same fallback holds.
-Either way a default does not do worse on the training
-distribution than predicting the majority, and keeps the ranking of its scores.
+correctly than the majority class (on the bins where the two differ). Where that gain
+does not exceed ``MAJORITY_MARGIN`` standard deviations of its noise (or the counts give
+``a <= 0``), the threshold moves to where as many rows are predicted positive as the
+class count says (:func:`rate_threshold`: it needs only the counts' cumulative sum, no
+slope), kept if its own estimated gain passes the same test, with the fitted slope (1
+where there is none). Each gain counts the bins where the rule and the majority differ,
+the threshold's bin by its fraction on that side (the rule applied is ``u > t``, not the
+bins' centres'). Otherwise the intercept is the prior log-odds ``b0`` of the classes,
+taken from a release of the class counts (the screened Newton step's own; for the other
+solvers one made here, of noise ``sqrt(3 / 2)`` cells'; either far below that of the
+histograms' class sums), and the slope keeps the ranking of the scores (hence the ROC
+AUC, the direction's) but moves no score a row within the norm bound can have by more
+than ``|b0| / 2``: every such row is predicted as the (privately estimated) majority,
+with a probability near the class rate. A default thus predicts the majority unless the
+counts show a rule that does better on the training data (a score without signal passes
+one of the two tests at most about twice as often as one), and keeps the ranking of its
+scores.
 
 With K > 1 one-vs-rest problems (K classes) the prediction is the argmax of the K
 scores, so each score is its class's fitted log-odds ``a u + b`` and no problem falls
@@ -64,16 +71,23 @@ from scipy.special import expit, log_expit, ndtr, ndtri
 
 from ._screening import release, release_pure
 
-__all__ = ["SCALE_LEVELS", "SCALE_QUANTILE", "CALIBRATION_BINS", "MIN_CALIBRATION_BINS",
+__all__ = ["SCALE_LEVELS", "SCALE_QUANTILE", "SCALE_TAIL_NOISE", "MAX_SCALE_TAIL",
+           "scale_quantile", "CALIBRATION_BINS", "MIN_CALIBRATION_BINS",
            "BIN_NOISE", "calibration_bins", "GAIN_SENSITIVITY",
            "GAIN_SENSITIVITY_L1",
            "MOMENT_SENSITIVITY", "MOMENT_SENSITIVITY_L1", "calibrate", "calibrate_regression",
-           "fit_binned", "regression_line"]
+           "fit_binned", "rate_threshold", "regression_line"]
 
 #: Dyadic levels of the scale histogram (down to ``C 2^-47``).
 SCALE_LEVELS = 48
-#: Quantile of ``|s|`` the scale aims at (the scores beyond it are clipped in step 2).
+#: Quantile of ``|s|`` the scale aims at (the scores beyond it are clipped in step 2),
+#: where the rows are many against the noise (:func:`scale_quantile`).
 SCALE_QUANTILE = 0.95
+#: A classifier's scale leaves beyond it at least this many standard deviations of a
+#: level's noise, at most :data:`MAX_SCALE_TAIL` of the rows (:func:`scale_quantile`).
+SCALE_TAIL_NOISE = 2.0
+#: Largest share of the rows a classifier's scale leaves beyond it.
+MAX_SCALE_TAIL = 0.25
 #: The scale's levels go down as long as the noise summed over them, times this, stays
 #: within the number of rows (:func:`_scale_from_counts`).
 SCALE_NOISE_MARGIN = 2.0
@@ -114,6 +128,14 @@ MOMENT_SENSITIVITY = 2.0 * math.sqrt(2.0)
 #: ``|a| (2 + |b|) <= 4`` for ``t = t'`` and ``(|a| + 1)(|b| + 1) + 1 <= 5`` for
 #: ``t = -t'`` (at ``|a| = |b| = 1``: ``u = -1, t = -1`` against ``u' = 0, t' = 1``).
 MOMENT_SENSITIVITY_L1 = 5.0
+
+
+def scale_quantile(n_samples, level_sd):
+    """Quantile of ``|s|`` a binary decision's scale aims at: :data:`SCALE_QUANTILE`, or
+    lower so that the mass beyond is :data:`SCALE_TAIL_NOISE` planned sds of a level
+    (``level_sd``), at most :data:`MAX_SCALE_TAIL` of the ``n`` rows (public values)."""
+    tail = SCALE_TAIL_NOISE * float(level_sd) / float(n_samples)
+    return 1.0 - min(MAX_SCALE_TAIL, max(1.0 - SCALE_QUANTILE, tail))
 
 
 def calibration_bins(n_samples, cell_sd):
@@ -163,6 +185,37 @@ def fit_binned(centres, c1, c0, fit_intercept=True):
         if done:
             break
     return float(theta[0]), (float(theta[1]) if fit_intercept else 0.0)
+
+
+def rate_threshold(counts, target):
+    """The point ``t`` of ``[-1, 1]`` above which the (noisy, non-negative) counts of
+    ``B`` equal bins of ``[-1, 1]`` hold ``target`` rows, a bin's count spread evenly
+    over it: -1 if they all hold fewer, 1 if ``target <= 0``. With the rows of both
+    classes and the number of positives, ``u > t`` predicts that many positive."""
+    counts = np.asarray(counts, dtype=np.float64)
+    B = counts.size
+    above = np.concatenate([np.cumsum(counts[::-1])[::-1], [0.0]])
+    target = float(target)
+    if not target > 0:
+        return 1.0
+    if target >= above[0]:
+        return -1.0
+    # The last bin whose mass from it upwards reaches the target holds the point (and
+    # rows: the mass above it is below the target).
+    i = int(np.flatnonzero(above >= target)[-1])
+    return -1.0 + (i + (above[i] - target) / counts[i]) * (2.0 / B)
+
+
+def _rate_gain(c1, c0, t, negative):
+    """``u > t``'s estimated gain in correct rows over the majority (negative or not),
+    the bin of ``t`` by its fraction on the differing side, and the l2 norm of the bins'
+    weights (the estimate's noise in ``sqrt(2)`` cells')."""
+    B = c1.size
+    edges = -1.0 + np.arange(B + 1) * (2.0 / B)
+    above = np.clip((edges[1:] - t) * (B / 2.0), 0.0, 1.0)
+    differ = above if negative else 1.0 - above
+    return float(np.sum((c1 - c0) * differ)) * (1.0 if negative else -1.0), \
+        math.sqrt(float(differ @ differ))
 
 
 def _scale_levels(abs_scores, bound):
@@ -287,14 +340,14 @@ def _count_sensitivity(n_problems, pure):
 
 
 def _release_scales(data, full, bounds, clip, unit, floating_point_safe, rng, pure,
-                    centres=0.0):
-    """Each problem's scale ``c``, from the noisy counts of its ``|s_i - centres[k]|``
-    on the dyadic levels below its bound (one count per row and problem)."""
+                    centres=0.0, quantile=SCALE_QUANTILE):
+    """Each problem's scale ``c``, the ``quantile`` of the noisy counts of its
+    ``|s_i - centres[k]|`` on the dyadic levels below its bound (one a row and problem)."""
     draw = release_pure if pure else release
     counts = data.row_sum(_scale_counts, full, bounds, centres, **clip)
     noisy, count_sd = draw(counts, _count_sensitivity(bounds.size, pure), unit,
                            floating_point_safe, rng)
-    return np.array([_scale_from_counts(noisy[k], bounds[k], data.n_samples,
+    return np.array([_scale_from_counts(noisy[k], bounds[k], data.n_samples, quantile,
                                         noise_sd=count_sd)
                      if bounds[k] > 0 else 1.0 for k in range(bounds.size)])
 
@@ -331,12 +384,15 @@ def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
     draw = release_pure if pure else release
     sensitivity = _count_sensitivity(K, pure)
     full, bounds, clip = _scored(data, columns, directions, norm_bound, rows_bound)
+    # The planned noise of a count, before the releases: the quantile and the bins are
+    # public (a Laplace count's sd is sqrt(2) times its scale).
+    per_unit = sensitivity * (math.sqrt(2.0) if pure else 1.0)
     # 1. the scale of each problem's score
+    q = scale_quantile(data.n_samples, per_unit * scale_unit) if K == 1 else SCALE_QUANTILE
     scales = _release_scales(data, full, bounds, clip, scale_unit, floating_point_safe, rng,
-                             pure)
+                             pure, quantile=q)
     # 2. the class histograms of the clipped, scaled scores
-    # The planned noise of a cell, before the release: the bins are public.
-    planned_sd = sensitivity * calibration_unit * (math.sqrt(2.0) if pure else 1.0)
+    planned_sd = per_unit * calibration_unit
     B = calibration_bins(data.n_samples, planned_sd)
     hist = data.row_sum(_class_histograms, full, scales, B, **clip)
     noisy, cell_sd = draw(hist.astype(np.float64), sensitivity, calibration_unit,
@@ -367,16 +423,16 @@ def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
             used[k] = a > 0
             intercept[k] = b if fit_intercept else 0.0
             continue
+        negative = offsets[k] <= 0 if prior_offsets else c0.sum() >= c1.sum()
         if a > 0:
             coef[:, k] = directions[:, k] * (a / scales[k])
-            rule = a * centres + b > 0
             # The rule's estimated gain over the majority, counted on the bins where the
-            # two decide differently, must exceed MAJORITY_MARGIN times its noise. The
-            # majority is the class count's where there is one.
-            negative = offsets[k] <= 0 if prior_offsets else c0.sum() >= c1.sum()
-            differ = rule if negative else ~rule
-            gain = np.sum((c1 - c0)[differ]) * (1.0 if negative else -1.0)
-            margin = MAJORITY_MARGIN * cell_sd * math.sqrt(2.0 * differ.sum())
+            # two decide differently (the bin of its threshold by the fraction on that
+            # side: the rule applied is u > -b / a, not the bins' centres'), must exceed
+            # MAJORITY_MARGIN times its noise. The majority is the class count's where
+            # there is one.
+            gain, weight = _rate_gain(c1, c0, -b / a, negative)
+            margin = MAJORITY_MARGIN * cell_sd * math.sqrt(2.0) * weight
         elif fit_intercept:
             # The counts cannot see the slope: the fallback below, keeping the ranking
             # of the direction (from far less noisy releases). A rule deciding nothing
@@ -386,6 +442,18 @@ def calibrate(data, columns, directions, *, norm_bound, offsets, scale_unit,
             gain, margin = -math.inf, 0.0
         else:
             continue
+        if fit_intercept and not gain > margin:
+            # The threshold at the class count's positives, kept on its own gain.
+            positive = float(expit(offsets[k])) * data.n_samples if prior_offsets \
+                else float(c1.sum())
+            t = rate_threshold(c1 + c0, positive)
+            gain, weight = _rate_gain(c1, c0, t, negative)
+            if gain > MAJORITY_MARGIN * cell_sd * math.sqrt(2.0) * weight and abs(t) < 1.0:
+                if not a > 0:
+                    a = 1.0
+                coef[:, k] = directions[:, k] * (a / scales[k])
+                b = -a * t
+                gain, margin = math.inf, 0.0
         if gain > margin or not fit_intercept:
             intercept[k] = b
             used[k] = True

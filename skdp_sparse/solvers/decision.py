@@ -58,15 +58,21 @@ from ._calibration import (
 )
 from ._screening import gaussian_release_event, release_mu
 
-__all__ = ["MAX_DECISION_SHARE", "CELL_NOISE", "DECISION_SPLIT", "MULTICLASS_GAIN_SPLIT",
+__all__ = ["MAX_DECISION_SHARE", "MAX_MULTICLASS_DECISION_SHARE", "CELL_NOISE",
+           "DECISION_SPLIT", "MULTICLASS_GAIN_SPLIT",
            "CLASS_COUNT_SPLIT", "MOMENT_NOISE", "MAX_REGRESSION_SHARE", "REGRESSION_SPLIT",
            "CalibratedDecision", "decision_share", "decision_share_pure", "decision_splits",
            "decision_units", "inner_epsilon"]
 
-#: Largest share of the fit's Gaussian budget (of ``mu^2``) that buys the decision:
-#: about what the screened Newton step gives its own two histograms (1/50 + 1/16 of
-#: its rho).
-MAX_DECISION_SHARE = 1 / 12
+#: Largest share of the fit's Gaussian budget (of ``mu^2``) that buys a binary
+#: decision: about what the screened Newton step gives its own two histograms (1/50 +
+#: 1/8 of its rho). It binds where the rows are few against the noise, where the gain
+#: tests that choose the decision (:mod:`._calibration`) need it more than the solver's
+#: steps: 1/12 kept the majority for rules that ranked well (``doc/benchmarks.rst``).
+MAX_DECISION_SHARE = 1 / 6
+#: ... and K > 1 one-vs-rest problems' (what the screened Newton step gives them: 1/50
+#: + 1/16).
+MAX_MULTICLASS_DECISION_SHARE = 1 / 12
 #: Noise standard deviation of a class-histogram cell, relative to an average cell's
 #: count: the two parameters are fitted over ``2B`` cells, each within a tenth.
 CELL_NOISE = 0.1
@@ -120,10 +126,10 @@ def decision_share(n_samples, n_targets, mu, regression=False):
     cell has noise ``sqrt(2K) / (mu sqrt(s split))`` (sensitivity ``sqrt(2K)``); setting
     that to ``CELL_NOISE * n / (2B)`` gives
     ``s = 2K (2B)^2 / (CELL_NOISE^2 n^2 mu^2 split)``, at most
-    :data:`MAX_DECISION_SHARE`. ``regression``: each moment sum has noise
-    ``Delta / (mu sqrt(s split))`` (``Delta`` = :data:`._calibration.MOMENT_SENSITIVITY`);
-    setting that to ``MOMENT_NOISE * n`` gives
-    ``s = Delta^2 / (MOMENT_NOISE^2 n^2 mu^2 split)``, at most
+    :data:`MAX_DECISION_SHARE` (:data:`MAX_MULTICLASS_DECISION_SHARE` with K > 1).
+    ``regression``: each moment sum has noise ``Delta / (mu sqrt(s split))``
+    (``Delta`` = :data:`._calibration.MOMENT_SENSITIVITY`); setting that to
+    ``MOMENT_NOISE * n`` gives ``s = Delta^2 / (MOMENT_NOISE^2 n^2 mu^2 split)``, at most
     :data:`MAX_REGRESSION_SHARE`."""
     if regression:
         split = REGRESSION_SPLIT["moments"]
@@ -134,7 +140,7 @@ def decision_share(n_samples, n_targets, mu, regression=False):
     cells = 2 * CALIBRATION_BINS
     need = 2.0 * n_targets * cells**2 / (CELL_NOISE**2 * float(n_samples) ** 2 * mu * mu
                                          * split)
-    return min(MAX_DECISION_SHARE, need)
+    return min(_max_share(n_targets), need)
 
 
 def decision_splits(n_targets, regression=False, fit_intercept=True):
@@ -158,7 +164,8 @@ def decision_share_pure(n_samples, n_targets, epsilon, regression=False):
     a class histogram is a Laplace release at ``s split epsilon`` of l1 sensitivity
     ``2K``, whose cell has noise ``sqrt(2) 2K / (s split epsilon)``; setting that to
     ``CELL_NOISE * n / (2B)`` gives ``s = 2 sqrt(2) K (2B) / (CELL_NOISE n epsilon
-    split)``, at most :data:`MAX_DECISION_SHARE`. ``regression``: each moment sum has
+    split)``, at most :data:`MAX_DECISION_SHARE` (K > 1: see :func:`decision_share`).
+    ``regression``: each moment sum has
     noise ``sqrt(2) Delta_1 / (s split epsilon)`` (``Delta_1`` =
     :data:`._calibration.MOMENT_SENSITIVITY_L1`); setting that to ``MOMENT_NOISE * n``
     gives ``s = sqrt(2) Delta_1 / (MOMENT_NOISE n epsilon split)``, at most
@@ -171,7 +178,12 @@ def decision_share_pure(n_samples, n_targets, epsilon, regression=False):
     split = DECISION_SPLIT["calibration"]
     need = 2.0 * math.sqrt(2.0) * n_targets * 2 * CALIBRATION_BINS / (
         CELL_NOISE * float(n_samples) * float(epsilon) * split)
-    return min(MAX_DECISION_SHARE, need)
+    return min(_max_share(n_targets), need)
+
+
+def _max_share(n_targets):
+    """The largest share a classifier's decision takes with ``n_targets`` problems."""
+    return MAX_DECISION_SHARE if n_targets == 1 else MAX_MULTICLASS_DECISION_SHARE
 
 
 def decision_units(epsilon, delta, floating_point_safe, n_samples, n_targets,
