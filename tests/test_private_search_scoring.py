@@ -7,7 +7,12 @@ import numpy as np
 import pytest
 from sklearn.pipeline import make_pipeline
 
-from skdp_sparse import BoundedScaler, DPGreedyCDRegressor, PrivateHyperparameterSearch
+from skdp_sparse import (
+    BoundedScaler,
+    DPGreedyCDRegressor,
+    PrivateHyperparameterSearch,
+    privacy_ledger,
+)
 from skdp_sparse.linear_model import DPOutputPerturbationRegressor
 
 
@@ -72,6 +77,23 @@ def test_a_grid_of_target_ranges_scores_on_their_hull():
 def test_given_score_bounds_are_kept():
     search = _fit(DPOutputPerturbationRegressor(target_bounds=(0, 100), delta=1e-6),
                   score_bounds=(-50.0, 0.0))
+    assert search.score_bounds_ == (-50.0, 0.0)
+
+
+@pytest.mark.parametrize("bounds", [1.0, np.float32(1.0), 3, "ab", (0.0, 1.0, 2.0), (0.0,),
+                                    (True, 2.0), ("a", "b"), np.zeros((2, 1))])
+def test_score_bounds_that_are_not_a_pair_of_numbers_are_refused_by_name(bounds):
+    # A number or a string failed inside float() or the unpacking, naming no parameter
+    # ("'float' object is not iterable"); booleans are not numbers.
+    with privacy_ledger() as ledger, pytest.raises(ValueError, match="score_bounds must be"):
+        _fit(DPOutputPerturbationRegressor(target_bounds=(0, 100), delta=1e-6),
+             score_bounds=bounds)
+    assert len(ledger) == 0 and ledger.pending() == []
+
+
+def test_score_bounds_may_be_an_array():
+    search = _fit(DPOutputPerturbationRegressor(target_bounds=(0, 100), delta=1e-6),
+                  score_bounds=np.array([-50.0, 0.0]))
     assert search.score_bounds_ == (-50.0, 0.0)
 
 

@@ -4,6 +4,7 @@ and the clipped mean of a validation part that never raises."""
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 from sklearn.base import clone, is_classifier
@@ -97,7 +98,13 @@ def resolve_scoring(scoring, score_bounds, estimator, candidates=({},)):
             bounds = (-ERROR_BOUNDS[scoring](target_range[1] - target_range[0]), 0.0)
     if bounds is None:
         bounds = BUILTIN_SCORES[scoring]
-    low, high = (float(b) for b in bounds)
+    # Any other form (a number, a string, three values) would fail in float() or the
+    # unpacking with a message that names no parameter.
+    pair = bounds.tolist() if isinstance(bounds, np.ndarray) and bounds.ndim == 1 else bounds
+    if not (isinstance(pair, tuple | list) and len(pair) == 2 and all(
+            isinstance(b, numbers.Real) and not isinstance(b, bool | np.bool_) for b in pair)):
+        raise ValueError(f"score_bounds must be a pair (low, high) of numbers, got {bounds!r}")
+    low, high = (float(b) for b in pair)
     if not (math.isfinite(low) and math.isfinite(high) and low < high):
         raise ValueError(f"score_bounds must be finite with low < high, got {bounds!r}")
     return scoring, (low, high)
