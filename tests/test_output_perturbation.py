@@ -8,6 +8,7 @@ import scipy.sparse as sp
 from scipy.optimize import linprog, minimize
 from sklearn.linear_model import LogisticRegression, Ridge
 
+from skdp_sparse import privacy_ledger
 from skdp_sparse.linear_model import (
     DPOutputPerturbation,
     DPOutputPerturbationClassifier,
@@ -815,3 +816,22 @@ def test_a9a_beats_majority_and_matches_sklearn_without_noise():
     private = DPOutputPerturbationClassifier(epsilon=1.0, delta=1 / n**2, sparsity=14,
                                              random_state=0).fit(X, y)
     assert private.score(Xt, yt) > np.mean(yt == -1) + 0.01
+
+
+@pytest.mark.parametrize("make, params", [
+    (DPOutputPerturbationClassifier, {"norm_bound": 1e100}),
+    (DPOutputPerturbationClassifier, {"norm_bound": 1e-100, "intercept_bound": 1e100}),
+    (DPOutputPerturbationRegressor, {"target_bound": 1.0, "intercept_bound": 1e100}),
+    (DPOutputPerturbationRegressor, {"target_bound": 1.0, "alpha": 1e-100,
+                                     "intercept_bound": 1e100}),
+])
+def test_bounds_whose_sensitivity_leaves_the_doubles_are_refused_by_name(make, params):
+    # The default strength's L^2 H overflowed to inf (a zero sensitivity), or the
+    # sensitivity to inf; the mechanism then refused "sensitivity 0.0", naming nothing
+    # the user had set.
+    X = sp.random(20, 4, density=0.5, format="csr", random_state=0)
+    y = np.arange(20) % 2
+    with privacy_ledger() as ledger, \
+            pytest.raises(ValueError, match="intercept_bound=|norm_bound="):
+        make(delta=0.0, random_state=0, **params).fit(X, y)
+    assert len(ledger) == 0 and ledger.pending() == []

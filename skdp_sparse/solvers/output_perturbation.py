@@ -202,6 +202,22 @@ def _resolve_floating_point_safe(value):
     return True if value == "auto" else bool(value)
 
 
+def _check_representable(strength, sensitivity, **public):
+    """Refuse public values whose penalty strength or sensitivity is not a positive
+    finite double (a norm_bound of 1e100 makes the default strength's L^2 H overflow to
+    an infinite strength and a zero sensitivity): the mechanism would refuse it with a
+    message naming none of the parameters that caused it."""
+    if 0 < strength < math.inf and 0 < sensitivity < math.inf:
+        return
+    what = (f"penalty strength {strength!r}" if not 0 < strength < math.inf
+            else f"sensitivity {sensitivity!r}")
+    given = ", ".join(f"{k}={v!r}" for k, v in public.items() if v is not None)
+    raise ValueError(f"solver 'output_perturbation': the public values {given} give a "
+                     f"{what}, which is not a positive finite number in doubles; bring the "
+                     "bounds and alpha closer to 1 (rescale the features so that their "
+                     "norm_bound is about 1)")
+
+
 @dataclass(frozen=True, kw_only=True, eq=False)
 class OutputPerturbationPlan(Plan):
     alpha: float
@@ -273,6 +289,9 @@ class OutputPerturbation(Solver):
             intercept_bound=intercept_bound, sparsity=sparsity if pure else None,
             target_bound=target_bound, domain=domain, radius=radius, tol=tol,
         )
+        _check_representable(alpha, bounds["l1_sensitivity" if pure else "l2_sensitivity"],
+                             norm_bound=norm_bound, intercept_bound=intercept_bound,
+                             target_bound=target_bound, alpha=options["alpha"], radius=radius)
         # The mechanism depends on public values only; it is built, and a safe path's
         # lattice planned, before the data are read, so an infeasible request fails early.
         safe = _resolve_floating_point_safe(options["floating_point_safe"])
