@@ -100,6 +100,20 @@ def test_truncated_indicators_keep_the_largest_entries_of_each_row():
                                       [0, 1, 0, 0]])
 
 
+@pytest.mark.parametrize("sparsity", [2**31, 2**63 - 1, 10**30])
+@pytest.mark.parametrize("index_type", [np.int32, np.int64])
+def test_a_sparsity_beyond_the_index_type_counts_every_entry(sparsity, index_type):
+    # The bound was compared with the int32 index arrays and numpy raised OverflowError
+    # inside the fit, after the budget was reserved.
+    X, _ = _data()
+    X.indices, X.indptr = X.indices.astype(index_type), X.indptr.astype(index_type)
+    np.testing.assert_array_equal(truncated_indicators(X, sparsity).toarray(),
+                                  (X.toarray() != 0).astype(float))
+    with privacy_ledger() as ledger:
+        sel = DPSelectKBest(k=5, sparsity=sparsity, random_state=0).fit(X)
+    assert len(ledger) == 1 and sel.epsilon_spent_ <= 1.0
+
+
 def test_frequency_without_noise_is_the_exact_top_k():
     X, _ = _data()
     sel = DPSelectKBest(k=5, epsilon=np.inf, sparsity=100).fit(X)

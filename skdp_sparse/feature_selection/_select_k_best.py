@@ -60,6 +60,10 @@ def truncated_indicators(X, sparsity):
     (the entries of largest magnitude, ties to the lower column): a function of each row
     alone."""
     X = sp.csr_matrix(X)
+    # A row has at most n_features non-zeros, so a larger bound truncates nothing; the
+    # bound as given (2^31, say) may not fit the index arrays' integer type, and numpy
+    # refuses to compare them with it.
+    sparsity = min(int(sparsity), X.shape[1])
     counts = np.diff(X.indptr)
     rows = np.repeat(np.arange(X.shape[0]), counts)
     order = np.lexsort((X.indices, -np.abs(X.data), rows))
