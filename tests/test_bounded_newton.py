@@ -326,6 +326,18 @@ def test_too_many_features_fail_before_any_budget_is_reserved():
     assert ledger.spent()[0] == 0
 
 
+@pytest.mark.parametrize("epsilon", [1.0, np.inf])
+def test_too_many_steps_fail_before_any_budget_is_reserved(epsilon):
+    # The plan records one event a step: 2^31 steps exhausted the memory (the process
+    # was killed) before anything was refused.
+    X, y = _classification(n=50)
+    est = DPSparseLogisticRegression(solver="bounded_newton", classes=[0, 1],
+                                     epsilon=epsilon, max_iter=bn.MAX_STEPS + 1)
+    with privacy_ledger() as ledger, pytest.raises(ValueError, match="max_iter <= 10000"):
+        est.fit(X, y)
+    assert len(ledger) == 0 and ledger.pending() == []
+
+
 # --------------------------------------------------------------------------
 # Dask arrays: the same fit as in memory
 # --------------------------------------------------------------------------

@@ -174,7 +174,7 @@ class DPGreedyCDRegressor(TargetRangeMixin, LinearRegressorMixin, RegressorMixin
         :func:`~skdp_sparse.solvers.coordinate_descent.default_greedy_iterations`),
         5 passes for ``cd``, or each gradient solver's theory default (200 steps
         for ``sgd`` without noise, ``epsilon=np.inf``, a fixed count that may stop
-        short of the optimum).
+        short of the optimum). ``bounded_newton`` takes at most 10,000 steps.
     batch_size : int, default=None
         Minibatch size of ``sgd`` and ``sparse_sgd`` (``None``: the solver's default,
         full batch for ``sgd``).
