@@ -67,6 +67,7 @@ from ._base import non_private_events
 
 __all__ = [
     "CLASS_BALANCE_SHARE",
+    "check_exact_units",
     "SCREENING_THRESHOLD",
     "class_balance_start",
     "gaussian_release_event",
@@ -169,6 +170,28 @@ def noise_units(epsilon, delta, shares, floating_point_safe, names):
         "releases cost about 2^-40 of epsilon by themselves; choose a larger epsilon"
         if floating_point_safe else
         f"epsilon={epsilon!r} is too small to calibrate; choose a larger epsilon")
+
+
+def check_exact_units(units, dim, *, pure=False, remedy="a larger epsilon (or delta)"):
+    """Refuse, from public values and before any release, noise ``units`` (per unit of
+    sensitivity) that the exact samplers cannot serve on a release of up to ``dim``
+    values: their lattice needs ``sqrt(dim)`` times the noise over the sensitivity below
+    about ``2^39``. A release refused there would fail after the fit's earlier releases
+    had spent their budget. The lattice's power of two rounds that ratio by up to a
+    factor 2 whatever the sensitivity, so the check plans it at twice the unit."""
+    from ..privacy.discrete import plan_gaussian, plan_laplace
+
+    for unit in units:
+        if unit is None or not 0 < unit < math.inf:
+            continue
+        try:
+            (plan_laplace if pure else plan_gaussian)(1.0, 2.0 * float(unit), max(int(dim), 1))
+        except ValueError:
+            raise ValueError(
+                f"the budget is too small for the floating-point-safe noise: a release of "
+                f"{int(dim)} values would add noise {float(unit):.3g} times its "
+                "sensitivity, more than the exact samplers serve (about 2^38 / "
+                f"sqrt(values)). Choose {remedy}, or floating_point_safe=False") from None
 
 
 def gaussian_release_event(unit, floating_point_safe, name):

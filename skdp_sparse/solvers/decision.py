@@ -53,10 +53,11 @@ from ._calibration import (
     CALIBRATION_BINS,
     MOMENT_SENSITIVITY,
     MOMENT_SENSITIVITY_L1,
+    SCALE_LEVELS,
     calibrate,
     calibrate_regression,
 )
-from ._screening import gaussian_release_event, release_mu
+from ._screening import check_exact_units, gaussian_release_event, release_mu
 
 __all__ = ["MAX_DECISION_SHARE", "MAX_MULTICLASS_DECISION_SHARE", "CELL_NOISE",
            "DECISION_SPLIT", "MULTICLASS_GAIN_SPLIT",
@@ -309,6 +310,9 @@ class CalibratedDecision(Solver):
         units, events = decision_units(epsilon, delta, safe, shape[0], shape[2],
                                        regression=_regression(problem),
                                        fit_intercept=problem.fit_intercept)
+        if safe:
+            # The largest release is the scale's counts, SCALE_LEVELS per problem.
+            check_exact_units(units.values(), SCALE_LEVELS * shape[2], pure=delta == 0)
         if delta == 0:
             # Pure DP composes by adding epsilons: the solver gets what the releases
             # leave.

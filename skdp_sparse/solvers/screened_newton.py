@@ -63,7 +63,14 @@ from ..privacy.statistics import row_square_norms
 from ..utils.validation import Interval, Options, validate_params
 from ._base import Plan, Solver, SolverResult
 from ._calibration import SCALE_LEVELS, _scale_from_counts, _scale_levels, calibrate
-from ._screening import noise_units, null_curvature, plan_screening, release, screen
+from ._screening import (
+    check_exact_units,
+    noise_units,
+    null_curvature,
+    plan_screening,
+    release,
+    screen,
+)
 
 __all__ = ["ScreenedNewton", "SHARES", "MULTICLASS_CALIBRATION_SHARE",
            "MULTICLASS_GAIN_SHARE", "CURVATURE_QUANTILE",
@@ -165,6 +172,12 @@ class ScreenedNewton(Solver):
         names = [f"{self.name}: {_EVENT_NAMES[k]}" for k in shares]
         units, events = noise_units(epsilon, delta, list(shares.values()), safe, names)
         units = dict(zip(shares, units, strict=True))
+        if safe:
+            # The largest releases: the association (p values a problem) and the
+            # decision's scale counts (SCALE_LEVELS a problem).
+            check_exact_units(units.values(), max(p, SCALE_LEVELS) * n_targets,
+                              remedy="a larger epsilon, delta or feature_selection_share "
+                                     "(the screening's share)")
         screening = plan_screening(
             options["feature_selection"], p, count_unit=units.get("count"),
             association_unit=units["association"], floating_point_safe=safe)
