@@ -242,6 +242,18 @@ def test_noise_beyond_the_exact_samplers_is_refused_before_any_budget(solver, pa
     _refused(lambda: est.fit(X, y), match="too small for the floating-point-safe noise")
 
 
+@pytest.mark.parametrize("params", [
+    {"epsilon": 1e-12}, {"epsilon": 1e-100}, {"epsilon": 1e-12, "sparsity": 3},
+    {"epsilon": 1e-12, "delta": 1e-300, "method": "projection", "sparsity": 3},
+])
+def test_a_mean_whose_noise_the_exact_samplers_cannot_serve_reserves_nothing(params):
+    # The lattice was planned in the release: the budget had been reserved (and was
+    # then released, no noise having been drawn).
+    X = sp.random(40, 8, density=0.5, format="csr", random_state=0)
+    _refused(lambda: DPSparseMeanEstimator(random_state=0, **params).fit(X),
+             match="floating-point-safe")
+
+
 def test_the_plans_check_of_the_exact_samplers_refuses_only_what_the_run_would():
     # Where the plan lets a fit through, the run plans the same lattices: a private
     # curvature estimate at its public floor is the largest value bound the run sees.

@@ -6,6 +6,7 @@ import functools
 import math
 from dataclasses import dataclass
 
+from ..privacy.discrete import plan_gaussian, plan_laplace
 from ..privacy.mechanisms import GaussianMechanism, LaplaceMechanism
 
 METHODS = ("auto", "projection", "l1_recovery", "gaussian", "laplace")
@@ -155,4 +156,17 @@ def make_plan(method, n, d, norm_bound, sparsity, epsilon, delta, floating_point
                                       floating_point_safe=safe)
     if method == "projection":
         radius = max_l1
+    _check_lattice(mechanism, m or d)
     return MeanPlan(method, mechanism, L, max_l1, radius, m, epsilon, delta)
+
+
+def _check_lattice(mechanism, dim):
+    """Plan the exact noise's lattice now (public values: the mechanism and the
+    release's size), so that a budget too small for the exact samplers is refused before
+    the fit reserves it rather than in the release."""
+    noise = getattr(mechanism, "scale", None) if isinstance(mechanism, LaplaceMechanism) \
+        else mechanism.sigma
+    if not (mechanism.floating_point_safe and noise and math.isfinite(noise)):
+        return
+    lattice = plan_laplace if isinstance(mechanism, LaplaceMechanism) else plan_gaussian
+    lattice(float(mechanism.sensitivity), float(noise), max(int(dim), 1))
