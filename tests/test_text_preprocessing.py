@@ -315,6 +315,9 @@ def test_bytes_documents_are_decoded_with_the_given_encoding():
     ({"analyzer": "words"}, "analyzer"),
     ({"dtype": np.int32}, "floating-point"),
     ({"dtype": "banana"}, "floating-point"),
+    # re.error (not a ValueError) from inside the analysis, naming no parameter.
+    ({"token_pattern": "("}, "token_pattern is not a valid regular expression"),
+    ({"token_pattern": "[a-"}, "token_pattern is not a valid regular expression"),
 ])
 def test_bad_parameters_raise_before_any_budget(params, message):
     with privacy_ledger(max_epsilon=10.0, max_delta=1e-3) as ledger:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 import warnings
 from dataclasses import dataclass
 
@@ -288,6 +289,13 @@ stop_words, token_pattern, ngram_range
         if not (len(ngram) == 2 and integers and 1 <= ngram[0] <= ngram[1]):
             raise ValueError(f"{owner}: ngram_range must be a pair (min_n, max_n) of "
                              f"integers with 1 <= min_n <= max_n, got {self.ngram_range!r}")
+        if self.token_pattern is not None:
+            try:
+                re.compile(self.token_pattern)
+            except re.error as exc:
+                # The analysis raised re.error, which names no parameter.
+                raise ValueError(f"{owner}: token_pattern is not a valid regular "
+                                 f"expression ({exc})") from None
         try:
             floating = np.issubdtype(np.dtype(self.dtype), np.floating)
         except TypeError:
