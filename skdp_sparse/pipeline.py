@@ -254,6 +254,12 @@ def split_budget(estimator, epsilon, delta=0.0, *, weights=None):
             raise ValueError(f"weights must name every private step exactly: the private "
                              f"steps are {list(steps)}; unknown {unknown}, missing {missing}")
     else:
+        if isinstance(weights, str | bytes) or not hasattr(weights, "__iter__"):
+            # A number failed in list() ("'int' object is not iterable"), and a string
+            # was taken as one weight a character.
+            raise ValueError(f"weights must be a dict from private step to weight or a "
+                             f"sequence of one weight per private step {list(steps)}, got "
+                             f"{weights!r}")
         weights = list(weights)
         if len(weights) != len(steps):
             raise ValueError(f"{len(weights)} weights for {len(steps)} private steps "

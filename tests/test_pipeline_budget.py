@@ -80,6 +80,12 @@ def test_private_steps_found_in_nested_composites():
     ({"weights": [1, 2]}, "2 weights for 3"),
     ({"weights": [1, -2, 1]}, "positive"),
     ({"weights": [1, True, 1]}, "positive"),
+    # A number failed in list() with a TypeError, and a string of three characters was
+    # three weights.
+    ({"weights": 3}, "a dict from private step to weight"),
+    ({"weights": 2.5}, "a dict from private step to weight"),
+    ({"weights": "abc"}, "a dict from private step to weight"),
+    ({"weights": b"abc"}, "a dict from private step to weight"),
 ])
 def test_split_budget_rejects_bad_weights(kwargs, message):
     with pytest.raises(ValueError, match=message):
