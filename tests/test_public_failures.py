@@ -228,13 +228,13 @@ def test_limits_of_the_exact_samplers_are_met_in_the_plan(curvature):
 @pytest.mark.parametrize("solver, params", [
     ("cd", {}), ("sgd", {}), ("sparse_sgd", {}), ("phased_sgd", {}),
     ("output_perturbation", {"penalty": "l2"}), ("screened_newton", {}),
-    ("bounded_newton", {"penalty": "l2"}),
+    ("bounded_newton", {"penalty": "l2"}), ("bias_reduced_sgd", {}),
     ("screened_newton", {"epsilon": 1.0, "delta": 1e-6, "feature_selection_share": 1e-100}),
 ])
 def test_noise_beyond_the_exact_samplers_is_refused_before_any_budget(solver, params):
-    # The calibrated decision's histograms (or the screening's association) are released
-    # after the solver's steps: their lattice, planned only then, failed after the fit
-    # had spent its budget.
+    # The calibrated decision's histograms (or the screening's association, or
+    # bias_reduced_sgd's first gradient) are released after other releases: their
+    # lattice, planned only then, failed after the fit had spent its budget.
     X = sp.random(40, 8, density=0.5, format="csr", random_state=0)
     y = np.arange(40) % 2
     est = DPSparseLogisticRegression(solver=solver, classes=[0, 1], random_state=0,

@@ -65,7 +65,12 @@ from ..utils.sparse_vector import SparseVector, aligned
 from ..utils.validation import Interval, Options, validate_params
 from ._base import Plan, SolverResult, non_private_events
 from ._gradient import GradientBounds, GradientSolver, gradient_sum, penalised_step, split
-from ._screening import CLASS_BALANCE_SHARE, class_balance_start, plan_class_balance
+from ._screening import (
+    CLASS_BALANCE_SHARE,
+    check_exact_units,
+    class_balance_start,
+    plan_class_balance,
+)
 
 __all__ = ["BiasReducedSGD"]
 
@@ -346,6 +351,12 @@ class BiasReducedSGD(GradientSolver):
         # Boosting gives each of its K runs and the selection (eps/(K+1), delta/(K+1)).
         run_epsilon = eps_k / (runs + 1) if runs else eps_k
         run_delta = delta_k / (runs + 1) if runs else delta_k
+        if private and safe:
+            # The unit of every projection mechanism of a run (see _run); its lattice was
+            # planned at the first release, after the class balance had spent its share.
+            check_exact_units([GaussianMechanism(
+                1.0, epsilon=run_epsilon / 32.0, delta=run_delta / 16.0,
+                floating_point_safe=True).sigma], bounds.n_params)
         return BiasReducedPlan(
             solver=self.name, n_samples=n, n_features=shape[1], n_targets=n_targets,
             epsilon=epsilon, delta=delta, events=(), n_iter=options["max_iter"] or 0,
