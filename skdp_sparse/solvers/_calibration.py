@@ -347,7 +347,7 @@ def _release_scales(data, full, bounds, clip, unit, floating_point_safe, rng, pu
     counts = data.row_sum(_scale_counts, full, bounds, centres, **clip)
     noisy, count_sd = draw(counts, _count_sensitivity(bounds.size, pure), unit,
                            floating_point_safe, rng)
-    return np.array([_scale_from_counts(noisy[k], bounds[k], data.n_samples, quantile,
+    return np.array([_scale_from_counts(noisy[k], bounds[k], data.n_samples, quantile=quantile,
                                         noise_sd=count_sd)
                      if bounds[k] > 0 else 1.0 for k in range(bounds.size)])
 
