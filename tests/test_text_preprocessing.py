@@ -14,7 +14,6 @@ from sklearn.base import clone
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from skdp_sparse import PrivacyLeakWarning, privacy_ledger
-from skdp_sparse.feature_extraction import text as text_module
 from skdp_sparse.feature_extraction.text import DPTfidfVectorizer, document_terms
 from skdp_sparse.privacy.accounting import compose, zcdp_epsilon
 from skdp_sparse.privacy.partitions import (
@@ -22,6 +21,7 @@ from skdp_sparse.privacy.partitions import (
     plan_partition_selection,
     select_partitions,
 )
+from skdp_sparse.testing._registry_text import rare_term_kept
 
 DOCS = ["The cat sat on the mat.", "A dog sat on the log!", "the cat and the dog",
         "Birds fly; cats don't.", "dog days of summer", "the mat is red"] * 5
@@ -123,33 +123,9 @@ def test_vectorizer_noise_on_common_counts_matches_its_standard_deviation():
 
 
 # -- the threshold's audit through fit ----------------------------------------------
-def _rare_kept(n_runs, *, safe, mutate=None, monkeypatch=None):
-    docs = ["common"] * 20 + ["rare"]
-    if mutate is not None:
-        real = plan_partition_selection
-
-        def mutated(*args, **kwargs):
-            import dataclasses
-            plan = real(*args, **kwargs)
-            return dataclasses.replace(plan, threshold=mutate(plan))
-
-        monkeypatch.setattr(text_module, "plan_partition_selection", mutated)
-    kept = 0
-    for seed in range(n_runs):
-        vec = DPTfidfVectorizer(epsilon=1.5, delta=0.2, max_terms_per_document=1,
-                                floating_point_safe=safe, random_state=seed)
-        with pytest.warns(PrivacyLeakWarning) if safe is False else _nothing():
-            vec.fit(docs)
-        kept += "rare" in vec.vocabulary_
-    return kept
-
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
+def _rare_kept(n_runs, *, safe, mutate=None):
+    return rare_term_kept(n_runs, {"epsilon": 1.5, "delta": 0.2, "max_terms_per_document": 1,
+                                   "floating_point_safe": safe}, threshold=mutate)
 
 
 @pytest.mark.parametrize("safe", [True, False])
@@ -163,12 +139,11 @@ def test_audit_a_term_of_one_document_is_kept_with_probability_at_most_delta(saf
     assert lower <= THRESHOLD_SHARE * 0.2
 
 
-def test_audit_catches_a_threshold_for_keys_of_count_zero(monkeypatch):
+def test_audit_catches_a_threshold_for_keys_of_count_zero():
     """Power: the threshold of a key of count 0 (tau - 1, the classic slip) keeps the
     term of one document far more often than delta allows, and the audit sees it."""
     n = 600
-    kept = _rare_kept(n, safe=False, mutate=lambda plan: plan.threshold - 1.0,
-                      monkeypatch=monkeypatch)
+    kept = _rare_kept(n, safe=False, mutate=lambda plan: plan.threshold - 1.0)
     lower = binomtest(kept, n).proportion_ci(0.98).low
     assert lower > 1.3 * THRESHOLD_SHARE * 0.2
 

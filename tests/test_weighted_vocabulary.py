@@ -2,16 +2,13 @@
 the weights, the threshold and the noise against their formulas, exactness without
 noise, and the threshold's audit on the worst document (one term of its own)."""
 
-import dataclasses
 import math
-import warnings
 
 import numpy as np
 import pytest
 from scipy.stats import binomtest, norm
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-from skdp_sparse import PrivacyLeakWarning
 from skdp_sparse.feature_extraction import text as text_module
 from skdp_sparse.feature_extraction.text import DPTfidfVectorizer, document_terms
 from skdp_sparse.privacy.accounting import compose
@@ -21,6 +18,7 @@ from skdp_sparse.privacy.partitions import (
     plan_partition_selection,
     row_weight,
 )
+from skdp_sparse.testing._registry_text import rare_term_kept
 
 DOCS = ["The cat sat on the mat.", "A dog sat on the log!", "the cat and the dog",
         "Birds fly; cats don't.", "dog days of summer", "the mat is red",
@@ -145,32 +143,11 @@ def test_weighting_keeps_the_terms_of_short_documents_the_counts_drop():
 _AUDIT = {"epsilon": 12.0, "delta": 0.2, "max_terms_per_document": 4}
 
 
-def _rare_kept(n_runs, *, safe, threshold=None, monkeypatch=None):
+def _rare_kept(n_runs, *, safe, threshold=None):
     """How often the term of the document 'rare' (one term: the largest weight, 2) is
     kept among 20 'common' documents (on the neighbour without it, never)."""
-    docs = ["common"] * 20 + ["rare"]
-    if threshold is not None:
-        real = plan_partition_selection
-
-        def mutated(*args, **kwargs):
-            plan = real(*args, **kwargs)
-            return dataclasses.replace(plan, threshold=threshold(plan))
-
-        monkeypatch.setattr(text_module, "plan_partition_selection", mutated)
-    kept = 0
-    for seed in range(n_runs):
-        vec = DPTfidfVectorizer(**_AUDIT, vocabulary_weighting="uniform",
-                                floating_point_safe=safe, random_state=seed)
-        with warnings.catch_warnings():
-            # delta = 0.2 is far above 1 / n: the audit needs a probability it can see.
-            warnings.filterwarnings("ignore", "DPTfidfVectorizer: delta=", UserWarning)
-            if safe is False:
-                with pytest.warns(PrivacyLeakWarning):
-                    vec.fit(docs)
-            else:
-                vec.fit(docs)
-        kept += "rare" in vec.vocabulary_
-    return kept
+    return rare_term_kept(n_runs, {**_AUDIT, "vocabulary_weighting": "uniform",
+                                   "floating_point_safe": safe}, threshold=threshold)
 
 
 @pytest.mark.parametrize("safe", [True, False])
@@ -189,7 +166,7 @@ def test_audit_a_one_term_document_keeps_its_term_with_probability_at_most_delta
     assert binomtest(kept, n).proportion_ci(0.98).low <= THRESHOLD_SHARE * _AUDIT["delta"]
 
 
-def test_audit_catches_a_threshold_that_ignores_the_largest_weight(monkeypatch):
+def test_audit_catches_a_threshold_that_ignores_the_largest_weight():
     """Power: the counts' threshold (1 + sigma z_m, as if every weight were 1) keeps the
     one-term document's term (weight 2) far more often than delta_1 allows."""
     def count_threshold(plan):
@@ -198,6 +175,6 @@ def test_audit_catches_a_threshold_that_ignores_the_largest_weight(monkeypatch):
                                         weighting="count").threshold
 
     n = 600
-    kept = _rare_kept(n, safe=False, threshold=count_threshold, monkeypatch=monkeypatch)
+    kept = _rare_kept(n, safe=False, threshold=count_threshold)
     lower = binomtest(kept, n).proportion_ci(0.98).low
     assert lower > 1.3 * THRESHOLD_SHARE * _AUDIT["delta"]

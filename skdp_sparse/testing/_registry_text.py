@@ -2,19 +2,25 @@
 vectorizer. :mod:`skdp_sparse.testing.audits` describes the method.
 
 The audits of the partition selection's threshold (a term of one document is kept with
-probability at most ``delta``) count how often the term is kept: they are in
-``tests/test_text_preprocessing.py``, as they hold a probability, not a ratio.
+probability at most ``delta``) count how often the term is kept (:func:`rare_term_kept`):
+they are in ``tests/test_text_preprocessing.py`` and ``tests/test_weighted_vocabulary.py``,
+as they hold a probability, not a ratio.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import warnings
 from functools import partial
+from unittest import mock
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import brentq
 
+from ..exceptions import PrivacyLeakWarning
+from ..feature_extraction import text as _text
 from ..feature_extraction.text import DPTfidfVectorizer
 from ..feature_selection import DPSelectKBest
 from ..privacy.accounting import gaussian_epsilon
@@ -24,7 +30,7 @@ from ._claims import gaussian_claim, gaussian_ratio
 from ._halving import halved_noise_epsilon
 
 __all__ = ["TEXT_AUDIT_DOCUMENTS", "association_claim", "partition_counts_claim",
-           "tfidf_halved_epsilon"]
+           "rare_term_kept", "tfidf_halved_epsilon"]
 
 #: Documents of each of the two terms in the vectorizer's pair.
 TEXT_AUDIT_DOCUMENTS = 30
@@ -201,3 +207,33 @@ register(Audit(
     statistic_doc="document_frequency_['beta'] - document_frequency_['alpha'] (the "
                   "threshold for a term not kept).",
 ))
+
+
+def rare_term_kept(n_runs, params, threshold=None):
+    """How many of ``n_runs`` fits (seeds 0, 1, ...) of ``DPTfidfVectorizer(**params)``
+    on 20 documents 'common' and one 'rare' keep 'rare' (on the neighbour without the
+    document 'rare' it is never kept). ``threshold``: a function of the plan replacing
+    its threshold (a mutation the audit must catch). The float path's
+    ``PrivacyLeakWarning`` is checked on every fit and the ``delta >= 1/n`` warning
+    silenced: the audit needs a probability it can see."""
+    docs = ["common"] * 20 + ["rare"]
+    real = _text.plan_partition_selection
+
+    def mutated(*args, **kwargs):
+        plan = real(*args, **kwargs)
+        return dataclasses.replace(plan, threshold=threshold(plan))
+
+    kept = 0
+    with mock.patch.object(_text, "plan_partition_selection",
+                           real if threshold is None else mutated):
+        for seed in range(n_runs):
+            vec = DPTfidfVectorizer(**params, random_state=seed)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                vec.fit(docs)
+            leak = any(issubclass(w.category, PrivacyLeakWarning) for w in caught)
+            if leak != (params.get("floating_point_safe", True) is False):
+                raise AssertionError(f"PrivacyLeakWarning {'raised' if leak else 'missing'}"
+                                     f" with {params}")
+            kept += "rare" in vec.vocabulary_
+    return kept
