@@ -5,12 +5,14 @@ lies in the public ball the mechanism was calibrated for, whatever the data.
 Sparse rows are rescaled in place of their stored values; no matrix is densified.
 """
 
+import numbers
+
 import numba
 import numpy as np
 import scipy.sparse as sp
 
 from ..utils._first_use import FirstUseBudget
-from ..utils.validation import MIN_BOUND
+from ..utils.validation import MIN_BOUND, Interval, validate_params
 
 __all__ = ["clip_rows", "clip_entries", "with_summed_duplicates"]
 
@@ -160,15 +162,10 @@ def with_summed_duplicates(X):
     return X
 
 
-def _checked_bound(name, value):
-    # Below about 1e-146 a row small enough to fit the bound has squares that underflow
-    # (values under 1.5e-154 square to 0), so its l2 norm would be understated and the
-    # row left above its bound; rows near 1e-100 keep their squares' precision.
-    bound = float(value)
-    if not bound >= MIN_BOUND:
-        raise ValueError(f"{name} must be a number of at least {MIN_BOUND:g}, or inf; "
-                         f"got {value!r}")
-    return bound
+#: Below about 1e-146 a row small enough to fit the bound has squares that underflow
+#: (values under 1.5e-154 square to 0), so its l2 norm would be understated and the row
+#: left above its bound; rows near the estimators' floor keep their squares' precision.
+_CLIP_BOUND = [Interval(numbers.Real, MIN_BOUND, None, inf=True)]
 
 
 def clip_rows(X, max_l2=np.inf, max_l1=np.inf):
@@ -180,8 +177,9 @@ def clip_rows(X, max_l2=np.inf, max_l1=np.inf):
     relative, is 0 instead). Returns a new matrix of the same type (CSR, CSC or dense).
     Each bound is at least ``MIN_BOUND`` (1e-100, the estimators' floor), or infinite.
     """
-    max_l2 = _checked_bound("max_l2", max_l2)
-    max_l1 = _checked_bound("max_l1", max_l1)
+    validate_params({"max_l2": _CLIP_BOUND, "max_l1": _CLIP_BOUND},
+                    {"max_l2": max_l2, "max_l1": max_l1}, "clip_rows")
+    max_l2, max_l1 = float(max_l2), float(max_l1)
     if sp.issparse(X):
         fmt = X.format
         Xr = sp.csr_matrix(X, dtype=np.float64, copy=True)
