@@ -9,16 +9,15 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 
-from ..utils.validation import canonical_sparse, validate_output_rows, validate_rows
+from ..utils.validation import validate_output_rows, validate_rows
 from ._bounds import (
     OutputBounds,
-    bounds_for,
     check_bounds,
     check_zero_inside,
-    clip_sparse,
-    entry_columns,
-    output_width,
-    scale_sparse,
+    clip_and_scale_sparse,
+    ranges_for,
+    required_output_width,
+    unscale_sparse,
 )
 
 __all__ = ["BoundedScaler"]
@@ -108,11 +107,6 @@ class BoundedScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self.feature_range = feature_range
 
     # -- checks ---------------------------------------------------------------
-    def _ranges(self, n_features):
-        owner = type(self).__name__
-        lower, upper = check_bounds(self.bounds, owner)
-        return bounds_for(lower, upper, n_features, owner)
-
     def _check_params(self):
         owner = type(self).__name__
         check_bounds(self.bounds, owner)
@@ -136,7 +130,7 @@ class BoundedScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         """
         self._check_params()
         X = validate_rows(self, X, accept_sparse=["csr", "csc"], dtype=np.float64)
-        lower, upper = self._ranges(X.shape[1])
+        lower, upper = ranges_for(self, X.shape[1])
         if sp.issparse(X):
             check_zero_inside(lower, upper, type(self).__name__)
         self.epsilon_spent_ = 0.0
@@ -160,11 +154,11 @@ class BoundedScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         X = validate_rows(self, X, accept_sparse=["csr", "csc"],
                           dtype=[np.float64, np.float32], reset=False)
         dtype = X.dtype
-        lower, upper = self._ranges(X.shape[1])
+        lower, upper = ranges_for(self, X.shape[1])
         if sp.issparse(X):
             check_zero_inside(lower, upper, type(self).__name__)
-            out, cols = clip_sparse(canonical_sparse(X), lower, upper)
-            out = scale_sparse(out, cols, np.maximum(np.abs(lower), np.abs(upper)))
+            out = clip_and_scale_sparse(X, lower, upper,
+                                        np.maximum(np.abs(lower), np.abs(upper)))
             # Entries lie in [-1, 1], whose ends float32 holds exactly: rounding to
             # nearest cannot leave it.
             return out.astype(dtype, copy=False)
@@ -191,11 +185,9 @@ class BoundedScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         """
         self._check_params()
         X = validate_output_rows(self, X, accept_sparse=["csr", "csc"], dtype=np.float64)
-        lower, upper = self._ranges(X.shape[1])
+        lower, upper = ranges_for(self, X.shape[1])
         if sp.issparse(X):
-            X = canonical_sparse(X).astype(np.float64, copy=True)
-            X.data *= np.maximum(np.abs(lower), np.abs(upper))[entry_columns(X)]
-            return X
+            return unscale_sparse(X, np.maximum(np.abs(lower), np.abs(upper)))
         a, b = check_feature_range(self.feature_range, type(self).__name__)
         return (X - a) * ((upper - lower) / (b - a)) + lower
 
@@ -225,16 +217,13 @@ class BoundedScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         """
         owner = type(self).__name__
         lower, _ = check_bounds(self.bounds, owner)
-        n_features = output_width(self, lower, n_features)
-        if n_features is None:
-            raise ValueError(f"{owner}.output_bounds: pass n_features (the bounds are "
-                             "numbers, and the transformer is not fitted)")
+        n_features = required_output_width(self, lower, n_features, "transformer")
         if sparse:
             feature_bound = 1.0
         else:
             a, b = check_feature_range(self.feature_range, owner)
             feature_bound = max(abs(a), abs(b))
-        return OutputBounds(feature_bound, feature_bound * math.sqrt(int(n_features)))
+        return OutputBounds(feature_bound, feature_bound * math.sqrt(n_features))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

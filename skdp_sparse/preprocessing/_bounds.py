@@ -12,10 +12,11 @@ from collections import namedtuple
 
 import numpy as np
 
-from ..utils.validation import MAX_BOUND, MIN_BOUND
+from ..utils.validation import MAX_BOUND, MIN_BOUND, canonical_sparse
 
-__all__ = ["OutputBounds", "check_bounds", "bounds_for", "output_width", "check_zero_inside",
-           "entry_columns", "clip_sparse", "scale_sparse"]
+__all__ = ["OutputBounds", "check_bounds", "bounds_for", "ranges_for", "output_width",
+           "required_output_width", "check_zero_inside", "entry_columns", "clip_sparse",
+           "clip_and_scale_sparse", "unscale_sparse"]
 
 OutputBounds = namedtuple("OutputBounds", ["feature_bound", "norm_bound"])
 OutputBounds.__doc__ = """Public bounds of a transformer's output (``output_bounds()``).
@@ -95,6 +96,16 @@ def output_width(estimator, lower, n_features=None):
     return n_features
 
 
+def required_output_width(estimator, lower, n_features, noun):
+    """:func:`output_width`, which must be known: a ``ValueError`` asks for
+    ``n_features`` when only numbers were given to an unfitted ``noun``."""
+    n_features = output_width(estimator, lower, n_features)
+    if n_features is None:
+        raise ValueError(f"{type(estimator).__name__}.output_bounds: pass n_features (the "
+                         f"bounds are numbers, and the {noun} is not fitted)")
+    return int(n_features)
+
+
 def bounds_for(lower, upper, n_features, owner):
     """The ranges of :func:`check_bounds` with one value per feature of ``X``."""
     if lower.size == 1:
@@ -103,6 +114,12 @@ def bounds_for(lower, upper, n_features, owner):
         raise ValueError(f"{owner}: bounds give {lower.size} ranges but X has "
                          f"{n_features} features")
     return lower, upper
+
+
+def ranges_for(estimator, n_features):
+    """The checked ``bounds`` of ``estimator`` with one range per feature."""
+    owner = type(estimator).__name__
+    return bounds_for(*check_bounds(estimator.bounds, owner), n_features, owner)
 
 
 def check_zero_inside(lower, upper, owner):
@@ -133,12 +150,22 @@ def clip_sparse(X, lower, upper):
     return out, cols
 
 
-def scale_sparse(X, cols, scale, out_bound=None):
-    """``X`` (owned by the caller) with its entries divided by their column's ``scale``
-    and, given ``out_bound``, clipped to ``[-out_bound, out_bound]``; explicit zeros
-    (a stored entry clipped to a bound 0) are dropped."""
-    X.data /= scale[cols]
+def clip_and_scale_sparse(X, lower, upper, scale, out_bound=None):
+    """A float64 copy of ``X`` (CSR or CSC, in its format) with its stored entries
+    clipped to their column's ``[lower_j, upper_j]``, divided by its ``scale_j`` and,
+    given ``out_bound``, clipped to ``[-out_bound, out_bound]``; explicit zeros (an
+    entry clipped to a bound 0) are dropped, so no more entries than ``X`` stores."""
+    out, cols = clip_sparse(canonical_sparse(X), lower, upper)
+    out.data /= scale[cols]
     if out_bound is not None:
-        np.clip(X.data, -out_bound, out_bound, out=X.data)
-    X.eliminate_zeros()
+        np.clip(out.data, -out_bound, out_bound, out=out.data)
+    out.eliminate_zeros()
+    return out
+
+
+def unscale_sparse(X, scale):
+    """A float64 copy of ``X`` with its stored entries multiplied by their column's
+    ``scale_j``: the inverse of :func:`clip_and_scale_sparse` on unclipped entries."""
+    X = canonical_sparse(X).astype(np.float64, copy=True)
+    X.data *= scale[entry_columns(X)]
     return X

@@ -17,20 +17,18 @@ from ..utils.validation import (
     EPSILON,
     Bound,
     Options,
-    canonical_sparse,
     validate_fit_data,
     validate_output_rows,
     validate_rows,
 )
 from ._bounds import (
     OutputBounds,
-    bounds_for,
     check_bounds,
     check_zero_inside,
-    clip_sparse,
-    entry_columns,
-    output_width,
-    scale_sparse,
+    clip_and_scale_sparse,
+    ranges_for,
+    required_output_width,
+    unscale_sparse,
 )
 from ._moments import make_plan, release_moments
 
@@ -206,7 +204,7 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, DPEstimatorMixin,
         X, _ = validate_fit_data(self, X)
         if sp.issparse(X) and self.with_mean:
             raise ValueError(f"{owner}: {_SPARSE_CENTRE}")
-        lower, upper = bounds_for(*check_bounds(self.bounds, owner), X.shape[1], owner)
+        lower, upper = ranges_for(self, X.shape[1])
         if sp.issparse(X):
             check_zero_inside(lower, upper, owner)
         public = {"n_samples": X.shape[0], "n_features": X.shape[1],
@@ -257,10 +255,6 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, DPEstimatorMixin,
         return self._fit(X, y)
 
     # -- transform ------------------------------------------------------------------
-    def _ranges(self, n_features):
-        owner = type(self).__name__
-        return bounds_for(*check_bounds(self.bounds, owner), n_features, owner)
-
     def transform(self, X):
         """Clip ``X`` to the ranges, centre and scale it, and clip to ``clip_output``.
 
@@ -277,14 +271,13 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, DPEstimatorMixin,
         check_is_fitted(self)
         X = validate_rows(self, X, accept_sparse=["csr", "csc"], dtype=np.float64,
                           reset=False)
-        lower, upper = self._ranges(X.shape[1])
+        lower, upper = ranges_for(self, X.shape[1])
         c = None if self.clip_output is None else float(self.clip_output)
         if sp.issparse(X):
             if self.with_mean:
                 raise ValueError(f"{type(self).__name__}: {_SPARSE_CENTRE}")
-            out, cols = clip_sparse(canonical_sparse(X), lower, upper)
             scale = np.ones(X.shape[1]) if self.scale_ is None else self.scale_
-            return scale_sparse(out, cols, scale, c)
+            return clip_and_scale_sparse(X, lower, upper, scale, c)
         out = np.clip(X, lower, upper)
         if self.with_mean:
             out -= self.mean_
@@ -311,9 +304,7 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, DPEstimatorMixin,
         if sp.issparse(X):
             if self.with_mean:
                 raise ValueError(f"{type(self).__name__}: {_SPARSE_CENTRE}")
-            X = canonical_sparse(X).astype(np.float64, copy=True)
-            X.data *= scale[entry_columns(X)]
-            return X
+            return unscale_sparse(X, scale)
         out = X * scale
         if self.with_mean:
             out += self.mean_
@@ -338,17 +329,14 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, DPEstimatorMixin,
         """
         owner = type(self).__name__
         lower, upper = check_bounds(self.bounds, owner)
-        n_features = output_width(self, lower, n_features)
         if self.clip_output is not None:
-            if n_features is None:
-                raise ValueError(f"{owner}.output_bounds: pass n_features (the bounds are "
-                                 "numbers, and the scaler is not fitted)")
+            n_features = required_output_width(self, lower, n_features, "scaler")
             c = float(self.clip_output)
-            return OutputBounds(c, c * math.sqrt(int(n_features)))
+            return OutputBounds(c, c * math.sqrt(n_features))
         check_is_fitted(self, msg=f"{owner} without clip_output knows the bounds of its "
                                   "output only after fit; set clip_output for a bound "
                                   "known in advance")
-        lower, upper = self._ranges(self.n_features_in_)
+        lower, upper = ranges_for(self, self.n_features_in_)
         centre = self.mean_ if self.with_mean else 0.0
         bound = np.maximum(np.abs(upper - centre), np.abs(centre - lower))
         if self.with_std:
