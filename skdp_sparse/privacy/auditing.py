@@ -45,6 +45,17 @@ class AuditResult:
     confidence: float
 
 
+def _split_halves(stat_s, stat_s_prime, rng):
+    """The runs of each side in an order drawn from ``rng`` (an int seeds it), split into
+    a selection half and an evaluation half: ``(a_sel, a_eval), (b_sel, b_eval)``."""
+    rng = np.random.default_rng(rng)
+    a = np.asarray(stat_s, dtype=float).ravel()
+    b = np.asarray(stat_s_prime, dtype=float).ravel()
+    a = a[rng.permutation(a.size)]
+    b = b[rng.permutation(b.size)]
+    return np.array_split(a, 2), np.array_split(b, 2)
+
+
 def _epsilon_estimates(a_sorted, b_sorted, thresholds, delta):
     """Point estimates log((P[a > t] - delta) / P[b > t]) for every threshold."""
     pa = 1.0 - np.searchsorted(a_sorted, thresholds, side="right") / a_sorted.size
@@ -73,13 +84,7 @@ def epsilon_lower_bound(stat_s, stat_s_prime, delta=0.0, confidence=0.95, rng=0)
     -------
     AuditResult
     """
-    rng = np.random.default_rng(rng)
-    a = np.asarray(stat_s, dtype=float).ravel()
-    b = np.asarray(stat_s_prime, dtype=float).ravel()
-    a = a[rng.permutation(a.size)]
-    b = b[rng.permutation(b.size)]
-    a_sel, a_eval = np.array_split(a, 2)
-    b_sel, b_eval = np.array_split(b, 2)
+    (a_sel, a_eval), (b_sel, b_eval) = _split_halves(stat_s, stat_s_prime, rng)
 
     best = (-np.inf, 0.0, "S>S'")
     candidates = np.unique(np.concatenate([a_sel, b_sel]))
@@ -108,5 +113,6 @@ def epsilon_lower_bound(stat_s, stat_s_prime, delta=0.0, confidence=0.95, rng=0)
     p_lo, q_hi = float(p_lo), float(q_hi)
     eps_lb = math.log((p_lo - delta) / q_hi) if p_lo > delta and q_hi > 0 else 0.0
     return AuditResult(
-        max(eps_lb, 0.0), t, direction, p_lo, q_hi, a.size + b.size, confidence
+        max(eps_lb, 0.0), t, direction, p_lo, q_hi, np.size(stat_s) + np.size(stat_s_prime),
+        confidence
     )

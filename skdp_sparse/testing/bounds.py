@@ -21,7 +21,7 @@ import math
 import numpy as np
 from scipy.special import betaincinv
 
-from ..privacy.auditing import AuditResult
+from ..privacy.auditing import AuditResult, _split_halves
 
 __all__ = ["assert_pair_audit", "epsilon_lower_bound_cp", "SELECTION_CONFIDENCE"]
 
@@ -72,13 +72,7 @@ def epsilon_lower_bound_cp(stat_s, stat_s_prime, delta=0.0, confidence=0.95, rng
     are those whose Clopper-Pearson bound (at ``selection_confidence``) is largest
     on the selection half. Only the evaluation half enters the returned bound.
     """
-    rng = np.random.default_rng(rng)
-    a = np.asarray(stat_s, dtype=float).ravel()
-    b = np.asarray(stat_s_prime, dtype=float).ravel()
-    a = a[rng.permutation(a.size)]
-    b = b[rng.permutation(b.size)]
-    a_sel, a_eval = np.array_split(a, 2)
-    b_sel, b_eval = np.array_split(b, 2)
+    (a_sel, a_eval), (b_sel, b_eval) = _split_halves(stat_s, stat_s_prime, rng)
     alpha = (1 - confidence) / 2
     alpha_sel = (1 - selection_confidence) / 2
 
@@ -105,7 +99,7 @@ def epsilon_lower_bound_cp(stat_s, stat_s_prime, delta=0.0, confidence=0.95, rng
     eps, p_lo, q_hi = _bound(k_first, first.size, k_second, second.size, delta, alpha)
     eps = float(eps)
     return AuditResult(max(eps, 0.0) if math.isfinite(eps) else 0.0, t, name, float(p_lo),
-                       float(q_hi), a.size + b.size, confidence)
+                       float(q_hi), np.size(stat_s) + np.size(stat_s_prime), confidence)
 
 
 def assert_pair_audit(stat_s, stat_s_prime, claim, delta, undernoised, confidence=0.99):
