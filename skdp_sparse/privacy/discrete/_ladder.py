@@ -31,7 +31,6 @@ u_{L-1} - M)`` only (about a fifth, for ``M`` = 0.3 and ``u_{L-1}`` = 1.56 noise
 from __future__ import annotations
 
 import functools
-import math
 
 import numba
 import numpy as np
@@ -467,7 +466,7 @@ def ladder_exceedances(value, lattice, scale, levels, bound, radius, rng, middle
     plan = plan_ladder(lattice, scale, levels, bound, middle)
     if not -1022 <= lattice.k <= 1023:
         return None
-    inv_gamma = math.ldexp(1.0, -lattice.k)
+    inv_gamma = lattice.inv_gamma
     rev = _Revealed(value, inv_gamma, d, plan.levels)
     seen = np.empty(-(-d // 64), np.uint64)
     index = rev.idx.dtype

@@ -67,8 +67,22 @@ def discrete_gaussian_event(sensitivity, sigma, count=1):
                         None, int(count))
 
 
+class _PowerOfTwoStep:
+    """The step ``gamma = 2^k`` of a lattice, and its inverse, from the plan's ``k``."""
+
+    __slots__ = ()
+
+    @property
+    def gamma(self):
+        return math.ldexp(1.0, self.k)
+
+    @property
+    def inv_gamma(self):
+        return math.ldexp(1.0, -self.k)
+
+
 @dataclass(frozen=True)
-class LaplaceLattice:
+class LaplaceLattice(_PowerOfTwoStep):
     """How a safe Laplace release of ``dim`` coordinates is computed.
 
     ``gamma = 2^k``; noise of scale ``t`` lattice units; ``delta_units`` bounds the l1
@@ -80,16 +94,12 @@ class LaplaceLattice:
     delta_units: int
 
     @property
-    def gamma(self):
-        return math.ldexp(1.0, self.k)
-
-    @property
     def epsilon(self):
         return Fraction(self.delta_units, self.t)
 
 
 @dataclass(frozen=True)
-class GaussianLattice:
+class GaussianLattice(_PowerOfTwoStep):
     """How a safe Gaussian release of ``dim`` coordinates is computed.
 
     ``gamma = 2^k``; discrete Gaussian with ``s^2 = 2^j pc / 2^f`` lattice units;
@@ -102,10 +112,6 @@ class GaussianLattice:
     pc: int
     f: int
     delta_units: Fraction
-
-    @property
-    def gamma(self):
-        return math.ldexp(1.0, self.k)
 
     @property
     def sigma2_units(self):
@@ -235,7 +241,7 @@ _DIVISION_SLACK = Fraction(1, 1 << 52)
 
 
 @dataclass(frozen=True)
-class UnitNoiseLattice:
+class UnitNoiseLattice(_PowerOfTwoStep):
     """Noise for statistics normalised to sensitivity 1.
 
     Coordinate ``j`` of a statistic with sensitivity ``Delta_j`` (the sensitivities may
@@ -253,14 +259,6 @@ class UnitNoiseLattice:
     delta_units: int
     value_bound: float
     scale_units: Fraction  # t (Laplace) or s (Gaussian), in lattice units
-
-    @property
-    def gamma(self):
-        return math.ldexp(1.0, self.k)
-
-    @property
-    def inv_gamma(self):
-        return math.ldexp(1.0, -self.k)
 
     @property
     def sigma2_units(self):

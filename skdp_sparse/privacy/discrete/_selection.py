@@ -39,7 +39,7 @@ from ._exact import (
     _threshold,
 )
 from ._kernels import HANDOFF_SLOTS
-from ._lattice import _ETA, _float_up
+from ._lattice import _ETA, _float_up, _PowerOfTwoStep
 from ._samplers import _MAX_UNITS, _exact_bits, _KernelSource
 from ._selection_kernels import _FB_SELECT, em_select, em_set, rnm_select
 
@@ -80,7 +80,7 @@ def selection_scale_for(sensitivity, epsilon):
 
 
 @dataclass(frozen=True)
-class SelectionLattice:
+class SelectionLattice(_PowerOfTwoStep):
     """Keys ``rint(clip(u / Delta, -Y, Y) / gamma)``, ``gamma = 2^k``, and temperature ``t``.
 
     ``delta_units = D`` bounds how much one key moves between neighbours, so both
@@ -91,14 +91,6 @@ class SelectionLattice:
     t: int
     delta_units: int
     value_bound: float
-
-    @property
-    def gamma(self):
-        return math.ldexp(1.0, self.k)
-
-    @property
-    def inv_gamma(self):
-        return math.ldexp(1.0, -self.k)
 
     @property
     def epsilon(self):
