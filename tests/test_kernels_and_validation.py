@@ -318,7 +318,7 @@ def test_first_fits_compile_few_functions(tmp_path):
                           text=True, check=True)
     names = done.stdout.split()
     compiled = [name for name in names if not name.startswith("numba:")]
-    assert "_gauss_kernel" in compiled  # the path measured: the exact discrete Gaussian
+    assert "_noise_kernel" in compiled  # the path measured: the exact discrete Gaussian
     assert len(compiled) <= 7, compiled
     for name in ("rescaled_clip_factor", "simplex_threshold", "_row_scales_csr",
                  "clipped_mean_csr"):

@@ -39,7 +39,7 @@ the sampler returns -1 with its state in the record, the kernel returns to Pytho
 before changing anything, the sampler's ``finish`` completes the draw exactly from the
 same generator, and the kernel resumes with that result.
 
-Modules: ``_kernels`` (Numba primitives and the Laplace / Gaussian kernels), ``_exact``
+Modules: ``_kernels`` (Numba primitives and the Laplace and Gaussian noise kernel), ``_exact``
 (rational and interval arithmetic, the big-integer continuation), ``_tails`` (proven
 brackets of tail probabilities), ``_samplers`` (sampler parameters and the draw loop),
 ``_lattice`` (plans, guarantees and releases), ``_selection`` and

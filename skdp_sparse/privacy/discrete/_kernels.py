@@ -279,12 +279,17 @@ def lattice_release(key, z, unit):
 
 
 @numba.njit(cache=True, no_cfunc_wrapper=True)
-def _laplace_kernel(a, out, out_int, start, p, shift, table, guide, wbits, gshift, low_bits,
-                    pblock, next64, state, fb):
-    """Discrete Laplace noise of scale ``p / 2^shift`` (CKS Algorithm 2, restructured).
+def _noise_kernel(a, out, out_int, start, p, shift, j, pc, f, table, guide, wbits, gshift,
+                  low_bits, pblock, next64, state, fb):
+    """Discrete Laplace noise of scale ``p / 2^shift`` (``pc = 0``) or discrete Gaussian
+    noise of ``s^2 = 2^j pc / 2^f`` (``pc > 0``, ``p = 2^j``, ``shift = 0``).
 
-    ``X ~ Geometric(exp(-1/p))`` (:func:`_geometric`); ``Y = floor(X / 2^shift)`` with
-    a random sign, rejecting the negative zero.
+    Laplace (CKS Algorithm 2, restructured): ``X ~ Geometric(exp(-1/p))``
+    (:func:`_geometric`); ``Y = floor(X / 2^shift)`` with a random sign, rejecting the
+    negative zero. Gaussian (CKS Algorithm 3): that Laplace ``Y`` of scale ``T = 2^j`` is
+    a proposal, accepted with probability ``exp(-(|Y| - s^2/T)^2 / (2 s^2)) = exp(-x)``,
+    ``x = A^2 / (pc 2^(f+j+1))``, ``A = | |Y| 2^f - pc |`` (:func:`_bernoulli_exp_product`:
+    no square is formed).
 
     Fills ``out`` with ``fl(a + noise)`` or, when ``a`` is empty, ``out_int`` with
     the noise, from index ``start``. Returns the index of the first draw it hands
@@ -293,47 +298,7 @@ def _laplace_kernel(a, out, out_int, start, p, shift, table, guide, wbits, gshif
     n = out_int.size if a.size == 0 else out.size
     d = a.size if a.size > 1 else 1
     ia = start % d
-    for i in range(start, n):
-        while True:
-            tie, g, lo, w, buf, nb = _geometric(next64, state, table, guide, wbits, gshift,
-                                                low_bits, p, pblock)
-            if tie:
-                fb[0], fb[1], fb[2], fb[3] = _FB_GEOMETRIC, 0, g, w
-                return i
-            s, buf, nb = _bits(next64, state, buf, nb, _ONE)
-            x = ((g << low_bits) + lo) >> shift
-            if s == 0 or x != 0:
-                break
-        z = x - 2 * s * x
-        if a.size == 0:
-            out_int[i] = z
-        else:
-            ok, v = _add_rounded(a[ia], z)
-            if not ok:
-                fb[0], fb[1] = _FB_NOISE, z
-                return i
-            out[i] = v
-            ia += 1
-            if ia == d:
-                ia = 0
-    return n
-
-
-@numba.njit(cache=True, no_cfunc_wrapper=True)
-def _gauss_kernel(a, out, out_int, start, j, pc, f, table, guide, wbits, gshift, low_bits,
-                  pblock, next64, state, fb):
-    """Discrete Gaussian noise, ``s^2 = 2^j pc / 2^f`` (CKS Algorithm 3).
-
-    Proposals are discrete Laplace of scale ``T = 2^j`` (drawn as in
-    :func:`_laplace_kernel`); ``Y`` is accepted with probability
-    ``exp(-(|Y| - s^2/T)^2 / (2 s^2)) = exp(-x)``, ``x = A^2 / (pc 2^(f+j+1))``,
-    ``A = | |Y| 2^f - pc |`` (:func:`_bernoulli_exp_product`: no square is formed).
-    Same interface as :func:`_laplace_kernel`.
-    """
-    n = out_int.size if a.size == 0 else out.size
-    d = a.size if a.size > 1 else 1
-    ia = start % d
-    p = np.int64(1) << j
+    gauss = pc > 0
     ylim = np.int64(1) << (61 - f)
     d2 = np.int64(1) << (f + j + 1)
     pc_bits = _bit_length(pc)
@@ -346,10 +311,12 @@ def _gauss_kernel(a, out, out_int, start, j, pc, f, table, guide, wbits, gshift,
                     fb[0], fb[1], fb[2], fb[3] = _FB_GEOMETRIC, 0, g, w
                     return i
                 s, buf, nb = _bits(next64, state, buf, nb, _ONE)
-                x = (g << low_bits) + lo
+                x = ((g << low_bits) + lo) >> shift
                 if s == 0 or x != 0:
                     break
             z = x - 2 * s * x
+            if not gauss:
+                break
             if x >= ylim:
                 fb[0], fb[1], fb[2], fb[3] = _FB_GAUSS_Y, z, g, w
                 return i

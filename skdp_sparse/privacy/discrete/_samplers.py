@@ -15,7 +15,7 @@ from ._exact import (
     _package,
     _PyBits,
 )
-from ._kernels import _gauss_kernel, _laplace_kernel
+from ._kernels import _noise_kernel
 
 _MAX_UNITS = 1 << 56  # largest Laplace scale / Gaussian s in lattice units
 
@@ -64,10 +64,10 @@ def _draw(spec, gauss, rng, n, a=None):
         a, out, out_int = np.empty(0), np.empty(0), np.empty(n, dtype=np.int64)
     else:
         out, out_int = np.empty(n), np.empty(0, dtype=np.int64)
-    if gauss is None:
-        kernel, head = _laplace_kernel, (np.int64(spec.p), np.int64(spec.shift))
-    else:
-        kernel, head = _gauss_kernel, tuple(np.int64(x) for x in gauss)
+    # The Gaussian's proposal is the Laplace of scale 2^j (spec.p, no shift); pc = 0
+    # makes the kernel's draws Laplace.
+    j, pc, f = (0, 0, 0) if gauss is None else gauss
+    head = tuple(np.int64(x) for x in (spec.p, spec.shift, j, pc, f))
     args = head + spec.kernel_args()
     bitgen = rng.bit_generator
     iface = bitgen.ctypes
@@ -78,7 +78,7 @@ def _draw(spec, gauss, rng, n, a=None):
         # The kernel advances the generator's own state through its C interface; the
         # lock keeps other threads from drawing from it meanwhile.
         with bitgen.lock:
-            i = kernel(a, out, out_int, i, *args, iface.next_uint64, iface.state_address, fb)
+            i = _noise_kernel(a, out, out_int, i, *args, iface.next_uint64, iface.state_address, fb)
         if i < n:
             z = _package()._finish_noise(fb, spec, gauss, src)
             if a.size == 0:
