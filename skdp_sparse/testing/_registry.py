@@ -72,17 +72,17 @@ def _own_releases(epsilon, delta, seed, **params):
                                random_state=seed, **params)
 
 
+def _own_releases_make(**params):
+    """The ``make`` of an audit of a solver's own releases, with ``params``."""
+    def make(epsilon, delta, seed):
+        return _own_releases(epsilon, delta, seed, **params)
+    return make
+
+
 # -- coordinate descent ------------------------------------------------------
-def _cd_make(epsilon, delta, seed):
-    return _own_releases(
-        epsilon, delta, seed,
-        solver="cd", max_iter=1, penalty=None,
-        fit_intercept=False)
-
-
 register(Audit(
     name="cd",
-    make=_cd_make,
+    make=_own_releases_make(solver="cd", max_iter=1, penalty=None, fit_intercept=False),
     datasets=tuple((np.ones((2, 1)), y) for y in pair_targets(2)),
     statistic=_coef0,
     epsilon=GAUSS_EPSILON, delta=GAUSS_DELTA, n_runs=800, slow_runs=3000,
@@ -97,15 +97,9 @@ register(Audit(
 
 
 # -- noisy gradient descent --------------------------------------------------
-def _sgd_make(epsilon, delta, seed):
-    return _own_releases(
-        epsilon, delta, seed,
-        solver="sgd", max_iter=1, penalty=None)
-
-
 register(Audit(
     name="sgd",
-    make=_sgd_make,
+    make=_own_releases_make(solver="sgd", max_iter=1, penalty=None),
     datasets=tuple((np.tile(ROW, (2, 1)), y) for y in pair_targets(2)),
     statistic=_projection_statistic,
     epsilon=GAUSS_EPSILON, delta=GAUSS_DELTA, n_runs=800, slow_runs=3000,
@@ -117,15 +111,9 @@ register(Audit(
 
 
 # -- phased SGD --------------------------------------------------------------
-def _phased_make(epsilon, delta, seed):
-    return _own_releases(
-        epsilon, delta, seed,
-        solver="phased_sgd", max_iter=1, penalty=None)
-
-
 register(Audit(
     name="phased_sgd",
-    make=_phased_make,
+    make=_own_releases_make(solver="phased_sgd", max_iter=1, penalty=None),
     datasets=tuple((ROW[None, :], y) for y in pair_targets(1)),
     statistic=_projection_statistic,
     epsilon=GAUSS_EPSILON, delta=GAUSS_DELTA, n_runs=800, slow_runs=3000,
@@ -325,13 +313,6 @@ register(Audit(
 _POISSON_N, _POISSON_BATCH = 100, 99
 
 
-def _sgd_poisson_make(epsilon, delta, seed):
-    return _own_releases(
-        epsilon, delta, seed,
-        solver="sgd", batch_size=_POISSON_BATCH, max_iter=1,
-        penalty=None, fit_intercept=False)
-
-
 def _sgd_poisson_datasets(n=_POISSON_N):
     X = np.zeros((n, 2))
     X[-1] = ROW
@@ -344,7 +325,8 @@ def _sgd_poisson_datasets(n=_POISSON_N):
 
 register(Audit(
     name="sgd_poisson",
-    make=_sgd_poisson_make,
+    make=_own_releases_make(solver="sgd", batch_size=_POISSON_BATCH, max_iter=1, penalty=None,
+                            fit_intercept=False),
     datasets=_sgd_poisson_datasets(),
     statistic=_projection_statistic,
     epsilon=2.0, delta=GAUSS_DELTA, n_runs=900, slow_runs=3000,
@@ -358,20 +340,14 @@ register(Audit(
 
 
 # -- sparsity-preserving SGD -----------------------------------------------------
-def _sparse_make(epsilon, delta, seed, fit_intercept=True):
-    return _own_releases(
-        epsilon, delta, seed,
-        solver="sparse_sgd", batch_size=2, max_iter=1,
-        penalty=None, fit_intercept=fit_intercept)
-
-
 def _sparse_gradient_statistic(fitted):
     return float(fitted.coef_[0] + fitted.intercept_)
 
 
 register(Audit(
     name="sparse_sgd_gradient",
-    make=_sparse_make,
+    make=_own_releases_make(solver="sparse_sgd", batch_size=2, max_iter=1, penalty=None,
+                            fit_intercept=True),
     datasets=tuple((sp.csr_matrix(np.ones((2, 1))), y) for y in pair_targets(2)),
     statistic=_sparse_gradient_statistic,
     epsilon=2.5, delta=GAUSS_DELTA, n_runs=800, slow_runs=3000,
@@ -384,13 +360,6 @@ register(Audit(
 ))
 
 _SELECTION_D = 6
-
-
-def _sparse_selection_make(epsilon, delta, seed):
-    return _own_releases(
-        epsilon, delta, seed,
-        solver="sparse_sgd", batch_size=1, max_iter=1,
-        penalty=None, fit_intercept=False)
 
 
 def _sparse_selection_datasets(d=_SELECTION_D):
@@ -409,7 +378,8 @@ def _selection_statistic(fitted):
 
 register(Audit(
     name="sparse_sgd_selection",
-    make=_sparse_selection_make,
+    make=_own_releases_make(solver="sparse_sgd", batch_size=1, max_iter=1, penalty=None,
+                            fit_intercept=False),
     datasets=_sparse_selection_datasets(),
     statistic=_selection_statistic,
     epsilon=4.0, delta=GAUSS_DELTA, n_runs=1600, slow_runs=5000,
@@ -426,16 +396,10 @@ register(Audit(
 ))
 
 
-def _frequent_make(epsilon, delta, seed):
-    return _own_releases(
-        epsilon, delta, seed,
-        solver="sparse_sgd", frequent_features=1,
-        batch_size=1, max_iter=1, penalty=None, fit_intercept=False)
-
-
 register(Audit(
     name="sparse_sgd_frequent",
-    make=_frequent_make,
+    make=_own_releases_make(solver="sparse_sgd", frequent_features=1, batch_size=1,
+                            max_iter=1, penalty=None, fit_intercept=False),
     datasets=_sparse_selection_datasets(2),
     statistic=_selection_statistic,
     epsilon=4.0, delta=GAUSS_DELTA, n_runs=1600, slow_runs=5000,
