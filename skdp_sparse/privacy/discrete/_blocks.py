@@ -53,7 +53,7 @@ from ._kernels import (
     _bits,
     _fresh,
 )
-from ._samplers import _exact_bits, _KernelSource
+from ._samplers import _exact_bits, _KernelSource, fill_with_handoffs
 
 _FB_BLOCK = 30  # a word equals a table entry: [kind, block, word]
 _FB_ACCEPT = 31  # the acceptance test needs more than 62 bits: [kind, value, offset]
@@ -312,20 +312,20 @@ class GaussianBlocks:
             return self._py_value(bits, value=int(fb[1]), offset=int(fb[2]))
         raise ValueError(f"not a block-table handoff: {kind}")
 
+    def fill(self, out, start, stop, src, fb):
+        """``out[start:stop]``: independent draws from the kernel source ``src``, with the
+        handoff record ``fb``."""
+        return fill_with_handoffs(
+            out, start, stop, src,
+            lambda i: block_fill(self.arrays, out, i, stop, src.next64, src.state, fb),
+            lambda i: self.finish(fb, src))
+
     def sample(self, size, rng):
         """``size`` independent draws (int64)."""
         rng = check_generator(rng)
-        src = _KernelSource(rng)
-        fb = np.zeros(HANDOFF_SLOTS, dtype=np.int64)
         out = np.empty(int(size), dtype=np.int64)
-        i = 0
-        while i < out.size:
-            with src.lock:
-                i = block_fill(self.arrays, out, i, out.size, src.next64, src.state, fb)
-            if i < out.size:
-                out[i] = self.finish(fb, src)
-                i += 1
-        return out
+        return self.fill(out, 0, out.size, _KernelSource(rng),
+                         np.zeros(HANDOFF_SLOTS, dtype=np.int64))
 
 
 @functools.lru_cache(maxsize=64)

@@ -304,17 +304,6 @@ class _Source:
         self.fb = np.zeros(HANDOFF_SLOTS, dtype=np.int64)
 
 
-def _draw_values(blocks, out, start, stop, source):
-    src, fb = source.src, source.fb
-    i = start
-    while i < stop:
-        with src.lock:
-            i = block_fill(blocks.arrays, out, i, stop, src.next64, src.state, fb)
-        if i < stop:
-            out[i] = blocks.finish(fb, src)
-            i += 1
-
-
 def _draw_band(band, d, seen, idx, z, count, source):
     """One band of a process over ``0 .. d-1``, appended to ``idx``, ``z``: the new count."""
     src, fb = source.src, source.fb
@@ -418,14 +407,16 @@ class LadderDraw:
         drawn = np.unpackbits(self._seen.view(np.uint8), bitorder="little")[:self._size]
         rest = np.flatnonzero(drawn == 0)
         noise = np.empty(rest.size, dtype=np.int64)
-        _draw_values(plan.small.completion(lat, self.level), noise, 0, rest.size, self._source)
+        plan.small.completion(lat, self.level).fill(noise, 0, rest.size, self._source.src,
+                                                    self._source.fb)
         if plan.mid is None or self._mid.m == 0:
             return rest, noise
         mid = self._mid
         hidden = np.unpackbits(mid.seen.view(np.uint8), bitorder="little")[:mid.m] == 0
         mrest = mid.pos[hidden]
         mnoise = np.empty(mrest.size, dtype=np.int64)
-        _draw_values(plan.mid.completion(lat, 0), mnoise, 0, mrest.size, self._source)
+        plan.mid.completion(lat, 0).fill(mnoise, 0, mrest.size, self._source.src,
+                                         self._source.fb)
         return np.concatenate([rest, mrest]), np.concatenate([noise, mnoise])
 
 

@@ -56,6 +56,7 @@ from ._samplers import (
     _gaussian_params,
     _KernelSource,
     _laplace_params,
+    fill_with_handoffs,
 )
 from ._tails import exceedance_probability
 
@@ -352,15 +353,10 @@ class ExceedancePlan:
         src = _KernelSource(rng)
         fb = np.zeros(HANDOFF_SLOTS, dtype=np.int64)
         out = np.empty(int(size), dtype=np.int64)
-        i = 0
-        while i < out.size:
-            with src.lock:
-                i = _values(self.arrays, out, i, src.next64, src.state, fb)
-            if i < out.size:
-                c, z = self.finish(fb, src, i + 1)
-                out[i] = z
-                i += 1
-        return out
+        return fill_with_handoffs(
+            out, 0, out.size, src,
+            lambda i: _values(self.arrays, out, i, src.next64, src.state, fb),
+            lambda i: self.finish(fb, src, i + 1)[1])
 
 
 @functools.lru_cache(maxsize=128)

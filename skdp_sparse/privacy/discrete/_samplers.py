@@ -45,6 +45,20 @@ def kernel_source(rng):
     return _KernelSource(check_generator(rng))
 
 
+def fill_with_handoffs(out, start, stop, src, fill, finish):
+    """``out[start:stop]`` drawn by a kernel: ``fill(i)`` runs it from ``i`` (under the
+    source's lock) and returns where it stopped; there it handed a draw back, which
+    ``finish(i)`` completes exactly before the kernel resumes after it."""
+    i = start
+    while i < stop:
+        with src.lock:
+            i = fill(i)
+        if i < stop:
+            out[i] = finish(i)
+            i += 1
+    return out
+
+
 def _exact_bits(source):
     """Exact Python bits from a kernel source, a ``_PyBits`` or a Generator."""
     if isinstance(source, _PyBits):
