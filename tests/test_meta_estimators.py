@@ -1,0 +1,201 @@
+"""scikit-learn's meta-estimators around the private estimators: every inner fit is
+recorded, and what the user guide's meta-estimators section says of them holds."""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import sklearn
+from sklearn.calibration import CalibratedClassifierCV
+from sklearn.compose import ColumnTransformer, TransformedTargetRegressor
+from sklearn.ensemble import BaggingClassifier, StackingClassifier, VotingClassifier
+from sklearn.experimental import enable_halving_search_cv  # noqa: F401
+from sklearn.feature_selection import RFE, SelectFromModel
+from sklearn.model_selection import GridSearchCV, HalvingGridSearchCV, learning_curve
+from sklearn.multiclass import OneVsOneClassifier, OneVsRestClassifier
+from sklearn.multioutput import ClassifierChain, MultiOutputClassifier, MultiOutputRegressor
+from sklearn.pipeline import FeatureUnion, make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from skdp_sparse import DPGreedyCDRegressor, DPSparseLogisticRegression
+from skdp_sparse.base import DPEstimatorMixin
+from skdp_sparse.preprocessing import DPStandardScaler
+from skdp_sparse.privacy.ledger import privacy_ledger
+
+EPSILON = 0.5
+
+
+def _data(k=2, n=150, p=8, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, p)) * (rng.random((n, p)) < 0.4)
+    w = rng.normal(size=(p, k))
+    return sp.csr_matrix(X), (X @ w).argmax(axis=1), X @ w[:, 0]
+
+
+def _clf(**params):
+    return DPSparseLogisticRegression(**{"epsilon": EPSILON, "delta": 1e-5,
+                                         "classes": [0, 1], "solver": "greedy_cd", **params})
+
+
+def _reg():
+    return DPGreedyCDRegressor(epsilon=EPSILON, delta=1e-5, target_bound=3.0)
+
+
+@pytest.fixture
+def fits(monkeypatch):
+    """The ``(n_samples, random_state)`` of every private fit this process starts."""
+    seen = []
+    real = DPEstimatorMixin._fit
+
+    def counted(self, X, y=None):
+        seen.append((X.shape[0], getattr(self, "random_state", None)))
+        return real(self, X, y)
+
+    monkeypatch.setattr(DPEstimatorMixin, "_fit", counted)
+    return seen
+
+
+X, Y, T = _data()
+X3, Y3, _ = _data(k=3, seed=1)
+Y2 = np.column_stack([Y, 1 - Y])
+_SCALER = DPStandardScaler(bounds=(0, 1), epsilon=EPSILON, with_mean=False)
+
+#: name -> (run, fits the meta-estimator makes): every fit of every meta-estimator
+#: counted by hand from its documented behaviour.
+WORKFLOWS = {
+    "OneVsRestClassifier": (lambda: OneVsRestClassifier(_clf()).fit(X3, Y3), 3),
+    "OneVsOneClassifier": (lambda: OneVsOneClassifier(_clf()).fit(X3, Y3), 3),
+    "MultiOutputClassifier": (lambda: MultiOutputClassifier(_clf()).fit(X, Y2), 2),
+    "MultiOutputRegressor": (
+        lambda: MultiOutputRegressor(_reg()).fit(X, np.column_stack([T, -T])), 2),
+    # Two chain fits, and the first link's cross_val_predict (3 folds) for the second.
+    "ClassifierChain(cv=3)": (lambda: ClassifierChain(_clf(), cv=3).fit(X, Y2), 5),
+    "BaggingClassifier": (lambda: BaggingClassifier(_clf(), n_estimators=3).fit(X, Y), 3),
+    "VotingClassifier": (
+        lambda: VotingClassifier([("a", _clf()), ("b", _clf())]).fit(X, Y), 2),
+    # Each base estimator on all rows and on 3 folds, and the final estimator.
+    "StackingClassifier": (lambda: StackingClassifier(
+        [("a", _clf()), ("b", _clf())], final_estimator=_clf(), cv=3).fit(X, Y), 9),
+    "CalibratedClassifierCV": (lambda: CalibratedClassifierCV(_clf(), cv=3).fit(X, Y), 3),
+    "CalibratedClassifierCV(ensemble=False)": (
+        lambda: CalibratedClassifierCV(_clf(), cv=3, ensemble=False).fit(X, Y), 4),
+    "TransformedTargetRegressor": (lambda: TransformedTargetRegressor(
+        _reg(), func=np.tanh, inverse_func=np.arctanh).fit(X, T / 4), 1),
+    "SelectFromModel": (lambda: make_pipeline(SelectFromModel(_clf()), _clf()).fit(X, Y), 2),
+    # Fits on 8, 6 and 4 features, then the final one on 3.
+    "RFE": (lambda: RFE(_clf(), n_features_to_select=3, step=2).fit(X, Y), 4),
+    "ColumnTransformer": (lambda: make_pipeline(
+        ColumnTransformer([("s", _SCALER, [0, 1, 2])], remainder="passthrough"),
+        _clf()).fit(X, Y), 2),
+    "FeatureUnion": (lambda: make_pipeline(
+        FeatureUnion([("s", _SCALER), ("m", SelectFromModel(_clf()))]), _clf()).fit(X, Y), 3),
+    "learning_curve": (lambda: learning_curve(_clf(), X, Y, cv=3,
+                                              train_sizes=[0.5, 1.0]), 6),
+    # 4 candidates on 3 folds, the best 2 on 3 folds of more rows, and the refit.
+    "HalvingGridSearchCV": (lambda: HalvingGridSearchCV(
+        _clf(), {"max_iter": [5, 10], "alpha": [1e-3, 1e-2]}, cv=3,
+        min_resources=50).fit(X, Y), 19),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WORKFLOWS))
+def test_a_meta_estimator_records_every_fit_it_makes(name, fits):
+    run, expected = WORKFLOWS[name]
+    with privacy_ledger() as ledger, warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        run()
+    assert len(fits) == len(ledger) == expected
+    assert ledger.spent(composition="basic")[0] == pytest.approx(expected * EPSILON)
+
+
+def test_one_vs_one_fits_on_rows_as_many_as_two_classes_hold(fits):
+    # The user guide: a fit's n is treated as public, and one-vs-one's is not.
+    OneVsOneClassifier(_clf()).fit(X3, Y3)
+    counts = np.bincount(Y3)
+    assert [n for n, _ in fits] == [counts[0] + counts[1], counts[0] + counts[2],
+                                    counts[1] + counts[2]]
+
+
+def test_bagging_repeats_rows_unless_it_draws_without_replacement():
+    drawn = BaggingClassifier(_clf(), n_estimators=3, random_state=0).fit(X, Y)
+    assert all(np.unique(rows).size < rows.size for rows in drawn.estimators_samples_)
+    drawn = BaggingClassifier(_clf(), n_estimators=3, bootstrap=False, max_samples=0.5,
+                              random_state=0).fit(X, Y)
+    assert all(np.unique(rows).size == rows.size for rows in drawn.estimators_samples_)
+
+
+def test_bagging_resamples_by_sample_weight_it_does_not_refuse():
+    # Weights the estimator cannot take become the probabilities of the draws.
+    weight = np.zeros(X.shape[0])
+    weight[:3] = 1.0
+    bag = BaggingClassifier(_clf(), n_estimators=2, random_state=0).fit(
+        X, Y, sample_weight=weight)
+    assert all(set(rows) <= {0, 1, 2} for rows in bag.estimators_samples_)
+
+
+def test_bagging_seeds_each_fit_and_publishes_the_seed(fits):
+    # random_state=None everywhere, yet the global numpy seed fixes every bag's noise,
+    # and the fitted ensemble carries each bag's seed: its fit can be replayed exactly.
+    models = []
+    state = np.random.get_state()  # noqa: NPY002 (the generator Bagging falls back on)
+    try:
+        for _ in range(2):
+            np.random.seed(0)  # noqa: NPY002
+            models.append(BaggingClassifier(_clf(), n_estimators=2).fit(X, Y))
+    finally:
+        np.random.set_state(state)  # noqa: NPY002
+    assert all(isinstance(seed, int) for _, seed in fits)
+    first, second = models
+    assert all(np.array_equal(a.coef_, b.coef_)
+               for a, b in zip(first.estimators_, second.estimators_, strict=True))
+    rows = first.estimators_samples_[0]
+    replay = _clf(random_state=first.estimators_[0].random_state).fit(X[rows], Y[rows])
+    assert np.array_equal(replay.coef_, first.estimators_[0].coef_)
+
+
+def test_calibration_uses_sample_weight_only_for_its_non_private_step():
+    weight = np.ones(X.shape[0])
+    with pytest.warns(UserWarning, match="only be used for the calibration"):
+        CalibratedClassifierCV(_clf(), cv=3).fit(X, Y, sample_weight=weight)
+
+
+@pytest.mark.parametrize("meta", [
+    lambda est: VotingClassifier([("a", est)]),
+    lambda est: StackingClassifier([("a", est)], cv=3),
+])
+def test_label_encoding_wrappers_refuse_a_string_label_set_before_any_spend(meta):
+    # They pass the labels encoded as 0 .. K-1: a public label set of strings is refused
+    # by its check, before anything is spent.
+    labels = np.where(Y == 1, "b", "a")
+    with privacy_ledger() as ledger, pytest.raises(ValueError, match="public label set"):
+        meta(_clf(classes=["a", "b"])).fit(X, labels)
+    assert len(ledger) == 0
+
+
+def test_sample_weight_through_a_pipeline_or_a_voting_classifier_is_refused():
+    weight = np.ones(X.shape[0])
+    with privacy_ledger() as ledger:
+        with pytest.raises(TypeError, match="sample_weight"):
+            make_pipeline(_clf()).fit(X, Y, dpsparselogisticregression__sample_weight=weight)
+        with pytest.raises(TypeError, match="does not support sample weights"):
+            VotingClassifier([("a", _clf())]).fit(X, Y, sample_weight=weight)
+    assert len(ledger) == 0
+
+
+def test_metadata_routing_refuses_sample_weight_a_search_would_pass_on():
+    weight = np.ones(X.shape[0])
+    with sklearn.config_context(enable_metadata_routing=True), privacy_ledger() as ledger:
+        with pytest.raises(ValueError, match="sample_weight"):
+            GridSearchCV(_clf(), {"alpha": [1e-3]}, cv=3).fit(X, Y, sample_weight=weight)
+        assert len(ledger) == 0
+        # The calibration takes the weights for itself, without a word.
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            CalibratedClassifierCV(_clf(), cv=3).fit(X, Y, sample_weight=weight)
+        assert len(ledger) == 3
+
+
+def test_a_target_transformer_is_fitted_outside_the_private_fit():
+    model = TransformedTargetRegressor(_reg(), transformer=StandardScaler()).fit(X, T)
+    assert model.transformer_.mean_[0] == pytest.approx(T.mean(), rel=1e-12)
