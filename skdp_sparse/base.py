@@ -46,6 +46,21 @@ def _fitted_attribute_names(estimator):
             if name.endswith("_") and not name.startswith("__")]
 
 
+def _refuse_sample_weight(estimator, sample_weight):
+    # fit names the parameter only to refuse it: scikit-learn's wrappers that find no
+    # such parameter do not raise, they use the weights themselves. BaggingClassifier
+    # would draw the rows of its bags with replacement or by weight (a row drawn m
+    # times is m changed rows, which the noise does not cover) and seed every bag's
+    # fit, keeping the seeds in estimators_; CalibratedClassifierCV would apply the
+    # weights to its calibration alone. Asked for weights, they now stop here.
+    if sample_weight is not None:
+        raise TypeError(
+            f"{type(estimator).__name__}.fit takes no sample_weight: its noise is "
+            "calibrated to what one row can change, which a weight would multiply. "
+            "Wrappers that pass weights, or their draws of rows as weights "
+            "(BaggingClassifier), cannot fit it privately.")
+
+
 class DPEstimatorMixin:
     """Mixin for estimators whose ``fit`` is differentially private.
 
@@ -60,12 +75,17 @@ class DPEstimatorMixin:
     """
 
     _parameter_constraints: dict = {}
+    # Requested by default, so that under metadata routing too a wrapper passes the
+    # weights (Bagging its draws) to fit, which refuses them, rather than using them
+    # itself.
+    __metadata_request__fit = {"sample_weight": True}
 
     # -- the sequence -------------------------------------------------------
-    def _fit(self, X, y=None):
+    def _fit(self, X, y=None, sample_weight=None):
         for name in _fitted_attribute_names(self):
             delattr(self, name)
         try:
+            _refuse_sample_weight(self, sample_weight)
             self._check_parameters()
             # numpy's floating-point warnings (an overflow in a row's norm, say) would
             # tell whether some private value is extreme; the steps below read private

@@ -44,13 +44,13 @@ def _reg():
 
 @pytest.fixture
 def fits(monkeypatch):
-    """The ``(n_samples, random_state)`` of every private fit this process starts."""
+    """The number of rows of every private fit this process starts."""
     seen = []
     real = DPEstimatorMixin._fit
 
-    def counted(self, X, y=None):
-        seen.append((X.shape[0], getattr(self, "random_state", None)))
-        return real(self, X, y)
+    def counted(self, X, y=None, *weight):
+        seen.append(X.shape[0])
+        return real(self, X, y, *weight)
 
     monkeypatch.setattr(DPEstimatorMixin, "_fit", counted)
     return seen
@@ -71,7 +71,6 @@ WORKFLOWS = {
         lambda: MultiOutputRegressor(_reg()).fit(X, np.column_stack([T, -T])), 2),
     # Two chain fits, and the first link's cross_val_predict (3 folds) for the second.
     "ClassifierChain(cv=3)": (lambda: ClassifierChain(_clf(), cv=3).fit(X, Y2), 5),
-    "BaggingClassifier": (lambda: BaggingClassifier(_clf(), n_estimators=3).fit(X, Y), 3),
     "VotingClassifier": (
         lambda: VotingClassifier([("a", _clf()), ("b", _clf())]).fit(X, Y), 2),
     # Each base estimator on all rows and on 3 folds, and the final estimator.
@@ -113,51 +112,33 @@ def test_one_vs_one_fits_on_rows_as_many_as_two_classes_hold(fits):
     # The user guide: a fit's n is treated as public, and one-vs-one's is not.
     OneVsOneClassifier(_clf()).fit(X3, Y3)
     counts = np.bincount(Y3)
-    assert [n for n, _ in fits] == [counts[0] + counts[1], counts[0] + counts[2],
+    assert fits == [counts[0] + counts[1], counts[0] + counts[2],
                                     counts[1] + counts[2]]
 
 
-def test_bagging_repeats_rows_unless_it_draws_without_replacement():
-    drawn = BaggingClassifier(_clf(), n_estimators=3, random_state=0).fit(X, Y)
-    assert all(np.unique(rows).size < rows.size for rows in drawn.estimators_samples_)
-    drawn = BaggingClassifier(_clf(), n_estimators=3, bootstrap=False, max_samples=0.5,
-                              random_state=0).fit(X, Y)
-    assert all(np.unique(rows).size == rows.size for rows in drawn.estimators_samples_)
+@pytest.mark.parametrize("routing", [False, True])
+@pytest.mark.parametrize("bootstrap", [True, False])
+def test_bagging_is_refused_before_any_spend(bootstrap, routing):
+    # Its draws reach fit as weights, which it refuses: with replacement a row drawn m
+    # times is m changed rows, and either way every bag's fit gets an integer seed that
+    # the fitted ensemble keeps (estimators_), so anyone holding it could replay the
+    # noise. Under metadata routing too: fit requests the weights by default.
+    bag = BaggingClassifier(_clf(), n_estimators=2, bootstrap=bootstrap, max_samples=0.5)
+    with sklearn.config_context(enable_metadata_routing=routing), privacy_ledger() as ledger:
+        with pytest.raises(TypeError, match="takes no sample_weight"):
+            bag.fit(X, Y)
+    assert len(ledger) == 0
 
 
-def test_bagging_resamples_by_sample_weight_it_does_not_refuse():
-    # Weights the estimator cannot take become the probabilities of the draws.
-    weight = np.zeros(X.shape[0])
-    weight[:3] = 1.0
-    bag = BaggingClassifier(_clf(), n_estimators=2, random_state=0).fit(
-        X, Y, sample_weight=weight)
-    assert all(set(rows) <= {0, 1, 2} for rows in bag.estimators_samples_)
-
-
-def test_bagging_seeds_each_fit_and_publishes_the_seed(fits):
-    # random_state=None everywhere, yet the global numpy seed fixes every bag's noise,
-    # and the fitted ensemble carries each bag's seed: its fit can be replayed exactly.
-    models = []
-    state = np.random.get_state()  # noqa: NPY002 (the generator Bagging falls back on)
-    try:
-        for _ in range(2):
-            np.random.seed(0)  # noqa: NPY002
-            models.append(BaggingClassifier(_clf(), n_estimators=2).fit(X, Y))
-    finally:
-        np.random.set_state(state)  # noqa: NPY002
-    assert all(isinstance(seed, int) for _, seed in fits)
-    first, second = models
-    assert all(np.array_equal(a.coef_, b.coef_)
-               for a, b in zip(first.estimators_, second.estimators_, strict=True))
-    rows = first.estimators_samples_[0]
-    replay = _clf(random_state=first.estimators_[0].random_state).fit(X[rows], Y[rows])
-    assert np.array_equal(replay.coef_, first.estimators_[0].coef_)
-
-
-def test_calibration_uses_sample_weight_only_for_its_non_private_step():
+@pytest.mark.parametrize("routing", [False, True])
+def test_calibration_refuses_sample_weight_before_any_spend(routing):
+    # Without the refusal it fitted the private folds unweighted and applied the weights
+    # to its own (non-private) calibration alone.
     weight = np.ones(X.shape[0])
-    with pytest.warns(UserWarning, match="only be used for the calibration"):
-        CalibratedClassifierCV(_clf(), cv=3).fit(X, Y, sample_weight=weight)
+    with sklearn.config_context(enable_metadata_routing=routing), privacy_ledger() as ledger:
+        with pytest.raises(TypeError, match="takes no sample_weight"):
+            CalibratedClassifierCV(_clf(), cv=3).fit(X, Y, sample_weight=weight)
+    assert len(ledger) == 0
 
 
 @pytest.mark.parametrize("meta", [
@@ -173,27 +154,26 @@ def test_label_encoding_wrappers_refuse_a_string_label_set_before_any_spend(meta
     assert len(ledger) == 0
 
 
-def test_sample_weight_through_a_pipeline_or_a_voting_classifier_is_refused():
+@pytest.mark.parametrize("routing", [False, True])
+def test_sample_weight_passed_on_by_a_wrapper_is_refused_before_any_spend(routing):
     weight = np.ones(X.shape[0])
-    with privacy_ledger() as ledger:
-        with pytest.raises(TypeError, match="sample_weight"):
-            make_pipeline(_clf()).fit(X, Y, dpsparselogisticregression__sample_weight=weight)
-        with pytest.raises(TypeError, match="does not support sample weights"):
+    scaled = make_pipeline(_SCALER, _clf())
+    with sklearn.config_context(enable_metadata_routing=routing), privacy_ledger() as ledger:
+        with pytest.raises(TypeError, match="takes no sample_weight"):
             VotingClassifier([("a", _clf())]).fit(X, Y, sample_weight=weight)
+        with pytest.raises(TypeError, match="takes no sample_weight"):
+            MultiOutputClassifier(_clf()).fit(X, Y2, sample_weight=weight)
+        if routing:
+            # Routed to every step that requests it, the first private step included.
+            with pytest.raises(TypeError, match="DPStandardScaler.fit takes no"):
+                scaled.fit(X, Y, sample_weight=weight)
+            # The search's scorer requests none: scikit-learn refuses first.
+            with pytest.raises(ValueError, match="sample_weight"):
+                GridSearchCV(_clf(), {"alpha": [1e-3]}, cv=3).fit(X, Y, sample_weight=weight)
+        else:
+            with pytest.raises(TypeError, match="takes no sample_weight"):
+                make_pipeline(_clf()).fit(X, Y, dpsparselogisticregression__sample_weight=weight)
     assert len(ledger) == 0
-
-
-def test_metadata_routing_refuses_sample_weight_a_search_would_pass_on():
-    weight = np.ones(X.shape[0])
-    with sklearn.config_context(enable_metadata_routing=True), privacy_ledger() as ledger:
-        with pytest.raises(ValueError, match="sample_weight"):
-            GridSearchCV(_clf(), {"alpha": [1e-3]}, cv=3).fit(X, Y, sample_weight=weight)
-        assert len(ledger) == 0
-        # The calibration takes the weights for itself, without a word.
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            CalibratedClassifierCV(_clf(), cv=3).fit(X, Y, sample_weight=weight)
-        assert len(ledger) == 3
 
 
 def test_a_target_transformer_is_fitted_outside_the_private_fit():

@@ -35,6 +35,7 @@ from skdp_sparse.privacy.selection import (
     truncated_negative_binomial_gamma,
     truncated_negative_binomial_mean,
 )
+from skdp_sparse.testing._sklearn_checks import sample_weight_excused
 from skdp_sparse.utils._labels import encode_labels
 
 
@@ -872,9 +873,10 @@ def _expected_failed_checks(search):
     None: every check passes. With an int ``random_state`` the whole search (split,
     K, candidates, the fits' spawned generators, the score noise) is reproducible,
     so the determinism checks hold; the data checks (empty data, one sample, y None,
-    NaN and infinity) raise clear errors before any budget is reserved.
+    NaN and infinity) raise clear errors before any budget is reserved. Only the
+    checks of sample weights fail: its ``fit``, like every private one, refuses them.
     """
-    return {}
+    return sample_weight_excused()
 
 
 # The checks' datasets have varied label sets, with no public one to give.

@@ -18,6 +18,7 @@ from skdp_sparse import (
 )
 from skdp_sparse.feature_extraction.text import DPTfidfVectorizer
 from skdp_sparse.feature_selection import DPSelectKBest
+from skdp_sparse.testing._sklearn_checks import SAMPLE_WEIGHT_CHECKS, sample_weight_excused
 
 ESTIMATORS = [
     DPSparseLogisticRegression(epsilon=10.0, random_state=0),
@@ -73,8 +74,9 @@ EXCUSED = {
 
 
 def expected_failed_checks(estimator):
-    """The excused checks of ``estimator`` (see :data:`EXCUSED`)."""
-    return EXCUSED.get(repr(estimator), {})
+    """The excused checks of ``estimator``: those of sample weights, which every fit
+    refuses, and its own (see :data:`EXCUSED`)."""
+    return {**sample_weight_excused(), **EXCUSED.get(repr(estimator), {})}
 
 
 @parametrize_with_checks(ESTIMATORS, expected_failed_checks=expected_failed_checks)
@@ -83,15 +85,17 @@ def test_sklearn_compatible(estimator, check):
 
 
 def test_readme_lists_exactly_the_excused_checks():
-    """The README's compatibility table names each excused check with its estimator."""
+    """The README's compatibility table names each check excused for one configuration
+    with its estimator, and the README each check of sample weights."""
     from pathlib import Path
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     rows = [line for line in readme.splitlines()
             if line.startswith("| `") and "| `check_" in line]
     expected = sorted((repr(est).split("(")[0], check) for est in ESTIMATORS
-                      for check in expected_failed_checks(est))
+                      for check in EXCUSED.get(repr(est), {}))
     found = sorted((row.split("`")[1].split("(")[0], row.split("| `")[2].split("`")[0])
                    for row in rows)
     assert found == expected
+    assert all(f"`{check}`" in readme for check in SAMPLE_WEIGHT_CHECKS)
     assert f"over {len(ESTIMATORS)}\nconfigurations" in readme

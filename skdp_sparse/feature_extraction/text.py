@@ -370,7 +370,7 @@ stop_words, token_pattern, ngram_range
                 "threshold_": float(plan.threshold), "noise_scale_": float(plan.sigma),
                 "n_documents_": n}
 
-    def fit(self, raw_documents, y=None):
+    def fit(self, raw_documents, y=None, sample_weight=None):
         """Choose the vocabulary and the idf privately.
 
         Every check (parameters, documents that are not strings) happens before any
@@ -381,17 +381,20 @@ stop_words, token_pattern, ngram_range
         raw_documents : iterable of str
         y : None
             Ignored.
+        sample_weight : None
+            Refused unless None (a ``TypeError``): the noise is calibrated to one
+            row, which a weight would multiply.
 
         Returns
         -------
         self
         """
-        return self._fit(raw_documents, y)
+        return self._fit(raw_documents, y, sample_weight)
 
-    def fit_transform(self, raw_documents, y=None):
+    def fit_transform(self, raw_documents, y=None, sample_weight=None):
         """``fit`` then ``transform`` (the documents are read once as a list)."""
         docs = self._documents(raw_documents)
-        return self.fit(docs, y).transform(docs)
+        return self.fit(docs, y, sample_weight).transform(docs)
 
     def transform(self, raw_documents):
         """Unit-norm tf-idf rows on the private vocabulary (a CSR matrix).

@@ -272,7 +272,7 @@ class DPSelectKBest(SelectorMixin, DPEstimatorMixin, BaseEstimator):
             out["classes_"] = public["classes"]
         return out
 
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, sample_weight=None):
         """Release the noisy scores and keep the ``k`` highest.
 
         Every check (parameters, bounds, NaN or infinite values, labels outside
@@ -283,12 +283,15 @@ class DPSelectKBest(SelectorMixin, DPEstimatorMixin, BaseEstimator):
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
         y : array-like of shape (n_samples,) or None
             Labels (``score_func="association"``); ignored otherwise.
+        sample_weight : None
+            Refused unless None (a ``TypeError``): the noise is calibrated to one
+            row, which a weight would multiply.
 
         Returns
         -------
         self
         """
-        return self._fit(X, y)
+        return self._fit(X, y, sample_weight)
 
     def transform(self, X):
         """``X`` with the selected columns only (errors quote none of its values)."""

@@ -370,9 +370,9 @@ class LinearRegressorMixin:
     def _linear_attributes(self, public, result):
         return {"coef_": np.asarray(result.coef[0]), "intercept_": float(result.intercept[0])}
 
-    def fit(self, X, y):
-        """Fit the model privately on ``X`` (dense or sparse) and real targets ``y``."""
-        return self._fit(X, y)
+    def fit(self, X, y, sample_weight=None):
+        """Fit privately on ``X`` and real targets ``y``; ``sample_weight`` is refused."""
+        return self._fit(X, y, sample_weight)
 
     @_by_blocks(lambda self: None)
     def predict(self, X):

@@ -240,6 +240,7 @@ class DPSparseLogisticRegression(LinearClassifierMixin, ClassifierMixin, DPMulti
             else "ovr"
         return attributes
 
-    def fit(self, X, y):
-        """Fit the classifier privately on ``X`` (dense or sparse) and labels ``y``."""
-        return self._fit(X, y)
+    def fit(self, X, y, sample_weight=None):
+        """Fit privately on ``X`` (dense or sparse) and labels ``y``; ``sample_weight``
+        is refused unless None (a ``TypeError``)."""
+        return self._fit(X, y, sample_weight)

@@ -228,9 +228,10 @@ class DPOutputPerturbationClassifier(LinearClassifierMixin, ClassifierMixin,
     def _loss(self):
         return LogisticLoss()
 
-    def fit(self, X, y):
-        """Fit on ``X`` (dense or sparse) and labels ``y``."""
-        return self._fit(X, y)
+    def fit(self, X, y, sample_weight=None):
+        """Fit on ``X`` (dense or sparse) and labels ``y``; ``sample_weight`` is refused
+        unless None (a ``TypeError``)."""
+        return self._fit(X, y, sample_weight)
 
 
 class DPOutputPerturbationRegressor(TargetRangeMixin, LinearRegressorMixin, RegressorMixin,

@@ -251,7 +251,7 @@ class DPSparseMeanEstimator(DPEstimatorMixin, BaseEstimator):
             "floating_point_safe_": bool(plan.mechanism.floating_point_safe),
         }
 
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, sample_weight=None):
         """Estimate the mean of the rows of ``X`` privately.
 
         Parameters
@@ -260,9 +260,12 @@ class DPSparseMeanEstimator(DPEstimatorMixin, BaseEstimator):
             CSR and CSC are used as they are; other sparse formats are converted.
         y : None
             Ignored.
+        sample_weight : None
+            Refused unless None (a ``TypeError``): the noise is calibrated to one
+            row, which a weight would multiply.
 
         Returns
         -------
         self
         """
-        return self._fit(X, y)
+        return self._fit(X, y, sample_weight)

@@ -396,7 +396,7 @@ default=None
             lambda x: public.curves(max(x, floor)), epsilon, delta, eta, gamma)
         return (max(fit_epsilon, floor), *curves)
 
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, sample_weight=None):
         """Select hyperparameters privately and fit the selected model.
 
         Every check of the parameters, the data and the label set happens first,
@@ -405,7 +405,7 @@ default=None
         used, nothing that depends on them raises: a fit that fails anyway counts as
         a model of the lowest score (see the class docstring).
         """
-        return self._fit(X, y)
+        return self._fit(X, y, sample_weight)
 
     # -- the fit sequence's steps ---------------------------------------------
     def _validate_fit_data(self, X, y):

@@ -235,7 +235,7 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, DPEstimatorMixin,
             "square_sum_noise_scale_": scale(plan.square_mechanism),
         }
 
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, sample_weight=None):
         """Estimate the mean and standard deviation of each feature privately.
 
         Every check (parameters, ranges against the number of features, NaN or
@@ -247,12 +247,15 @@ class DPStandardScaler(OneToOneFeatureMixin, TransformerMixin, DPEstimatorMixin,
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
         y : None
             Ignored.
+        sample_weight : None
+            Refused unless None (a ``TypeError``): the noise is calibrated to one
+            row, which a weight would multiply.
 
         Returns
         -------
         self
         """
-        return self._fit(X, y)
+        return self._fit(X, y, sample_weight)
 
     # -- transform ------------------------------------------------------------------
     def transform(self, X):
