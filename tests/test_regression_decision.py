@@ -30,6 +30,7 @@ from skdp_sparse.solvers._calibration import (
     regression_line,
 )
 from skdp_sparse.solvers._screening import release_mu
+from skdp_sparse.solvers.sgd import noise_ridge
 from skdp_sparse.testing.bounds import assert_pair_audit
 
 SOLVERS = ["sgd", "sparse_sgd", "phased_sgd", "cd", "output_perturbation", "bounded_newton"]
@@ -357,7 +358,7 @@ def test_default_regression_is_not_below_the_mean():
     ("output_perturbation", 20, 0, dict(penalty="l2", delta=0, floating_point_safe=False,
                                          fit_intercept=False)),
     ("output_perturbation", 20, 0, dict(penalty="l2", delta=0, fit_intercept=False)),
-    ("sgd", 50, 1, {}),
+    ("sgd", 50, 1, dict(decision="calibrated")),
 ])
 def test_a_noisy_scale_never_blows_up_the_refit_slope(solver, n, data_seed, options):
     # At epsilon 1 and these n the scale's counts are mostly noise; a sum of noise that
@@ -403,17 +404,22 @@ def test_calibrated_regression_rescales_a_shrunk_prediction():
 
 def test_auto_refits_at_every_size():
     X, y = _data(n=4000)
-    # n mu = 4000 * mu(0.1, 1e-6) is below 480: the decision takes its cap of the
+    # n mu = 4000 * mu(0.3, 1e-6) is below 480: the decision takes its cap of the
     # budget, where the solver's own fit is mostly noise; at epsilon 3 its need.
-    mu = gaussian_mu(0.1, 1e-6)
+    mu = gaussian_mu(0.3, 1e-6)
     assert D.decision_share(4000, 1, mu, regression=True) == D.MAX_REGRESSION_SHARE
     assert D.decision_share(4000, 1, gaussian_mu(3.0, 1e-6),
                             regression=True) < D.MAX_DECISION_SHARE
-    small = _decision_events(_fit("sgd", epsilon=0.1, X=X, y=y))
+    small = _decision_events(_fit("sgd", epsilon=0.3, X=X, y=y))
     assert len(small) == 3
     share = sum(release_mu(e) ** 2 for e in small) / mu**2
     assert share == pytest.approx(D.MAX_REGRESSION_SHARE, rel=1e-4)
     assert len(_decision_events(_fit("sgd", epsilon=3.0, X=X, y=y))) == 3
+    # Below the informative refit's n mu only the solvers without a noise ridge refit.
+    assert len(_decision_events(_fit("phased_sgd", epsilon=0.1, X=X, y=y))) == 3
+    assert not _decision_events(_fit("sgd", epsilon=0.1, X=X, y=y))
+    assert len(_decision_events(_fit("sgd", epsilon=0.1, X=X, y=y,
+                                     decision="calibrated"))) == 3
     # greedy CD fits its own intercept: refit only when asked.
     assert not _decision_events(_fit("greedy_cd", epsilon=3.0, X=X, y=y))
     assert len(_decision_events(_fit("greedy_cd", epsilon=3.0, X=X, y=y,
@@ -449,3 +455,64 @@ def test_every_decision_release_combination_is_named():
     for regression, K in itertools.product([False, True], [1, 3]):
         for name in D.decision_splits(K, regression):
             assert name in D._EVENT_NAMES
+
+
+@pytest.mark.parametrize("n, epsilon, delta, informative", [
+    (309, 1.0, 1 / 309**2, False),        # diabetes' training rows: n mu = 83
+    (2923, 0.3, 1 / 2923**2, False),      # abalone: n mu = 202
+    (14448, 0.1, 1 / 14448**2, True),     # California housing: n mu = 305
+    (309, 10.0, 1 / 309**2, True),        # n mu = 619
+    (309, 1.0, 0.0, True),                # pure DP: no solver with a noise ridge runs
+    (309, math.inf, 1e-6, True),
+])
+def test_refit_is_informative_from_public_values_only(n, epsilon, delta, informative):
+    assert D.regression_refit_informative(n, epsilon, delta) is informative
+    if delta > 0 and math.isfinite(epsilon):
+        # At its cap each moment sum has noise Delta / (mu sqrt(share split)); the refit
+        # is informative where that is at most twice MOMENT_NOISE of n.
+        noise = D.MOMENT_SENSITIVITY / (gaussian_mu(epsilon, delta) * math.sqrt(
+            D.MAX_REGRESSION_SHARE * D.REGRESSION_SPLIT["moments"]))
+        assert informative == (noise <= D.REFIT_NOISE_FACTOR * D.MOMENT_NOISE * n)
+
+
+def test_auto_keeps_noisy_gradient_descent_own_fit_with_its_noise_ridge():
+    from skdp_sparse.optim.losses import SquaredLoss
+    from skdp_sparse.optim.penalties import L1
+    from skdp_sparse.solvers import Problem, get_solver
+
+    problem = Problem(loss=SquaredLoss(), penalty=L1(1e-3), norm_bound=2.0, target_bound=1.0)
+    n, p, epsilon, delta = 300, 10, 1.0, 1e-6
+    options = {"max_iter": None, "batch_size": None, "learning_rate": None,
+               "floating_point_safe": True}
+    own = get_solver("sgd").plan(problem, (n, p, 1), epsilon, delta, options)
+    auto = D.CalibratedDecision(get_solver("sgd"), auto=True).plan(
+        problem, (n, p, 1), epsilon, delta, options)
+    # 2 C2 sqrt(d) / (R n mu), C2 = sqrt(L^2 + 1) for targets within 1, R = 1.
+    ridge = 2 * math.sqrt(5.0) * math.sqrt(p + 1) / (n * gaussian_mu(epsilon, delta))
+    assert noise_ridge(n, p + 1, epsilon, delta, grad_bound=math.sqrt(5.0)) \
+        == pytest.approx(ridge)
+    assert auto.bounds.l2 == pytest.approx(problem.l2 + ridge)
+    assert auto.bounds.smoothness == pytest.approx(own.bounds.smoothness + ridge)
+    assert auto.bounds.l1 == problem.l1
+    # The whole budget goes to the steps (more of them: the ridge adds to the
+    # smoothness their number is planned from), and no decision is released.
+    assert auto.n_iter > own.n_iter
+    assert compose(list(auto.events), delta)[0] == pytest.approx(epsilon, rel=1e-3)
+    assert not [e for e in auto.events if e.name.startswith("decision:")]
+    # Where the refit is informative, and when it is asked for, the decision is refitted.
+    assert isinstance(D.CalibratedDecision(get_solver("sgd"), auto=True).plan(
+        problem, (n, p, 1), 20.0, delta, options), D.DecisionPlan)
+    assert isinstance(D.CalibratedDecision(get_solver("sgd")).plan(
+        problem, (n, p, 1), epsilon, delta, options), D.DecisionPlan)
+
+
+def test_default_learns_where_the_refit_cannot_see_its_slope():
+    # 500 training rows at epsilon 1 (n mu about 100): the refit's moment sums have
+    # noise of 6% of n, its slope is lost in them and the prediction is about the mean
+    # of the targets; noisy gradient descent's own on the whole budget learns.
+    X, y, Xt, yt = _split(*_data(n=1000, noise=0.2, seed=4))
+    auto = [_r2(_fit("sgd", seed=s, X=X, y=y), Xt, yt) for s in range(5)]
+    refit = [_r2(_fit("sgd", seed=s, X=X, y=y, decision="calibrated"), Xt, yt)
+             for s in range(5)]
+    assert np.mean(auto) > 0.15
+    assert np.mean(auto) > np.mean(refit) + 0.1

@@ -25,6 +25,7 @@ from ..optim.losses import HuberLoss, LogisticLoss, SquaredLoss
 from ..optim.penalties import L1, L2, ElasticNet, NoPenalty
 from ..privacy.clipping import clip_entries, clip_rows
 from ..solvers import SOLVERS, distributed_solvers, get_solver
+from ..solvers.decision import CalibratedDecision, keeps_own
 from ..utils._labels import encode_labels
 from ..utils._warnings import warn, warn_float_noise
 from ..utils.validation import (
@@ -164,7 +165,7 @@ class DPLinearModel(DPEstimatorMixin, BaseEstimator):
         public = {"n_samples": n, "n_features": p, "n_targets": Y.shape[1], **facts}
         return LocalData(X, Y), public
 
-    def _warn_unused_parameters(self, solver, multinomial=False):
+    def _warn_unused_parameters(self, solver, multinomial=False, n_samples=None):
         """Warn of parameters ``solver`` does not read (none to check here)."""
 
     def _multinomial(self, solver, public):  # one multinomial problem? (public values)
@@ -175,7 +176,7 @@ class DPLinearModel(DPEstimatorMixin, BaseEstimator):
         epsilon, delta = float(self.epsilon), float(self.delta)
         solver = get_solver(name)
         multinomial = self._multinomial(solver, public)
-        self._warn_unused_parameters(solver, multinomial)
+        self._warn_unused_parameters(solver, multinomial, public["n_samples"])
         solver = self._with_decision(solver, epsilon, multinomial)
         problem = self._problem(public["n_features"], solver)
         options = {**self._solver_options(), "multi_class": "multinomial"} if multinomial \
@@ -203,10 +204,7 @@ class DPLinearModel(DPEstimatorMixin, BaseEstimator):
     def _with_decision(self, solver, epsilon, multinomial=False):
         """The solver the fit runs: the registry's, or, as the ``decision`` parameter
         says, a wrapper of it that fits the decision of its score privately
-        (:class:`~skdp_sparse.solvers.decision.CalibratedDecision`; the logistic and
-        the squared loss)."""
-        from ..solvers.decision import CalibratedDecision
-
+        (:class:`~skdp_sparse.solvers.decision.CalibratedDecision`; logistic, squared loss)."""
         if not self._calibrates(solver, epsilon, getattr(self, "decision", "fitted"),
                                 multinomial):
             return solver
@@ -218,7 +216,7 @@ class DPLinearModel(DPEstimatorMixin, BaseEstimator):
             # against.
             raise ValueError(f"decision='calibrated' does not apply to solver={solver.name!r}"
                              "; use decision='auto' or 'fitted'")
-        return CalibratedDecision(solver)
+        return CalibratedDecision(solver, auto=getattr(self, "decision", "fitted") == "auto")
 
     def _calibrates(self, solver, epsilon, decision, multinomial=False):
         """Whether the fit under ``decision`` fits its decision privately (public values
@@ -489,7 +487,7 @@ class DPMultiSolverModel(DPLinearModel):
     _parameter_constraints = SOLVER_CONSTRAINTS
     _default_alpha = 1e-3
 
-    def _warn_unused_parameters(self, solver, multinomial=False):
+    def _warn_unused_parameters(self, solver, multinomial=False, n_samples=None):
         """Warn of parameters set away from their defaults that the solver running
         (``solver_``, a function of public values) does not read: set for another
         solver, or for ``solver="auto"``'s other choices; and a ``decision`` that is
@@ -504,7 +502,8 @@ class DPMultiSolverModel(DPLinearModel):
         if "decision" in defaults and self.decision != defaults["decision"].default \
                 and self._calibrates(solver, epsilon, self.decision, multinomial) \
                 == self._calibrates(solver, epsilon, defaults["decision"].default,
-                                    multinomial):
+                                    multinomial) and not (n_samples and keeps_own(
+                    solver, self._loss(), n_samples, epsilon, float(self.delta))):
             unused.append("decision")
         if unused:
             warn(f"{type(self).__name__}: solver {solver.name!r} does not use "

@@ -245,7 +245,13 @@ class DPGreedyCDRegressor(TargetRangeMixin, LinearRegressorMixin, RegressorMixin
         ``"fitted"`` keeps the solver's own coefficients and intercept. ``"auto"`` is
         ``"calibrated"`` for ``"sgd"``, ``"sparse_sgd"``, ``"phased_sgd"``, ``"cd"``
         and ``"output_perturbation"``, and ``"fitted"`` for the other solvers, for the
-        Huber loss and without noise.
+        Huber loss and without noise; except that ``"sgd"`` keeps its own prediction
+        on the whole budget where, even at the refit's cap, each moment sum's noise
+        exceeds 2% of ``n`` (``n mu`` below about 240, where the refit loses the slope
+        in it: :func:`~skdp_sparse.solvers.decision.regression_refit_informative`),
+        with an l2 term added to the penalty, the ridge the planned noise of its
+        averaged gradient calls for, ``2 C2 sqrt(p + 1) / (n mu)``
+        (:func:`~skdp_sparse.solvers.sgd.noise_ridge`).
     selection_threshold : float, default=None
         ``sparse_sgd`` (DP-AdaFEST) only: a feature's noisy clipped count in the batch
         must exceed it for its coordinate to be updated (and noised) in that step.

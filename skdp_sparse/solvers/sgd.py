@@ -67,7 +67,8 @@ from ._gradient import (
 from ._multinomial import block_multinomial_gradient_sum, multinomial_bounds
 from ._screening import noise_units, plan_screening, screen
 
-__all__ = ["NoisySGD", "default_noisy_gd_steps", "SGD_SCREENING_SHARE", "SGD_COUNT_SHARE"]
+__all__ = ["NoisySGD", "default_noisy_gd_steps", "noise_ridge", "SGD_SCREENING_SHARE",
+           "SGD_COUNT_SHARE"]
 
 #: Share of the budget (of ``mu^2``) that a screening run of ``sgd`` spends on
 #: the label association (the class count takes :data:`SGD_COUNT_SHARE` more).
@@ -90,6 +91,24 @@ def default_noisy_gd_steps(n_samples, n_params, epsilon, delta, *, smoothness, g
     mu = gaussian_mu(epsilon, delta)
     t = smoothness * scale * n_samples * mu / (2.0 * grad_bound * math.sqrt(n_params))
     return int(min(1000, max(5, round(t))))
+
+
+def noise_ridge(n_samples, n_params, epsilon, delta, *, grad_bound, scale=1.0):
+    """The l2 strength that the planned noise of full-batch noisy gradient descent
+    calls for, from public quantities: ``2 C2 sqrt(d) / (R n mu)``.
+
+    Averaged over its ``T`` steps the noise on the mean gradient has standard
+    deviation ``2 C2 / (n mu)`` on each of the ``d`` coordinates whatever ``T`` is
+    (each step's is ``2 C2 sqrt(T) / (n mu)``), so the averaged iterate solves the
+    normal equations with a noisy right-hand side of norm about ``2 C2 sqrt(d) / (n mu)``;
+    against a solution of norm ``R = scale`` (the public guess of
+    :func:`default_noisy_gd_steps`) that is the ridge of a Gaussian prior on the
+    solution, which keeps the prediction from following the noise where the rows are
+    few against it. The regressor's default decision takes it below the ``n mu`` at
+    which a refit of the prediction can see its slope
+    (:func:`~.decision.regression_refit_informative`)."""
+    mu = gaussian_mu(epsilon, delta)
+    return 2.0 * grad_bound * math.sqrt(n_params) / (scale * n_samples * mu)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -138,6 +157,7 @@ _OPTIONS = {
     "feature_selection": [Options("auto", "none"), Interval(numbers.Integral, 1, None)],
     "feature_selection_share": [Interval(numbers.Real, 0, 1, closed="neither"), None],
     "multi_class": [Options("ovr", "multinomial")],
+    "noise_ridge": ["boolean"],
 }
 
 
@@ -165,12 +185,23 @@ class NoisySGD(GradientSolver):
     distributed = True
     #: Fits the multinomial loss of K > 2 classes (``multi_class="multinomial"``).
     multinomial = True
+    #: Takes :func:`noise_ridge` (option ``noise_ridge``): a regressor's default decision
+    #: keeps this solver's own prediction where a refit would not be informative.
+    noise_ridge = True
 
     def plan_with(self, problem, shape, epsilon, delta, options, bounds):
         options = {"sampling": "poisson", "gradient_estimator": "auto", "radius": None,
                    "average": True, "floating_point_safe": True, "feature_selection": "none",
-                   "feature_selection_share": None, "multi_class": "ovr", **options}
+                   "feature_selection_share": None, "multi_class": "ovr",
+                   "noise_ridge": False, **options}
         validate_params(_OPTIONS, options, f"solver {self.name!r}")
+        if options["noise_ridge"] and math.isfinite(epsilon):
+            # Public: added to the penalty's l2 term (and the smoothness the step size
+            # and the step count read) before anything is planned from them.
+            ridge = noise_ridge(shape[0], bounds.n_params, epsilon, delta,
+                                grad_bound=bounds.grad_l2)
+            bounds = dataclasses.replace(bounds, l2=bounds.l2 + ridge,
+                                         smoothness=bounds.smoothness + ridge)
         self.check_weight_decay(bounds, options)
         n, p, n_targets = shape
         # "auto" does not screen: noisy gradient descent is limited by its few steps on
