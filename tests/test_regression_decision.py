@@ -516,3 +516,21 @@ def test_default_learns_where_the_refit_cannot_see_its_slope():
              for s in range(5)]
     assert np.mean(auto) > 0.15
     assert np.mean(auto) > np.mean(refit) + 0.1
+
+
+def test_asking_for_the_refit_where_auto_keeps_its_own_is_not_called_unused():
+    X, y = _data(n=400)
+
+    def unused_warnings(epsilon):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            DPGreedyCDRegressor(epsilon=epsilon, solver="sgd", decision="calibrated",
+                                random_state=0).fit(X, y)
+        return [w for w in caught if "does not use" in str(w.message)]
+
+    # n mu = 400 mu(1, 1e-6) is below 240: "calibrated" refits where "auto" would not.
+    assert not D.regression_refit_informative(400, 1.0, 1e-6)
+    assert not unused_warnings(1.0)
+    # At epsilon 30 "auto" refits too: asking for it changes nothing, and says so.
+    assert D.regression_refit_informative(400, 30.0, 1e-6)
+    assert unused_warnings(30.0)
