@@ -38,9 +38,10 @@ range), at most :data:`MAX_REGRESSION_SHARE` (:func:`decision_share`): below the
 ``n mu`` at which that suffices, a solver's own fit is mostly noise, and the refit's
 fallback on the mean is what the budget is best spent on. Where even the cap leaves
 each sum a noise above :data:`REFIT_NOISE_FACTOR` times that (``n mu`` below about
-240), the refit's slope is lost in it on every set measured, and ``decision="auto"``
-of a solver that fits its own ridge (noisy gradient descent) keeps that solver's
-prediction on the whole budget instead, with the ridge its planned noise calls for
+240), the refit seldom keeps a slope and its half of the budget was better spent on
+the steps on every set measured: ``decision="auto"`` of a solver that fits its own
+ridge (noisy gradient descent) then keeps that solver's prediction on the whole
+budget, with the ridge its planned noise calls for
 (:func:`regression_refit_informative`, :func:`~.sgd.noise_ridge`).
 """
 
@@ -181,7 +182,7 @@ def keeps_own(solver, loss, n_samples, epsilon, delta):
     """Whether ``decision="auto"`` runs ``solver`` on its own, with its noise ridge: a
     squared loss, a solver that takes one, and a refit that would not be informative
     (:func:`regression_refit_informative`). Public values only."""
-    return isinstance(loss, SquaredLoss) and getattr(solver, "noise_ridge", False) \
+    return isinstance(loss, SquaredLoss) and getattr(solver, "takes_noise_ridge", False) \
         and not regression_refit_informative(n_samples, epsilon, delta)
 
 
@@ -332,7 +333,6 @@ class CalibratedDecision(Solver):
         self.inner = inner
         self.name = inner.name
         self.auto = bool(auto)
-
 
     def __getattr__(self, attribute):
         # What the estimator reads of a registry solver (default_alpha, screens,

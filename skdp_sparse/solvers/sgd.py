@@ -187,7 +187,7 @@ class NoisySGD(GradientSolver):
     multinomial = True
     #: Takes :func:`noise_ridge` (option ``noise_ridge``): a regressor's default decision
     #: keeps this solver's own prediction where a refit would not be informative.
-    noise_ridge = True
+    takes_noise_ridge = True
 
     def plan_with(self, problem, shape, epsilon, delta, options, bounds):
         options = {"sampling": "poisson", "gradient_estimator": "auto", "radius": None,
