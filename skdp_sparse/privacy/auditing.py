@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import beta
 
-__all__ = ["clopper_pearson", "epsilon_lower_bound", "AuditResult"]
+__all__ = ["clopper_pearson", "epsilon_lower_bound", "split_halves", "AuditResult"]
 
 
 def clopper_pearson(k, n, alpha):
@@ -45,7 +45,7 @@ class AuditResult:
     confidence: float
 
 
-def _split_halves(stat_s, stat_s_prime, rng):
+def split_halves(stat_s, stat_s_prime, rng):
     """The runs of each side in an order drawn from ``rng`` (an int seeds it), split into
     a selection half and an evaluation half: ``(a_sel, a_eval), (b_sel, b_eval)``."""
     rng = np.random.default_rng(rng)
@@ -84,7 +84,7 @@ def epsilon_lower_bound(stat_s, stat_s_prime, delta=0.0, confidence=0.95, rng=0)
     -------
     AuditResult
     """
-    (a_sel, a_eval), (b_sel, b_eval) = _split_halves(stat_s, stat_s_prime, rng)
+    (a_sel, a_eval), (b_sel, b_eval) = split_halves(stat_s, stat_s_prime, rng)
 
     best = (-np.inf, 0.0, "S>S'")
     candidates = np.unique(np.concatenate([a_sel, b_sel]))

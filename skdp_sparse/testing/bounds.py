@@ -21,7 +21,7 @@ import math
 import numpy as np
 from scipy.special import betaincinv
 
-from ..privacy.auditing import AuditResult, _split_halves
+from ..privacy.auditing import AuditResult, split_halves
 
 __all__ = ["assert_pair_audit", "epsilon_lower_bound_cp", "SELECTION_CONFIDENCE"]
 
@@ -72,7 +72,7 @@ def epsilon_lower_bound_cp(stat_s, stat_s_prime, delta=0.0, confidence=0.95, rng
     are those whose Clopper-Pearson bound (at ``selection_confidence``) is largest
     on the selection half. Only the evaluation half enters the returned bound.
     """
-    (a_sel, a_eval), (b_sel, b_eval) = _split_halves(stat_s, stat_s_prime, rng)
+    (a_sel, a_eval), (b_sel, b_eval) = split_halves(stat_s, stat_s_prime, rng)
     alpha = (1 - confidence) / 2
     alpha_sel = (1 - selection_confidence) / 2
 
