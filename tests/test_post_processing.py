@@ -32,8 +32,9 @@ from skdp_sparse.solvers import Problem, SolverResult, get_solver
 from skdp_sparse.solvers.decision import CalibratedDecision
 
 #: Seed and noise (in sds of the real release) of the recorded releases: exact values,
-#: two draws at the planned noise and one far above it, so that every branch after the
-#: releases (a slope seen or not, the majority's test passed or not) is taken by some.
+#: two draws at the planned noise and two far above it (the sd reported with them is
+#: that noise's), so that every branch after the releases (a slope seen or not, the
+#: majority's test passed or not) is taken by some.
 SEEDS = ((0, 0.0), (1, 1.0), (2, 1.0), (3, 8.0), (4, 100.0))
 
 #: Rows of each dataset and the epsilon of the solvers' plans: few rows and a small
