@@ -6,7 +6,7 @@ import functools
 import math
 from dataclasses import dataclass
 
-from ..privacy.discrete import plan_gaussian, plan_laplace
+from ..privacy.discrete import check_lattice
 from ..privacy.mechanisms import GaussianMechanism, LaplaceMechanism
 
 METHODS = ("auto", "projection", "l1_recovery", "gaussian", "laplace")
@@ -168,5 +168,5 @@ def _check_lattice(mechanism, dim):
         else mechanism.sigma
     if not (mechanism.floating_point_safe and noise and math.isfinite(noise)):
         return
-    lattice = plan_laplace if isinstance(mechanism, LaplaceMechanism) else plan_gaussian
-    lattice(float(mechanism.sensitivity), float(noise), max(int(dim), 1))
+    check_lattice(mechanism.sensitivity, noise, dim,
+                  pure=isinstance(mechanism, LaplaceMechanism))

@@ -175,23 +175,14 @@ def noise_units(epsilon, delta, shares, floating_point_safe, names):
 def check_exact_units(units, dim, *, pure=False, remedy="a larger epsilon (or delta)"):
     """Refuse, from public values and before any release, noise ``units`` (per unit of
     sensitivity) that the exact samplers cannot serve on a release of up to ``dim``
-    values: their lattice needs ``sqrt(dim)`` times the noise over the sensitivity below
-    about ``2^39``. A release refused there would fail after the fit's earlier releases
-    had spent their budget. The lattice's power of two rounds that ratio by up to a
-    factor 2 whatever the sensitivity, so the check plans it at twice the unit."""
-    from ..privacy.discrete import plan_gaussian, plan_laplace
+    values (:func:`~skdp_sparse.privacy.discrete.check_lattice`). The lattice's power of
+    two rounds the noise over the sensitivity by up to a factor 2 whatever the
+    sensitivity, so the check plans it at twice the unit."""
+    from ..privacy.discrete import check_lattice
 
     for unit in units:
-        if unit is None or not 0 < unit < math.inf:
-            continue
-        try:
-            (plan_laplace if pure else plan_gaussian)(1.0, 2.0 * float(unit), max(int(dim), 1))
-        except ValueError:
-            raise ValueError(
-                f"the budget is too small for the floating-point-safe noise: a release of "
-                f"{int(dim)} values would add noise {float(unit):.3g} times its "
-                "sensitivity, more than the exact samplers serve (about 2^38 / "
-                f"sqrt(values)). Choose {remedy}, or floating_point_safe=False") from None
+        if unit is not None and 0 < unit < math.inf:
+            check_lattice(1.0, 2.0 * float(unit), dim, pure=pure, shown=unit, remedy=remedy)
 
 
 def gaussian_release_event(unit, floating_point_safe, name):

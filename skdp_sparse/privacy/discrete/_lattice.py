@@ -179,6 +179,26 @@ def plan_gaussian(sensitivity, sigma, dim):
     return lattice
 
 
+def check_lattice(sensitivity, noise, dim, *, pure=False, shown=None,
+                  remedy="a larger epsilon (or delta)"):
+    """Plan, from public values, the lattice of an exact release of up to ``dim`` values
+    with noise ``noise`` (a Laplace scale with ``pure``, else a Gaussian sigma) for
+    ``sensitivity``, and refuse one the exact samplers cannot serve by naming its remedy:
+    called before a fit reserves its budget, so that no release fails after earlier
+    ones have spent theirs. ``shown``: the noise per unit of sensitivity the message
+    quotes (``noise / sensitivity`` by default)."""
+    try:
+        (plan_laplace if pure else plan_gaussian)(float(sensitivity), float(noise),
+                                                  max(int(dim), 1))
+    except ValueError:
+        ratio = float(noise) / float(sensitivity) if shown is None else float(shown)
+        raise ValueError(
+            f"the budget is too small for the floating-point-safe noise: a release of "
+            f"{int(dim)} values would add noise {ratio:.3g} times its sensitivity, more "
+            "than the exact samplers serve (about 2^38 / sqrt(values)). Choose "
+            f"{remedy}, or floating_point_safe=False") from None
+
+
 def _to_lattice(value, k):
     scaled = np.ldexp(value, -k)
     if not np.all(np.isfinite(scaled)):
