@@ -38,6 +38,10 @@ def _clf(**params):
                                          "classes": [0, 1], "solver": "greedy_cd", **params})
 
 
+def _select():
+    return SelectFromModel(_clf(), threshold=-np.inf, max_features=3)
+
+
 def _reg():
     return DPGreedyCDRegressor(epsilon=EPSILON, delta=1e-5, target_bound=3.0)
 
@@ -81,14 +85,16 @@ WORKFLOWS = {
         lambda: CalibratedClassifierCV(_clf(), cv=3, ensemble=False).fit(X, Y), 4),
     "TransformedTargetRegressor": (lambda: TransformedTargetRegressor(
         _reg(), func=np.tanh, inverse_func=np.arctanh).fit(X, T / 4), 1),
-    "SelectFromModel": (lambda: make_pipeline(SelectFromModel(_clf()), _clf()).fit(X, Y), 2),
+    # Three columns kept whatever the coefficients: an unseeded private fit can zero
+    # them all, and a threshold on them would then keep none for the next fit.
+    "SelectFromModel": (lambda: make_pipeline(_select(), _clf()).fit(X, Y), 2),
     # Fits on 8, 6 and 4 features, then the final one on 3.
     "RFE": (lambda: RFE(_clf(), n_features_to_select=3, step=2).fit(X, Y), 4),
     "ColumnTransformer": (lambda: make_pipeline(
         ColumnTransformer([("s", _SCALER, [0, 1, 2])], remainder="passthrough"),
         _clf()).fit(X, Y), 2),
     "FeatureUnion": (lambda: make_pipeline(
-        FeatureUnion([("s", _SCALER), ("m", SelectFromModel(_clf()))]), _clf()).fit(X, Y), 3),
+        FeatureUnion([("s", _SCALER), ("m", _select())]), _clf()).fit(X, Y), 3),
     "learning_curve": (lambda: learning_curve(_clf(), X, Y, cv=3,
                                               train_sizes=[0.5, 1.0]), 6),
     # 4 candidates on 3 folds, the best 2 on 3 folds of more rows, and the refit.
