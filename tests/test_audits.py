@@ -24,8 +24,11 @@ from sklearn.base import clone
 
 import skdp_sparse.mean._release as mean_release
 import skdp_sparse.solvers.bias_reduced_sgd as bias_reduced_module
+from skdp_sparse.optim.losses import SquaredLoss
 from skdp_sparse.privacy.accounting import gaussian_epsilon, zcdp_epsilon
 from skdp_sparse.privacy.discrete import discrete_gaussian_event, laplace_scale_for
+from skdp_sparse.solvers import SOLVERS
+from skdp_sparse.solvers.decision import keeps_own
 from skdp_sparse.testing import (
     AUDITS,
     claim_delta,
@@ -192,14 +195,28 @@ def test_registry_is_complete():
         "greedy_cd_exponential", "greedy_cd_exponential_update",
         "greedy_cd_exponential_private_curvature", "greedy_cd_laplace",
         "greedy_cd_laplace_update", "greedy_cd_laplace_private_curvature", "cd", "sgd",
-        "sgd_poisson", "sparse_sgd_gradient", "sparse_sgd_selection", "bias_reduced_sgd",
-        "phased_sgd", "output_perturbation_gaussian", "output_perturbation_laplace",
+        "sgd_noise_ridge", "sgd_poisson", "sparse_sgd_gradient", "sparse_sgd_selection",
+        "bias_reduced_sgd", "phased_sgd", "output_perturbation_gaussian",
+        "output_perturbation_laplace",
         "mean_projection_laplace", "mean_projection_gaussian",
         "mean_projection_gaussian_sampled", "mean_l1_recovery", "mean_gaussian",
         "mean_laplace", "private_search",
     }
     for audit in AUDITS.values():
         assert clone(audit.make(audit.epsilon, audit.delta, 0)) is not None
+
+
+def test_noise_ridge_audit_runs_the_default_decisions_own_plan():
+    # The audit reaches the plan that decision="auto" keeps at small n mu (the solver's
+    # own fit with its noise ridge): same releases as decision="fitted", another step.
+    audit = AUDITS["sgd_noise_ridge"]
+    X, y = audit.datasets[0]
+    assert keeps_own(SOLVERS["sgd"], SquaredLoss(), X.shape[0], audit.epsilon, audit.delta)
+    ridge = _fit(audit, audit.epsilon)
+    fitted = clone(ridge).set_params(decision="fitted").fit(X, y)
+    assert [(e.name, e.count, e.rho) for e in ridge.privacy_events_] == \
+        [(e.name, e.count, e.rho) for e in fitted.privacy_events_]
+    assert not np.allclose(ridge.coef_, fitted.coef_)
 
 
 # --------------------------------------------------------------------------

@@ -110,6 +110,26 @@ register(Audit(
 ))
 
 
+# The regressor's default decision at small n mu keeps noisy gradient descent's own fit
+# with the noise ridge (solvers.decision.keeps_own): a plan of its own (the ridge in the
+# penalty, the smoothness and so the step size), reached only through decision="auto".
+register(Audit(
+    name="sgd_noise_ridge",
+    make=lambda epsilon, delta, seed: DPGreedyCDRegressor(
+        epsilon=epsilon, delta=delta, solver="sgd", max_iter=3, penalty=None,
+        decision="auto", random_state=seed),
+    datasets=tuple((np.tile(ROW, (2, 1)), y) for y in pair_targets(2)),
+    statistic=_projection_statistic,
+    epsilon=GAUSS_EPSILON, delta=GAUSS_DELTA, n_runs=800, slow_runs=3000,
+    claim=_ONE_GAUSSIAN,
+    pair="the pair of the sgd audit: each of the three full-batch steps' clipped "
+         "gradient sums moves by the full 2 C2 (the iterates' ridge term is public "
+         "post-processing of the earlier steps).",
+    statistic_doc="coef_ . x + intercept_ of the averaged iterate after three steps "
+                  "with the noise ridge.",
+))
+
+
 # -- phased SGD --------------------------------------------------------------
 register(Audit(
     name="phased_sgd",
