@@ -349,7 +349,7 @@ register(Audit(
                             fit_intercept=False),
     datasets=_sgd_poisson_datasets(),
     statistic=_projection_statistic,
-    epsilon=2.0, delta=GAUSS_DELTA, n_runs=900, slow_runs=3000,
+    epsilon=2.0, delta=GAUSS_DELTA, n_runs=1400, slow_runs=3000,
     claim=poisson_claim(_POISSON_N, _POISSON_BATCH),
     pair="100 rows, 99 of them zero (no gradient), the last at the l2 bound with target "
          "+100 -> -100; Poisson rate q = 99/100: the noisy sum is N(0) with probability "

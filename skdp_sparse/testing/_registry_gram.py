@@ -45,7 +45,7 @@ class _EventsEndingWith:
 
 
 def _register_release_audit(name, solver, released, datasets, statistic, pair,
-                            statistic_doc, **params):
+                            statistic_doc, n_runs=800, **params):
     """The audit ``name`` of one release of ``solver`` (the one whose event name ends
     with ``released``), on a pair that moves it by its full sensitivity while the other
     releases keep their law: its claim is that release's exact profile."""
@@ -59,7 +59,7 @@ def _register_release_audit(name, solver, released, datasets, statistic, pair,
 
     register(Audit(
         name=name, make=make, datasets=datasets, statistic=statistic,
-        epsilon=GAUSS_EPSILON, delta=GAUSS_DELTA, n_runs=800, slow_runs=3000, claim=claim,
+        epsilon=GAUSS_EPSILON, delta=GAUSS_DELTA, n_runs=n_runs, slow_runs=3000, claim=claim,
         pair=pair, statistic_doc=statistic_doc))
 
 
@@ -123,6 +123,9 @@ _GRAM_STATISTIC = (
     "where the first diagonal entry is the larger, the off-diagonal noise cancelling "
     "out; the claim is the exact profile of the Gram release.")
 
-for _solver, _params in (("sufficient_statistics", {}), ("bounded_newton", {"max_iter": 1})):
+# AdaSSP's Gram audit at 800 runs a side fell below its margin on 1% of seed sets (300
+# replays of a pool of 4,000 fits: 1.27 times the claim with half the noise); at 1,200, 1.52.
+for _solver, _params in (("sufficient_statistics", {"n_runs": 1200}),
+                         ("bounded_newton", {"max_iter": 1})):
     _register_release_audit(f"{_solver}_gram", _solver, "X^T X", _gram_datasets(),
                             _coef_sum, _GRAM_PAIR, _GRAM_STATISTIC, **_params)
