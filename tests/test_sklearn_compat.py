@@ -46,6 +46,8 @@ ESTIMATORS = [
     DPSelectKBest(k=2, epsilon=10.0, sparsity=5, random_state=0),
     DPSelectKBest(k=2, epsilon=10.0, score_func="association", random_state=0),
     DPTfidfVectorizer(epsilon=10.0, random_state=0),
+    DPTfidfVectorizer(vocabulary=["the", "of", "and", "to"], epsilon=10.0, random_state=0),
+    DPTfidfVectorizer(vocabulary={"of": 1, "the": 0}, use_idf=False, random_state=0),
 ]
 
 _SMALL_DATA = ("the check's data have 100-300 rows: with noise calibrated to {budget} "

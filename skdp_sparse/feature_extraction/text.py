@@ -5,7 +5,8 @@
 to a :class:`~sklearn.feature_extraction.text.CountVectorizer` built with the same
 parameters), but learns its vocabulary by private partition selection
 (:mod:`skdp_sparse.privacy.partitions`) and its idf from the same noisy document
-frequencies.
+frequencies, or takes a public vocabulary and releases only the noisy document
+frequencies of its terms.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import math
 import numbers
 import re
 import warnings
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +30,7 @@ from ..privacy.partitions import (
     WEIGHT_BITS,
     check_release,
     plan_partition_selection,
+    plan_public_counts,
     row_weight,
     select_partitions,
 )
@@ -41,10 +44,11 @@ _ANALYSIS = ("encoding", "decode_error", "strip_accents", "lowercase", "preproce
              "tokenizer", "analyzer", "stop_words", "token_pattern", "ngram_range")
 
 
-def document_terms(analyze, document, max_terms):
+def document_terms(analyze, document, max_terms, vocabulary=None):
     """The distinct terms of one document, in the order they first occur, the first
     ``max_terms`` of them: what the document contributes to the counts (a function of
-    the document alone).
+    the document alone). Given a public ``vocabulary`` (a container of terms), only
+    its terms count, the first ``max_terms`` of those.
 
     Terms are plain ``str``: a subclass (``numpy.str_``) becomes its ``str``, and any
     other type is refused. Keys that compare equal across types (``1``, ``1.0``,
@@ -58,15 +62,84 @@ def document_terms(analyze, document, max_terms):
                     "the analyzer must return terms of type str; it returned a term of "
                     f"type {type(term).__name__} (its value is not shown)")
             term = str(term)
-        terms[term] = None
+        if vocabulary is None or term in vocabulary:
+            terms[term] = None
     return list(terms)[:max_terms] if len(terms) > max_terms else list(terms)
+
+
+def _public_vocabulary(vocabulary, owner="DPTfidfVectorizer"):
+    """``vocabulary`` (``None``, a mapping term -> column or an iterable of terms, as
+    scikit-learn's ``TfidfVectorizer(vocabulary=...)`` takes; a set is sorted) as a dict
+    term -> column in column order, or ``None``; a ``ValueError`` (``TypeError`` for a
+    term that is no ``str``) on duplicate terms, columns that are not ``0, ..., n - 1``
+    or an empty vocabulary. The vocabulary is public: the messages may quote it."""
+    if vocabulary is None:
+        return None
+    if isinstance(vocabulary, str | bytes):
+        raise ValueError(f"{owner}: vocabulary must be a mapping term -> column or an "
+                         "iterable of terms, got a single string; pass [term] for one term")
+    if isinstance(vocabulary, Iterator):
+        # Read once, it would be empty at the next fit (a clone's, a search's).
+        raise ValueError(f"{owner}: vocabulary is an iterator ({type(vocabulary).__name__}),"
+                         " which can be read once; pass a list of its terms")
+    if isinstance(vocabulary, Mapping):
+        columns = {}
+        for term, column in vocabulary.items():
+            if not isinstance(column, numbers.Integral) or isinstance(column, bool):
+                raise ValueError(f"{owner}: the vocabulary maps {term!r} to {column!r}; "
+                                 "columns are integers")
+            columns[_term(term, owner)] = int(column)
+        if len(set(columns.values())) != len(columns):
+            raise ValueError(f"{owner}: the vocabulary contains repeated column indices")
+        missing = sorted(set(range(len(columns))) - set(columns.values()))
+        if missing:
+            raise ValueError(f"{owner}: a vocabulary of size {len(columns)} maps its terms "
+                             f"to the columns 0 to {len(columns) - 1}; it does not contain "
+                             f"column {missing[0]}")
+        order = sorted(columns, key=columns.get)
+    else:
+        if isinstance(vocabulary, set | frozenset):
+            vocabulary = sorted(vocabulary)
+        try:
+            terms = list(vocabulary)
+        except TypeError:
+            raise ValueError(f"{owner}: vocabulary must be a mapping term -> column or an "
+                             f"iterable of terms, got {type(vocabulary).__name__}") from None
+        order = [_term(term, owner) for term in terms]
+        seen = set()
+        for term in order:
+            if term in seen:
+                raise ValueError(f"{owner}: duplicate term in the vocabulary: {term!r}")
+            seen.add(term)
+    if not order:
+        raise ValueError(f"{owner}: the vocabulary is empty")
+    return {term: i for i, term in enumerate(order)}
+
+
+def _term(term, owner):
+    # The analyzer's terms are str (document_terms): a term of another type would never
+    # match, and numpy.str_ is its str.
+    if not isinstance(term, str):
+        raise TypeError(f"{owner}: the vocabulary's terms must be of type str, got "
+                        f"{term!r} ({type(term).__name__})")
+    return str(term)
 
 
 @dataclass(frozen=True)
 class _Vocabulary:
     terms: list
-    df: np.ndarray
+    df: np.ndarray | None
     events: tuple
+
+
+@dataclass(frozen=True)
+class _NothingReleased:
+    """The plan of a fit on a public vocabulary without idf: nothing is released."""
+
+    epsilon: float = 0.0
+    delta: float = 0.0
+    events: tuple = ()
+    sigma: float = 0.0
 
 
 class DPTfidfVectorizer(DPEstimatorMixin, TransformerMixin, BaseEstimator):
@@ -86,6 +159,14 @@ class DPTfidfVectorizer(DPEstimatorMixin, TransformerMixin, BaseEstimator):
     term counts of the vocabulary, times the idf, each row scaled to l2 norm 1, so
     the estimator that follows can take ``norm_bound=1``.
 
+    Given a public ``vocabulary`` (from another corpus, a published word list, a
+    pretrained tokenizer's), nothing is selected: the columns are its terms, in its
+    order, whatever the documents, and the whole budget goes to the noisy document
+    frequencies of its terms, for the idf; with ``use_idf=False`` the fit releases
+    nothing and spends nothing. Pass one where the private selection keeps few terms:
+    short documents (text messages) or a small budget, where a term needs hundreds of
+    documents to pass the threshold.
+
     Privacy
     -------
     ``(epsilon, delta)``-DP for replace-one neighbouring datasets of documents (the
@@ -98,6 +179,16 @@ class DPTfidfVectorizer(DPEstimatorMixin, TransformerMixin, BaseEstimator):
     public. On the floating-point-safe path (default) the noise is a discrete
     Gaussian accounted in zCDP. ``epsilon=np.inf`` keeps every term that occurs,
     with exact counts (not private).
+
+    With a public ``vocabulary`` (which must not be derived from these documents):
+    ``use_idf=True`` releases the noisy (weighted) document frequency of every term of
+    the vocabulary, 0 included, with the Gaussian mechanism of the same l2
+    sensitivity ``sqrt(2 max_terms_per_document)`` and the whole ``(epsilon,
+    delta)``, ``0 < delta < 1`` (no threshold, so no share of ``delta`` for it); a
+    document adds its first ``max_terms_per_document`` distinct terms of the
+    vocabulary. ``use_idf=False`` releases nothing about the documents: the fit is
+    recorded with ``epsilon_spent_ = delta_spent_ = 0`` and no event, like
+    :class:`~skdp_sparse.preprocessing.BoundedScaler`'s.
 
     Parameters
     ----------
@@ -122,6 +213,14 @@ class DPTfidfVectorizer(DPEstimatorMixin, TransformerMixin, BaseEstimator):
         ``k``-term documents (the idf lower by the log of that).
     max_features : int or None, default=None
         Keep at most this many terms, those of highest noisy count (post-processing).
+        Ignored with a public ``vocabulary``, as in scikit-learn.
+    vocabulary : mapping or iterable of str, default=None
+        A public vocabulary, as scikit-learn's: a mapping term -> column (the columns
+        ``0, ..., n - 1``), or an iterable of distinct terms (columns in its order; a
+        set is sorted; not an iterator, which a second fit would find empty).
+        ``None``: the vocabulary is chosen privately from the documents. Refused
+        before any work if a term repeats, a column is missing or repeats, or it is
+        empty.
     encoding, decode_error, strip_accents, lowercase, preprocessor, tokenizer, analyzer, \
 stop_words, token_pattern, ngram_range
         As in :class:`~sklearn.feature_extraction.text.TfidfVectorizer`.
@@ -129,8 +228,9 @@ stop_words, token_pattern, ngram_range
         Term presence instead of term counts in ``transform``.
     use_idf, smooth_idf, sublinear_tf : bool
         As in :class:`~sklearn.feature_extraction.text.TfidfVectorizer`; the idf is
-        ``ln((1 + n) / (1 + df)) + 1`` (``smooth_idf``) or ``ln(n / df) + 1`` with
-        ``df`` the noisy count clipped to ``[1, n]``.
+        ``ln((1 + n) / (1 + df)) + 1`` with ``df`` the noisy count clipped to
+        ``[0, n]`` (``smooth_idf``), or ``ln(n / df) + 1`` with it clipped to
+        ``[1, n]``.
     dtype : numpy dtype, default=np.float64
     floating_point_safe : {"auto", True, False}, default="auto"
         Discrete Gaussian noise on a lattice ("auto", True) or Gaussian noise in doubles
@@ -145,15 +245,20 @@ stop_words, token_pattern, ngram_range
     Attributes
     ----------
     vocabulary_ : dict
-        Term to column index (terms in sorted order, like scikit-learn's).
+        Term to column index (terms in sorted order, like scikit-learn's; the given
+        vocabulary's columns when it is public).
+    fixed_vocabulary_ : bool
+        Whether the vocabulary was given (public), as in scikit-learn.
     idf_ : ndarray of shape (n_terms,)
+        Absent when a public vocabulary is fitted with ``use_idf=False`` (nothing was
+        released), as scikit-learn's.
     document_frequency_ : ndarray of shape (n_terms,)
         Noisy number of documents containing each term (weighted by
-        ``vocabulary_weighting``).
-    threshold_ : float
-        The noisy count a term had to exceed.
+        ``vocabulary_weighting``); absent where ``idf_`` is.
+    threshold_ : float or None
+        The noisy count a term had to exceed; ``None`` with a public vocabulary.
     noise_scale_ : float
-        Standard deviation of the noise on each count.
+        Standard deviation of the noise on each count (0 when nothing was released).
     n_documents_ : int
     epsilon_spent_, delta_spent_ : float
     privacy_events_ : tuple of PrivacyEvent
@@ -168,6 +273,18 @@ stop_words, token_pattern, ngram_range
     ['cat', 'dog', 'ran', 'sat', 'the']
     >>> vec.transform(["the cat"]).toarray().round(2)
     array([[0.68, 0.  , 0.  , 0.  , 0.74]])
+
+    A public vocabulary (here a short word list) keeps its terms and order whatever
+    the documents; ``use_idf=False`` then spends nothing:
+
+    >>> public = ["cat", "dog", "secret"]
+    >>> vec = DPTfidfVectorizer(vocabulary=public, epsilon=1.0, delta=1e-6,
+    ...                         max_terms_per_document=5, random_state=0).fit(docs)
+    >>> vec.get_feature_names_out().tolist(), vec.epsilon_spent_ <= 1.0
+    (['cat', 'dog', 'secret'], True)
+    >>> vec = DPTfidfVectorizer(vocabulary=public, use_idf=False).fit(docs)
+    >>> vec.transform(["the cat"]).toarray(), vec.epsilon_spent_
+    (array([[1., 0., 0.]]), 0.0)
     """
 
     _parameter_constraints = {
@@ -176,6 +293,8 @@ stop_words, token_pattern, ngram_range
         "max_terms_per_document": [Interval(numbers.Integral, 1, None)],
         "vocabulary_weighting": [Options("uniform", "count")],
         "max_features": [Interval(numbers.Integral, 1, None), None],
+        # Checked by _public_vocabulary, before any work.
+        "vocabulary": ["no_validation"],
         "encoding": [str],
         "decode_error": [Options("strict", "ignore", "replace")],
         "strip_accents": [Options("ascii", "unicode"), "callable", None],
@@ -196,7 +315,8 @@ stop_words, token_pattern, ngram_range
     }
 
     def __init__(self, *, epsilon=1.0, delta=1e-6, max_terms_per_document=100,
-                 vocabulary_weighting="uniform", max_features=None, encoding="utf-8",
+                 vocabulary_weighting="uniform", max_features=None, vocabulary=None,
+                 encoding="utf-8",
                  decode_error="strict", strip_accents=None, lowercase=True,
                  preprocessor=None, tokenizer=None, analyzer="word", stop_words=None,
                  token_pattern=r"(?u)\b\w\w+\b", ngram_range=(1, 1), binary=False,
@@ -207,6 +327,7 @@ stop_words, token_pattern, ngram_range
         self.max_terms_per_document = max_terms_per_document
         self.vocabulary_weighting = vocabulary_weighting
         self.max_features = max_features
+        self.vocabulary = vocabulary
         self.encoding = encoding
         self.decode_error = decode_error
         self.strip_accents = strip_accents
@@ -279,9 +400,13 @@ stop_words, token_pattern, ngram_range
     # -- the fit sequence ---------------------------------------------------------
     def _check_dp_rules(self):
         owner = type(self).__name__
-        if math.isfinite(self.epsilon) and not 0 < self.delta < 1:
-            raise ValueError(f"{owner} needs 0 < delta < 1: a term used by one document is "
-                             "kept with probability at most delta (for example "
+        public = _public_vocabulary(self.vocabulary, owner)
+        releases = public is None or self.use_idf
+        if math.isfinite(self.epsilon) and releases and not 0 < self.delta < 1:
+            why = ("a term used by one document is kept with probability at most delta"
+                   if public is None else "the document frequencies of the public "
+                   "vocabulary are released with Gaussian noise")
+            raise ValueError(f"{owner} needs 0 < delta < 1: {why} (for example "
                              "delta = 1 / n_documents**2)")
         ngram = self.ngram_range
         integers = all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
@@ -314,18 +439,31 @@ stop_words, token_pattern, ngram_range
         # Analysed before the budget is reserved: a term of the wrong type is refused
         # as bad input, not after noise is drawn.
         analyze = self.build_analyzer()
-        terms = [document_terms(analyze, doc, self.max_terms_per_document) for doc in docs]
-        return terms, {"n_samples": len(docs)}
+        vocabulary = _public_vocabulary(self.vocabulary, type(self).__name__)
+        terms = [document_terms(analyze, doc, self.max_terms_per_document, vocabulary)
+                 for doc in docs]
+        return (terms, vocabulary), {"n_samples": len(docs), "vocabulary": vocabulary}
 
     def _plan(self, public):
-        plan = plan_partition_selection(
-            self.epsilon, self.delta, self.max_terms_per_document,
-            floating_point_safe=self.floating_point_safe is not False,
-            weighting=self.vocabulary_weighting)
+        safe = self.floating_point_safe is not False
+        vocabulary = public["vocabulary"]
+        if vocabulary is None:
+            plan = plan_partition_selection(
+                self.epsilon, self.delta, self.max_terms_per_document,
+                floating_point_safe=safe, weighting=self.vocabulary_weighting)
+        elif self.use_idf:
+            plan = plan_public_counts(
+                self.epsilon, self.delta, self.max_terms_per_document, len(vocabulary),
+                floating_point_safe=safe, weighting=self.vocabulary_weighting)
+        else:
+            return _NothingReleased()
         check_release(plan, public["n_samples"])
         return plan
 
     def _solve(self, data, plan, rng):
+        data, vocabulary = data
+        if isinstance(plan, _NothingReleased):
+            return _Vocabulary(list(vocabulary), None, plan.events)
         # Integer units of 2^-WEIGHT_BITS: the sums are exact (check_release bounds them
         # below 2^53), so neighbouring corpora's sums differ by one document's weights.
         units, weights = {}, {}
@@ -336,10 +474,13 @@ stop_words, token_pattern, ngram_range
                 weights[k] = row_weight(plan, k)
             for term in doc_terms:
                 units[term] = units.get(term, 0) + weights[k]
-        terms = sorted(units)
-        counts = np.array([units[t] for t in terms], dtype=float) / 2.0**WEIGHT_BITS
+        # A public vocabulary's terms are all released, in its order, 0 counts included.
+        terms = sorted(units) if vocabulary is None else list(vocabulary)
+        counts = np.array([units.get(t, 0) for t in terms], dtype=float) / 2.0**WEIGHT_BITS
         kept, noisy = select_partitions(counts, plan, rng, n_rows=len(data))
         terms = [terms[i] for i in kept]
+        if vocabulary is not None:
+            return _Vocabulary(terms, noisy, plan.events)
         if self.max_features is not None and len(terms) > self.max_features:
             top = np.sort(np.argsort(-noisy, kind="stable")[: self.max_features])
             terms, noisy = [terms[i] for i in top], noisy[top]
@@ -347,6 +488,7 @@ stop_words, token_pattern, ngram_range
 
     def _fitted_attributes(self, public, plan, result):
         n = int(public["n_samples"])
+        fixed = public["vocabulary"] is not None
         if not result.terms:
             # The vocabulary's size is released anyway: saying it is empty costs nothing.
             warnings.warn(
@@ -360,18 +502,23 @@ stop_words, token_pattern, ngram_range
                 "privacy cost) needs no vocabulary; on short texts, character n-grams "
                 "(analyzer='char_wb', ngram_range=(2, 4)) are shared by many documents.",
                 UserWarning, stacklevel=4)
-        df = np.clip(result.df, 1.0, n)
+        out = {"vocabulary_": {t: i for i, t in enumerate(result.terms)},
+               "fixed_vocabulary_": fixed,
+               "threshold_": None if fixed else float(plan.threshold),
+               "noise_scale_": float(plan.sigma), "n_documents_": n}
+        if result.df is None:
+            return out
+        # A noisy count can be 0 or less (a public term no document uses).
+        df = np.clip(result.df, 0.0 if self.smooth_idf else 1.0, n)
         if self.smooth_idf:
             idf = np.log((1.0 + n) / (1.0 + df)) + 1.0
         else:
             idf = np.log(n / df) + 1.0
-        return {"vocabulary_": {t: i for i, t in enumerate(result.terms)},
-                "idf_": idf, "document_frequency_": result.df,
-                "threshold_": float(plan.threshold), "noise_scale_": float(plan.sigma),
-                "n_documents_": n}
+        return {**out, "idf_": idf, "document_frequency_": result.df}
 
     def fit(self, raw_documents, y=None, sample_weight=None):
-        """Choose the vocabulary and the idf privately.
+        """Choose the vocabulary and the idf privately (the idf alone, or nothing, with
+        a public ``vocabulary``).
 
         Every check (parameters, documents that are not strings) happens before any
         budget is reserved.
@@ -397,7 +544,7 @@ stop_words, token_pattern, ngram_range
         return self.fit(docs, y, sample_weight).transform(docs)
 
     def transform(self, raw_documents):
-        """Unit-norm tf-idf rows on the private vocabulary (a CSR matrix).
+        """Unit-norm tf-idf rows on the vocabulary (a CSR matrix).
 
         Parameters
         ----------

@@ -37,6 +37,12 @@ maximum is at ``k = m`` (the threshold above).
 This is the Gaussian thresholding of Korolova et al. (2009) and Gopi et al. (2020),
 analysed as in Desfontaines, Voss, Gipson & Mandayam (2022) for replace-one
 neighbours.
+
+Public keys (:func:`plan_public_counts`). When the set of keys is public (a vocabulary
+from another corpus), no key is a key of one row: the release is the Gaussian
+mechanism of the same sensitivity ``sqrt(2 m)`` on the counts of every public key
+(0 included), with the whole budget and no threshold, and the safe release's lattice
+is chosen for the number of public keys.
 """
 
 from __future__ import annotations
@@ -52,7 +58,8 @@ from .accounting import PrivacyEvent, gaussian_mu, zcdp_rho
 from .discrete import discrete_gaussian_event, plan_gaussian
 from .mechanisms import GaussianMechanism, gaussian_sigma_for_rho
 
-__all__ = ["PartitionSelectionPlan", "plan_partition_selection", "select_partitions",
+__all__ = ["PartitionSelectionPlan", "plan_partition_selection", "plan_public_counts",
+           "select_partitions",
            "single_row_event", "max_keys", "check_release", "row_weight", "THRESHOLD_SHARE",
            "WEIGHTINGS", "WEIGHT_BITS"]
 
@@ -98,7 +105,11 @@ class PartitionSelectionPlan:
         row: ``delta_1 / m`` for counts, ``delta_1`` weighted (a row with one key).
     floating_point_safe : bool
     events : tuple of PrivacyEvent
-        The Gaussian release and the keys of one row.
+        The Gaussian release and the keys of one row (the Gaussian release alone for
+        public keys).
+    public_keys : int or None
+        The number of keys when they are public (:func:`plan_public_counts`): every one
+        is released, and the lattice is chosen for that number.
     """
 
     epsilon: float
@@ -111,6 +122,7 @@ class PartitionSelectionPlan:
     single_row_probability: float
     floating_point_safe: bool
     events: tuple
+    public_keys: int | None = None
 
 
 def _gaussian_part(epsilon, delta, sensitivity, safe):
@@ -171,25 +183,34 @@ def _threshold(plan, delta_1):
     return float(np.max(weight + plan.sigma * _tail_z(delta_1 / k, safe)))
 
 
-def plan_partition_selection(epsilon, delta, max_contributions, *,
-                             floating_point_safe=True, threshold_share=THRESHOLD_SHARE,
-                             weighting="count"):
-    """The :class:`PartitionSelectionPlan` of a budget (``0 < delta < 1``; ``epsilon``
-    may be ``inf``: no noise, every key that occurs is kept). ``weighting`` is one of
-    :data:`WEIGHTINGS`."""
-    epsilon, delta = float(epsilon), float(delta)
+def _non_private():
+    return PrivacyEvent.approximate(math.inf, 0.0, name="non-private (epsilon=inf)")
+
+
+def _public_values(epsilon, delta, max_contributions, weighting, floating_point_safe):
+    """``(epsilon, delta, m, sensitivity, safe)``, checked: the l2 sensitivity
+    ``sqrt(2 m)`` of the (weighted) counts, rounded up."""
     m = int(max_contributions)
     if m < 1:
         raise ValueError(f"max_contributions must be at least 1, got {max_contributions!r}")
     if weighting not in WEIGHTINGS:
         raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
     sensitivity = float(np.nextafter(math.sqrt(2.0 * m), np.inf))
-    safe = bool(floating_point_safe)
+    return float(epsilon), float(delta), m, sensitivity, bool(floating_point_safe)
+
+
+def plan_partition_selection(epsilon, delta, max_contributions, *,
+                             floating_point_safe=True, threshold_share=THRESHOLD_SHARE,
+                             weighting="count"):
+    """The :class:`PartitionSelectionPlan` of a budget (``0 < delta < 1``; ``epsilon``
+    may be ``inf``: no noise, every key that occurs is kept). ``weighting`` is one of
+    :data:`WEIGHTINGS`."""
+    epsilon, delta, m, sensitivity, safe = _public_values(
+        epsilon, delta, max_contributions, weighting, floating_point_safe)
     if math.isinf(epsilon):
-        event = PrivacyEvent.approximate(math.inf, 0.0, name="non-private (epsilon=inf)")
         # Every weight is at least 1: a threshold of 0.5 keeps every key that occurs.
         return PartitionSelectionPlan(epsilon, delta, m, weighting, sensitivity, 0.0, 0.5,
-                                      1.0, safe, (event,))
+                                      1.0, safe, (_non_private(),))
     if not 0 < delta < 1:
         raise ValueError("partition selection needs 0 < delta < 1 (a key used by one row "
                          f"is kept with probability at most delta); got delta={delta!r}")
@@ -205,9 +226,36 @@ def plan_partition_selection(epsilon, delta, max_contributions, *,
     return dataclasses.replace(plan, threshold=_threshold(plan, delta_1))
 
 
+def plan_public_counts(epsilon, delta, max_contributions, n_keys, *,
+                       floating_point_safe=True, weighting="count"):
+    """The plan of the noisy counts of ``n_keys`` public keys: every key released, 0
+    counts included, no threshold (a public key is no key of one row), the Gaussian
+    mechanism of l2 sensitivity ``sqrt(2 m)`` with the whole ``(epsilon, delta)``
+    (``0 < delta < 1``; ``epsilon = inf``: exact counts). :func:`select_partitions`
+    makes the release."""
+    epsilon, delta, m, sensitivity, safe = _public_values(
+        epsilon, delta, max_contributions, weighting, floating_point_safe)
+    n_keys = int(n_keys)
+    if n_keys < 1:
+        raise ValueError(f"a public set of keys has at least one key, got {n_keys!r}")
+    if math.isinf(epsilon):
+        return PartitionSelectionPlan(epsilon, delta, m, weighting, sensitivity, 0.0,
+                                      -math.inf, 0.0, safe, (_non_private(),), n_keys)
+    if not 0 < delta < 1:
+        raise ValueError("the Gaussian release of the counts needs 0 < delta < 1; got "
+                         f"delta={delta!r}")
+    sigma, event = _gaussian_part(epsilon, delta, sensitivity, safe)
+    event = PrivacyEvent(f"public keys: counts ({event.name})", event.epsilon, event.delta,
+                         event.rho, event.mu, event.count, event.rdp)
+    return PartitionSelectionPlan(epsilon, delta, m, weighting, sensitivity, sigma,
+                                  -math.inf, 0.0, safe, (event,), n_keys)
+
+
 def max_keys(plan, n_rows):
-    """The public bound on the number of keys: each of ``n_rows`` rows uses at most
-    ``plan.max_contributions``."""
+    """The public bound on the number of keys: the number of public keys, or each of
+    ``n_rows`` rows using at most ``plan.max_contributions``."""
+    if plan.public_keys is not None:
+        return plan.public_keys
     return max(int(n_rows) * plan.max_contributions, 1)
 
 
@@ -227,9 +275,10 @@ def check_release(plan, n_rows):
 
 def select_partitions(counts, plan, rng, *, n_rows):
     """``(kept, noisy)``: the indices of the keys kept (increasing) and their noisy
-    counts, from the exact ``counts`` of ``n_rows`` rows (each key at least once, each
-    row contributing to at most ``plan.max_contributions`` keys, the weights of
-    :func:`row_weight` times ``2^-WEIGHT_BITS``).
+    counts, from the exact ``counts`` of ``n_rows`` rows (each key at least once, or
+    every public key of a :func:`plan_public_counts` plan, each row contributing to at
+    most ``plan.max_contributions`` keys, the weights of :func:`row_weight` times
+    ``2^-WEIGHT_BITS``).
 
     How many keys occur is private: the safe release's lattice is chosen for the
     public bound :func:`max_keys`, never for ``counts.size``."""

@@ -24,7 +24,7 @@ from ..feature_extraction import text as _text
 from ..feature_extraction.text import DPTfidfVectorizer
 from ..feature_selection import DPSelectKBest
 from ..privacy.accounting import gaussian_epsilon
-from ..privacy.partitions import plan_partition_selection
+from ..privacy.partitions import plan_partition_selection, plan_public_counts
 from ._audit import AUDITS, Audit, register
 from ._claims import gaussian_claim, gaussian_ratio
 from ._halving import halved_noise_epsilon
@@ -159,15 +159,16 @@ def partition_counts_claim(fitted, delta):
     return gaussian_epsilon(gaussian_ratio(events), delta)
 
 
-def tfidf_halved_epsilon(epsilon=_GAUSS[0], delta=_GAUSS[1], max_terms=1):
+def tfidf_halved_epsilon(epsilon=_GAUSS[0], delta=_GAUSS[1], max_terms=1,
+                         plan=plan_partition_selection):
     """The epsilon at which the vectorizer's calibration adds half the noise of its fit at
     ``epsilon`` (the threshold's event has no noise scale, so the events cannot be
-    halved one by one)."""
-    sigma = plan_partition_selection(epsilon, delta, max_terms).sigma
+    halved one by one). ``plan``: ``(epsilon, delta, max_terms) -> plan``, the
+    partition selection's or that of a public vocabulary's counts."""
+    sigma = plan(epsilon, delta, max_terms).sigma
 
     def gap(eps):
-        return math.log(plan_partition_selection(eps, delta, max_terms).sigma) - math.log(
-            sigma / 2)
+        return math.log(plan(eps, delta, max_terms).sigma) - math.log(sigma / 2)
 
     return brentq(gap, epsilon, 50.0 * epsilon, xtol=1e-12)
 
@@ -206,6 +207,39 @@ register(Audit(
          "sides.",
     statistic_doc="document_frequency_['beta'] - document_frequency_['alpha'] (the "
                   "threshold for a term not kept).",
+))
+
+
+#: The public vocabulary of the audit of its counts.
+_PUBLIC_VOCABULARY = ("alpha", "beta")
+
+
+def _tfidf_public_make(epsilon, delta, seed):
+    return DPTfidfVectorizer(epsilon=epsilon, delta=delta, vocabulary=list(_PUBLIC_VOCABULARY),
+                             max_terms_per_document=_WEIGHTED_MAX_TERMS,
+                             vocabulary_weighting="uniform", random_state=seed)
+
+
+def _public_counts_plan(epsilon, delta, max_terms):
+    return plan_public_counts(epsilon, delta, max_terms, len(_PUBLIC_VOCABULARY),
+                              weighting="uniform")
+
+
+register(Audit(
+    name="tfidf_public_vocabulary_document_frequency",
+    make=_tfidf_public_make,
+    datasets=_tfidf_datasets(),
+    statistic=_tfidf_gap,
+    epsilon=_GAUSS[0], delta=_GAUSS[1], n_runs=800, slow_runs=3000,
+    claim=partition_counts_claim,
+    halved=partial(tfidf_halved_epsilon, max_terms=_WEIGHTED_MAX_TERMS,
+                   plan=_public_counts_plan),
+    pair=f"the documents of tfidf_document_frequency with the public vocabulary "
+         f"{list(_PUBLIC_VOCABULARY)} (no threshold: both counts are released, with the "
+         f"whole budget), vocabulary_weighting='uniform' and max_terms_per_document = "
+         f"{_WEIGHTED_MAX_TERMS}: the weighted counts move by (-2, +2), the full l2 "
+         f"sensitivity sqrt(2 x {_WEIGHTED_MAX_TERMS}).",
+    statistic_doc="document_frequency_['beta'] - document_frequency_['alpha'].",
 ))
 
 

@@ -94,7 +94,8 @@ The audits of the solvers that release ``X^T X`` are in :mod:`._registry_gram`
 ``sufficient_statistics_gram`` and ``bounded_newton_gram`` of the Gram matrix), those
 of the private preprocessing of text in :mod:`._registry_text` (the document
 frequencies of ``DPSelectKBest`` and ``DPTfidfVectorizer``, the weighted counts of
-``vocabulary_weighting="uniform"``; the threshold of the partition selection is
+``vocabulary_weighting="uniform"``, those of a public vocabulary released with the whole
+budget; the threshold of the partition selection is
 audited by counting, ``tests/test_text_preprocessing.py``); each moves one Gaussian
 release by its full sensitivity. ``sparse_sgd_frequent`` is DP-FEST's noisy top-k of
 the feature counts, read through which of two features the top-1 keeps.

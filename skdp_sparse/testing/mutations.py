@@ -202,6 +202,12 @@ MUTATIONS = [
         "    return math.isqrt((plan.max_contributions << (2 * WEIGHT_BITS)) // k)",
         "    return 2 * math.isqrt((plan.max_contributions << (2 * WEIGHT_BITS)) // k)"),
     Mutation(
+        "public_vocabulary_counts", "the noisy document frequencies of a public vocabulary "
+        "(DPTfidfVectorizer(vocabulary=...))", "privacy/partitions.py",
+        "sensitivity, sigma,\n                                  -math.inf, 0.0, safe, (event,)",
+        "sensitivity, sigma / 2,\n                                  -math.inf, 0.0, safe, "
+        "(event,)"),
+    Mutation(
         "select_k_best_frequency", "the noisy document frequencies of DPSelectKBest",
         "feature_selection/_select_k_best.py",
         'plan.units["frequency"], safe, rng)', 'plan.units["frequency"] / 2, safe, rng)'),
