@@ -168,6 +168,12 @@ def _cases():
     yield "tfidf", DPTfidfVectorizer(epsilon=5.0), "documents"
     yield "tfidf-bigrams", DPTfidfVectorizer(epsilon=5.0, ngram_range=(1, 2),
                                              sublinear_tf=True), "documents"
+    # A public vocabulary with a term of the neighbour's changed document ("private").
+    public = ["beta", "alpha", "private", "omega"]
+    yield "tfidf-public-vocabulary", DPTfidfVectorizer(epsilon=5.0, vocabulary=public), \
+        "documents"
+    yield "tfidf-public-vocabulary-no-idf", DPTfidfVectorizer(vocabulary=public,
+                                                              use_idf=False), "documents"
     yield "pipeline", split_budget(make_pipeline(
         DPStandardScaler(bounds=(-1, 1), with_mean=False),
         DPSparseLogisticRegression(classes=[0, 1])), 2.0, 1e-5), "binary"
