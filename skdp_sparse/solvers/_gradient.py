@@ -230,15 +230,30 @@ def penalised_step(bounds, theta, grad, eta, radius):
     """``theta <- Pi(prox_{eta l1}(theta - eta (grad + l2 w)))``; the intercept is
     unpenalised and ``Pi`` projects on the l2 ball of ``radius`` (None: no ball).
     ``theta`` is one problem's ``(w, b)`` or a matrix of them, one per row (the
-    multinomial loss; the ball is then the Frobenius norm's)."""
+    multinomial loss; the ball is then the Frobenius norm's). Returns a new array;
+    ``theta`` and ``grad`` are left unchanged."""
     d = bounds.n_features
+    # In place on one new array and one buffer: with K x p parameters (p = 10^7, the
+    # multinomial loss) every temporary of the plain expressions is hundreds of MB.
+    # The operations and their order are those of
+    # sign(w) * max(|w| - eta l1, 0) on w = theta - eta (grad + l2 w), so the results
+    # are the same bits (IEEE addition and multiplication commute).
+    theta_new = np.array(grad, dtype=np.float64, copy=True)
     if bounds.l2:
-        grad = grad.copy()
-        grad[..., :d] += bounds.l2 * theta[..., :d]
-    theta = theta - eta * grad
+        shift = np.multiply(theta[..., :d], bounds.l2)
+        theta_new[..., :d] += shift
+        del shift
+    theta_new *= eta
+    np.subtract(theta, theta_new, out=theta_new)
     if bounds.l1:
-        w = theta[..., :d]
-        theta[..., :d] = np.sign(w) * np.maximum(np.abs(w) - eta * bounds.l1, 0.0)
+        w = theta_new[..., :d]
+        shrunk = np.abs(w)
+        shrunk -= eta * bounds.l1
+        np.maximum(shrunk, 0.0, out=shrunk)
+        np.sign(w, out=w)
+        w *= shrunk
+        del shrunk
+    theta = theta_new
     if radius is not None:
         nrm = np.linalg.norm(theta)
         if nrm > radius:
