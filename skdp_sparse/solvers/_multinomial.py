@@ -40,10 +40,11 @@ def multinomial_bounds(bounds):
         grad_l1=2.0 * (row_l1 + bounds.intercept), smoothness=0.5 * row_sq + bounds.l2)
 
 
-def multinomial_gradient_sum(rows, Y, bounds, theta):
+def multinomial_gradient_sum(rows, Y, bounds, theta, out=None):
     """Sum over ``rows`` of the multinomial gradients at ``theta`` (K x n_params),
-    flattened. Sparse rows stay sparse: only ``rows @ W^T`` (n x K) and ``rows^T R``
-    (p x K) are formed."""
+    flattened, written into ``out`` if given (a vector of ``theta.size``). Sparse rows
+    stay sparse: only ``rows @ W^T`` (n x K) and ``rows^T r_k`` (p, one class at a
+    time) are formed."""
     d = bounds.n_features
     margins = np.asarray(rows @ theta[:, :d].T)
     if bounds.intercept:
@@ -52,13 +53,17 @@ def multinomial_gradient_sum(rows, Y, bounds, theta):
     prob = np.exp(margins)
     prob /= prob.sum(axis=1, keepdims=True)
     residual = prob - (Y > 0)
-    out = np.empty_like(theta)
-    out[:, :d] = np.asarray(rows.T @ residual).T
+    out = np.empty(theta.size) if out is None else out
+    grad = out.reshape(theta.shape)
+    for k in range(theta.shape[0]):
+        # One class at a time (the same sums, in the same order, as rows^T R): the
+        # product of all K is a p x K matrix beside the result, 400 MB at p = 10^7, K = 5.
+        grad[k, :d] = rows.T @ np.ascontiguousarray(residual[:, k])
     if bounds.intercept:
-        out[:, d] = residual.sum(axis=0)
+        grad[:, d] = residual.sum(axis=0)
     if not np.all(np.isfinite(out)):
         raise FloatingPointError("non-finite gradient")
-    return out.ravel()
+    return out
 
 
 def block_multinomial_gradient_sum(rows, Y, start, bounds, theta, batch):
@@ -69,6 +74,6 @@ def block_multinomial_gradient_sum(rows, Y, start, bounds, theta, batch):
     if local is not None:
         rows, Y = rows[local], Y[local]
     out = np.empty(theta.size + 1)
-    out[:-1] = multinomial_gradient_sum(rows, np.asarray(Y), bounds, theta)
+    multinomial_gradient_sum(rows, np.asarray(Y), bounds, theta, out=out[:-1])
     out[-1] = rows.shape[0]
     return out

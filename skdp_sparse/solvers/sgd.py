@@ -371,6 +371,10 @@ class NoisySGD(GradientSolver):
                                       batch, norm_bound=bounds.norm_bound,
                                       l1_bound=bounds.l1_bound)
             g, used = summed[:-1], int(summed[-1])
+            # Neither the sum nor the step's gradient is kept past its use: with K x p
+            # parameters each is hundreds of MB, and the next step's sum would be
+            # computed beside them.
+            del summed
             n_grad += used
             if noise is not None:
                 g = noise.randomise(g, rng)
@@ -379,6 +383,7 @@ class NoisySGD(GradientSolver):
                 g = project_l1_ball(g, bounds.grad_l1)
             theta = penalised_step(bounds, theta, g.reshape(theta.shape), plan.learning_rate,
                                    plan.radius)
+            del g
             if t >= first:
                 avg += (theta - avg) / (t - first + 1)
             if t in marks:

@@ -200,13 +200,14 @@ def check_lattice(sensitivity, noise, dim, *, pure=False, shown=None,
 
 
 def _to_lattice(value, k):
-    scaled = np.ldexp(value, -k)
+    scaled = np.atleast_1d(np.ldexp(value, -k))
     if not np.all(np.isfinite(scaled)):
         raise ValueError(
             "a floating-point-safe release needs a finite value whose ratio to the noise "
             "scale is below 2^990"
         )
-    return np.rint(scaled).ravel()
+    # In place: the value may be a K x p gradient matrix.
+    return np.rint(scaled, out=scaled).ravel()
 
 
 def _release(value, n_draws, k, setup, rng):
