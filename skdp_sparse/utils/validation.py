@@ -298,7 +298,12 @@ def canonical_sparse(X):
     zeros = X.nnz > 0 and not np.all(X.data)
     if X.has_canonical_format and not zeros and X.data.dtype == np.float64:
         cls = sp.csr_matrix if fmt == "csr" else sp.csc_matrix
-        return cls((X.data, X.indices, X.indptr), shape=X.shape, copy=False)
+        wrapped = cls((X.data, X.indices, X.indptr), shape=X.shape, copy=False)
+        if X.indices.dtype == X.indptr.dtype == np.int64:
+            # scipy narrows int64 index arrays whose values fit in int32, in a copy that
+            # the kernels' int64 rows would widen again: keep the caller's (read only).
+            wrapped.indices, wrapped.indptr = X.indices, X.indptr
+        return wrapped
     X = X.astype(np.float64, copy=True)
     X.sum_duplicates()
     # The values were checked finite as stored; the sums of duplicates can overflow.
@@ -483,6 +488,7 @@ def validate_fit_data(estimator, X, y=None, *, y_required=False, y_numeric=False
     kwargs = dict(reset=True, accept_sparse=list(accept_sparse), dtype=np.float64,
                   ensure_all_finite=ensure_all_finite and not zero_rows)
     _check_container(X, type(estimator).__name__)
+    X = _float64_values(X)
     shape = getattr(X, "shape", ())
     if len(shape) == 2 and shape[1] == 0:
         # A shape is public; scikit-learn's own error (whose words this keeps) names
@@ -513,6 +519,20 @@ def validate_fit_data(estimator, X, y=None, *, y_required=False, y_numeric=False
     if sp.issparse(X):
         X = canonical_sparse(X)
     return X, y
+
+
+def _float64_values(X):
+    """A CSR or CSC matrix of other floats as float64 that shares the caller's index
+    arrays (read only): scikit-learn's conversion copies them too, a third of the
+    matrix's memory for float32 values and int32 indices. Anything else unchanged."""
+    if not (sp.issparse(X) and X.format in ("csr", "csc")
+            and np.issubdtype(X.data.dtype, np.floating) and X.data.dtype != np.float64):
+        return X
+    cls = sp.csr_matrix if X.format == "csr" else sp.csc_matrix
+    out = cls((X.data.astype(np.float64), X.indices, X.indptr), shape=X.shape, copy=False)
+    if X.indices.dtype == X.indptr.dtype:
+        out.indices, out.indptr = X.indices, X.indptr  # not narrowed (canonical_sparse)
+    return out
 
 
 def validate_predict_data(estimator, X):
