@@ -126,3 +126,31 @@ def test_a_symmetric_target_bound_clips_predictions_as_its_range_does(estimator)
     raw = symmetric.set_params(clip_predict=False).predict(X)
     assert np.abs(raw).max() > 0.5
     np.testing.assert_array_equal(pred, np.clip(raw, -0.5, 0.5))
+
+
+def test_scores_of_a_few_rows_make_no_copy_of_the_coefficients():
+    # X @ coef_.T copied the K x p coefficients into a C-ordered p x K block on every
+    # call, whatever the number of rows: 400 MB to score one row at K = 5, p = 10^7.
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    n, p, K = 300, 200_000, 5
+    X = sp.random(n, p, density=1e-4, format="csr", random_state=1) * 0.1
+    y = rng.integers(0, K, n)
+    # Rows inside the public bounds: the clipping of predict leaves them as they are.
+    clf = DPSparseLogisticRegression(epsilon=1.0, delta=1e-6, classes=list(range(K)),
+                                     max_iter=2, random_state=0).fit(X, y)
+    assert clf.coef_.shape == (K, p)
+    rows = X[:10]
+    want = rows @ np.ascontiguousarray(clf.coef_.T) + clf.intercept_
+    clf.decision_function(rows)
+    tracemalloc.start()
+    scores = clf.decision_function(rows)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert scores.tobytes() == want.tobytes()
+    assert peak < clf.coef_.nbytes / 10
+    # Many rows (more stored entries than coefficients): the one product, same bits.
+    many = sp.random(2000, p, density=3e-3, format="csr", random_state=2) * 1e-3
+    np.testing.assert_array_equal(clf.decision_function(many),
+                                  many @ np.ascontiguousarray(clf.coef_.T) + clf.intercept_)

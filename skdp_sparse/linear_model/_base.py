@@ -39,6 +39,7 @@ from ..utils.validation import (
     validate_fit_data,
     validate_predict_data,
 )
+from ._scores import linear_scores
 
 __all__ = ["DPLinearModel", "LinearClassifierMixin", "LinearRegressorMixin", "TargetRangeMixin",
            "make_penalty", "clip_like_fit"]
@@ -243,7 +244,7 @@ class DPLinearModel(DPEstimatorMixin, BaseEstimator):
             # clipped as a training row was, so it cannot reach a score the fitted
             # model never had to answer for.
             X = clip_like_fit(X, self.input_clipping_)
-        return X @ self.coef_.T + self.intercept_
+        return linear_scores(X, self.coef_) + self.intercept_
 
 
 def _check_distributed(name, solver, options, choosable):
