@@ -42,6 +42,9 @@ SCRIPTS = {
     "bench_multiclass": {"quick": ["--quick"], "full": []},
     "bench_speed": {"quick": ["--quick", "--repeats", "3"], "full": []},
     "bench_speed_sparse": {"quick": ["--quick"], "full": []},
+    "bench_scale": {"quick": ["--quick", "--no-sklearn"],
+                    "full": ["--sklearn-for", "logistic (default)", "greedy CD regressor",
+                             "--sklearn-timeout", "300", "--timeout", "900"]},
 }
 
 
