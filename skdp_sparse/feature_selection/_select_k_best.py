@@ -64,16 +64,37 @@ def truncated_indicators(X, sparsity):
     # bound as given (2^31, say) may not fit the index arrays' integer type, and numpy
     # refuses to compare them with it.
     sparsity = min(int(sparsity), X.shape[1])
+    if not X.has_sorted_indices:
+        X = X.sorted_indices()
     counts = np.diff(X.indptr)
-    rows = np.repeat(np.arange(X.shape[0]), counts)
-    order = np.lexsort((X.indices, -np.abs(X.data), rows))
-    rank = np.arange(X.nnz) - np.repeat(X.indptr[:-1], counts)
-    keep = np.zeros(X.nnz, dtype=bool)
-    keep[order[rank < sparsity]] = True
+    # Only the rows above the bound are ranked (a sort of every entry took 17 s of a
+    # 21 s fit at 2.9 x 10^7 non-zeros); the others keep every entry.
+    longer = counts > sparsity
+    keep = np.repeat(~longer, counts)
+    entries = np.flatnonzero(~keep)
+    lengths = counts[longer]
+    rows = np.repeat(np.flatnonzero(longer), lengths)
+    order = np.lexsort((X.indices[entries], -np.abs(X.data[entries]), rows))
+    rank = np.arange(entries.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    keep[entries[order[rank < sparsity]]] = True
     out = sp.csr_matrix((np.ones(int(keep.sum())), X.indices[keep],
                          np.concatenate([[0], np.cumsum(np.minimum(counts, sparsity))])),
                         shape=X.shape)
     return out
+
+
+def top_k(scores, k):
+    """The sorted positions of the ``k`` highest scores, ties to the lower position:
+    ``np.sort(np.argsort(-scores, kind="stable")[:k])`` without sorting all p (2 to 4 s
+    at p = 10^7)."""
+    if k >= scores.size:
+        return np.arange(scores.size)
+    # The k-th highest score; every score above it is kept, and as many of the scores
+    # equal to it as fill k, the lowest positions first.
+    kth = -np.partition(-scores, k - 1)[k - 1]
+    above = np.flatnonzero(scores > kth)
+    ties = np.flatnonzero(scores == kth)[: k - above.size]
+    return np.sort(np.concatenate([above, ties]))
 
 
 class DPSelectKBest(SelectorMixin, DPEstimatorMixin, BaseEstimator):
@@ -262,8 +283,7 @@ class DPSelectKBest(SelectorMixin, DPEstimatorMixin, BaseEstimator):
         safe = self.floating_point_safe is not False
         sensitivity = float(np.nextafter(math.sqrt(2.0 * s), np.inf))
         scores, sigma = release(counts, sensitivity, plan.units["frequency"], safe, rng)
-        order = np.argsort(-scores, kind="stable")
-        return _Selected(np.sort(order[: plan.k]), scores, sigma, plan.events)
+        return _Selected(top_k(scores, plan.k), scores, sigma, plan.events)
 
     def _fitted_attributes(self, public, plan, result):
         out = {"scores_": result.scores, "selected_": result.columns.astype(np.int64),
