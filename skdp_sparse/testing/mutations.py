@@ -364,6 +364,7 @@ CALIBRATION_TESTS = (
     "tests/test_class_balance.py",
     "tests/test_curvature.py",
     "tests/test_preprocessing.py",
+    "tests/test_public_vocabulary.py",
 )
 #: What step 2 leaves out of tests/test_audits.py: step 1 runs the honest audits, and
 #: the audits of half the noise cannot fail on a copy with less noise.
