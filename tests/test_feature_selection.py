@@ -134,7 +134,7 @@ def test_truncated_indicators_rank_only_the_rows_above_the_bound(monkeypatch):
 def test_the_k_best_columns_are_picked_without_sorting_every_score(monkeypatch):
     # A stable argsort of all p noisy scores took 2 to 4 s at p = 10^7 for k = 1000;
     # the selection is the same: the k highest, ties to the lower column.
-    from skdp_sparse.feature_selection._select_k_best import top_k
+    from skdp_sparse.utils._ranking import top_k
 
     rng = np.random.default_rng(0)
     for _ in range(300):

@@ -34,6 +34,7 @@ from ..privacy.partitions import (
     row_weight,
     select_partitions,
 )
+from ..utils._ranking import top_k
 from ..utils._warnings import warn_float_noise
 from ..utils.validation import DELTA, EPSILON, Interval, Options
 
@@ -482,7 +483,7 @@ stop_words, token_pattern, ngram_range
         if vocabulary is not None:
             return _Vocabulary(terms, noisy, plan.events)
         if self.max_features is not None and len(terms) > self.max_features:
-            top = np.sort(np.argsort(-noisy, kind="stable")[: self.max_features])
+            top = top_k(noisy, self.max_features)
             terms, noisy = [terms[i] for i in top], noisy[top]
         return _Vocabulary(terms, noisy, plan.events)
 

@@ -18,6 +18,7 @@ from ..optim.losses import LogisticLoss
 from ..solvers import Problem
 from ..solvers._screening import noise_units, plan_screening, release, screen
 from ..utils._labels import encode_labels
+from ..utils._ranking import top_k
 from ..utils._warnings import warn, warn_float_noise
 from ..utils.validation import (
     DELTA,
@@ -81,20 +82,6 @@ def truncated_indicators(X, sparsity):
                          np.concatenate([[0], np.cumsum(np.minimum(counts, sparsity))])),
                         shape=X.shape)
     return out
-
-
-def top_k(scores, k):
-    """The sorted positions of the ``k`` highest scores, ties to the lower position:
-    ``np.sort(np.argsort(-scores, kind="stable")[:k])`` without sorting all p (2 to 4 s
-    at p = 10^7)."""
-    if k >= scores.size:
-        return np.arange(scores.size)
-    # The k-th highest score; every score above it is kept, and as many of the scores
-    # equal to it as fill k, the lowest positions first.
-    kth = -np.partition(-scores, k - 1)[k - 1]
-    above = np.flatnonzero(scores > kth)
-    ties = np.flatnonzero(scores == kth)[: k - above.size]
-    return np.sort(np.concatenate([above, ties]))
 
 
 class DPSelectKBest(SelectorMixin, DPEstimatorMixin, BaseEstimator):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from ..utils._ranking import top_k
 from ._base import Plan
 from ._screening import release
 
@@ -48,8 +49,7 @@ def release_frequent_features(X, k, contribution_bound, unit, floating_point_saf
     noisy, _ = release(frequency_counts(X, contribution_bound),
                        math.sqrt(2.0) * float(contribution_bound), unit, floating_point_safe,
                        rng)
-    order = np.argsort(-noisy, kind="stable")[: int(k)]
-    return np.sort(order).astype(np.int64), noisy
+    return top_k(noisy, int(k)).astype(np.int64), noisy
 
 
 def _frequent_columns(value, d):

@@ -63,6 +63,7 @@ from ..privacy.discrete import SENSITIVITY_SLACK
 from ..privacy.mechanisms import GaussianMechanism, LaplaceMechanism
 from ..privacy.pld import DISCRETE_GAUSSIAN_SLACK
 from ..privacy.subsampling import subsampled_gaussian_event
+from ..utils._ranking import top_k
 from ._base import non_private_events
 
 __all__ = [
@@ -334,9 +335,9 @@ def screen(problem, data, plan, rng, *, extra_threshold=0.0):
     if plan.mode == "none" or p == 0:
         columns, cut = np.arange(p), 0.0
     elif plan.mode == "top_k":
-        order = np.argsort(-score, kind="stable")
-        columns = np.sort(order[: plan.k])
-        cut = float(score[order[plan.k]]) if plan.k < p else 0.0
+        columns = top_k(score, plan.k)
+        # The (k+1)-th highest score, the first one left out.
+        cut = float(-np.partition(-score, plan.k)[plan.k]) if plan.k < p else 0.0
     else:
         level = plan.threshold
         if plan.mode == "sure" and sigma > 0:

@@ -294,16 +294,9 @@ def canonical_sparse(X):
     which the library only reads. Duplicates whose sum overflows raise, or within
     :func:`nonfinite_rows_zeroed` make their rows zero rows.
     """
-    fmt = X.format
     zeros = X.nnz > 0 and not np.all(X.data)
     if X.has_canonical_format and not zeros and X.data.dtype == np.float64:
-        cls = sp.csr_matrix if fmt == "csr" else sp.csc_matrix
-        wrapped = cls((X.data, X.indices, X.indptr), shape=X.shape, copy=False)
-        if X.indices.dtype == X.indptr.dtype == np.int64:
-            # scipy narrows int64 index arrays whose values fit in int32, in a copy that
-            # the kernels' int64 rows would widen again: keep the caller's (read only).
-            wrapped.indices, wrapped.indptr = X.indices, X.indptr
-        return wrapped
+        return _on_own_indices(X, X.data)
     X = X.astype(np.float64, copy=True)
     X.sum_duplicates()
     # The values were checked finite as stored; the sums of duplicates can overflow.
@@ -528,10 +521,18 @@ def _float64_values(X):
     if not (sp.issparse(X) and X.format in ("csr", "csc")
             and np.issubdtype(X.data.dtype, np.floating) and X.data.dtype != np.float64):
         return X
+    return _on_own_indices(X, X.data.astype(np.float64))
+
+
+def _on_own_indices(X, data):
+    """A new matrix of ``X``'s format (CSR or CSC) holding ``data`` on ``X``'s own index
+    arrays, which the library only reads: scipy's constructor narrows int64 index
+    arrays whose values fit in int32, in a copy that the kernels' int64 rows would widen
+    again."""
     cls = sp.csr_matrix if X.format == "csr" else sp.csc_matrix
-    out = cls((X.data.astype(np.float64), X.indices, X.indptr), shape=X.shape, copy=False)
+    out = cls((data, X.indices, X.indptr), shape=X.shape, copy=False)
     if X.indices.dtype == X.indptr.dtype:
-        out.indices, out.indptr = X.indices, X.indptr  # not narrowed (canonical_sparse)
+        out.indices, out.indptr = X.indices, X.indptr
     return out
 
 
