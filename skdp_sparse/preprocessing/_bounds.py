@@ -12,11 +12,11 @@ from collections import namedtuple
 
 import numpy as np
 
+from ..utils._entry_blocks import entry_blocks
 from ..utils.validation import MAX_BOUND, MIN_BOUND, canonical_sparse
 
 __all__ = ["OutputBounds", "check_bounds", "bounds_for", "ranges_for", "output_width",
-           "required_output_width", "check_zero_inside", "entry_columns", "clip_sparse",
-           "clip_and_scale_sparse", "unscale_sparse"]
+           "required_output_width", "check_zero_inside", "clip_and_scale_sparse", "unscale_sparse"]
 
 OutputBounds = namedtuple("OutputBounds", ["feature_bound", "norm_bound"])
 OutputBounds.__doc__ = """Public bounds of a transformer's output (``output_bounds()``).
@@ -134,31 +134,18 @@ def check_zero_inside(lower, upper, owner):
             "and shift it, or widen the ranges to 0")
 
 
-def entry_columns(X):
-    """The column of every stored entry of a CSR or CSC matrix (no densifying)."""
-    if X.format == "csr":
-        return X.indices
-    return np.repeat(np.arange(X.shape[1]), np.diff(X.indptr))
-
-
-def clip_sparse(X, lower, upper):
-    """A copy of ``X`` (CSR or CSC, canonical) with its stored entries clipped to their
-    column's ``[lower_j, upper_j]``, and the columns of its entries."""
-    out = X.astype(np.float64, copy=True)
-    cols = entry_columns(out)
-    np.clip(out.data, lower[cols], upper[cols], out=out.data)
-    return out, cols
-
-
 def clip_and_scale_sparse(X, lower, upper, scale, out_bound=None):
     """A float64 copy of ``X`` (CSR or CSC, in its format) with its stored entries
     clipped to their column's ``[lower_j, upper_j]``, divided by its ``scale_j`` and,
     given ``out_bound``, clipped to ``[-out_bound, out_bound]``; explicit zeros (an
     entry clipped to a bound 0) are dropped, so no more entries than ``X`` stores."""
-    out, cols = clip_sparse(canonical_sparse(X), lower, upper)
-    out.data /= scale[cols]
-    if out_bound is not None:
-        np.clip(out.data, -out_bound, out_bound, out=out.data)
+    out = canonical_sparse(X).astype(np.float64, copy=True)
+    for entries, _, cols in entry_blocks(out):
+        values = out.data[entries]
+        np.clip(values, lower[cols], upper[cols], out=values)
+        values /= scale[cols]
+        if out_bound is not None:
+            np.clip(values, -out_bound, out_bound, out=values)
     out.eliminate_zeros()
     return out
 
@@ -167,5 +154,6 @@ def unscale_sparse(X, scale):
     """A float64 copy of ``X`` with its stored entries multiplied by their column's
     ``scale_j``: the inverse of :func:`clip_and_scale_sparse` on unclipped entries."""
     X = canonical_sparse(X).astype(np.float64, copy=True)
-    X.data *= scale[entry_columns(X)]
+    for entries, _, cols in entry_blocks(X):
+        X.data[entries] *= scale[cols]
     return X

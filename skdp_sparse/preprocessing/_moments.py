@@ -53,7 +53,7 @@ import scipy.sparse as sp
 
 from ..privacy.accounting import calibrate_scale
 from ..privacy.mechanisms import GaussianMechanism, LaplaceMechanism
-from ._bounds import clip_sparse
+from ..utils._entry_blocks import entry_blocks
 
 __all__ = ["SCALE_FLOOR", "MomentsPlan", "sensitivities", "make_plan", "unit_sums",
            "release_moments"]
@@ -148,14 +148,18 @@ def unit_sums(X, lower, upper):
     mid, half = (lower + upper) / 2, (upper - lower) / 2
     if sp.issparse(X):
         n, p = X.shape
-        clipped, cols = clip_sparse(X, lower, upper)
-        z = np.clip((clipped.data - mid[cols]) / half[cols], -1.0, 1.0)
+        t1, t2 = np.zeros(p), np.zeros(p)
+        stored = np.zeros(p, dtype=np.int64)
+        for entries, _, cols in entry_blocks(X):
+            x = np.clip(X.data[entries].astype(np.float64), lower[cols], upper[cols])
+            z = np.clip((x - mid[cols]) / half[cols], -1.0, 1.0)
+            np.add.at(t1, cols, z)
+            np.add.at(t2, cols, z * z)
+            np.add.at(stored, cols, 1)
         # The entries not stored are zeros, inside every range: z_0 = -m_j / h_j.
         z0 = np.clip(-mid / half, -1.0, 1.0)
-        absent = n - np.bincount(cols, minlength=p)
-        t1 = np.bincount(cols, weights=z, minlength=p) + absent * z0
-        t2 = np.bincount(cols, weights=z * z, minlength=p) + absent * z0**2
-        return t1, t2
+        absent = n - stored
+        return t1 + absent * z0, t2 + absent * z0**2
     Z = np.clip(X, lower, upper)
     Z -= mid
     Z /= half

@@ -1,0 +1,124 @@
+"""Per-entry work over blocks of whole rows or columns: every stored entry once, in
+storage order, and the preprocessing sums and copies the same to the bit as the
+expressions over all entries at once."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from skdp_sparse.preprocessing._bounds import clip_and_scale_sparse, unscale_sparse
+from skdp_sparse.preprocessing._moments import unit_sums
+from skdp_sparse.utils import _entry_blocks
+from skdp_sparse.utils._entry_blocks import entry_blocks
+
+
+def _matrix(fmt, index_dtype, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    X = sp.random(300, 40, density=0.2, format="csr", random_state=rng, dtype=np.float64)
+    X.data = rng.normal(0, 3, X.data.size)
+    X = X.tolil()
+    X[7, :] = 0  # an empty row
+    X[:, 5] = 0  # an empty column
+    X[11, :] = rng.normal(0, 3, 40)  # a row longer than a block
+    X = X.asformat(fmt).astype(dtype)
+    X.indices = X.indices.astype(index_dtype)
+    X.indptr = X.indptr.astype(index_dtype)
+    return X
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc"])
+@pytest.mark.parametrize("size", [1, 7, 30, 10**6])
+def test_blocks_cover_every_entry_once_in_storage_order(fmt, size):
+    X = _matrix(fmt, np.int32, np.float64)
+    coo = X.tocoo()  # COO of CSR / CSC keeps storage order
+    starts, rows, cols = [], [], []
+    for entries, r, c in entry_blocks(X, size):
+        starts.append((entries.start, entries.stop))
+        rows.append(r)
+        cols.append(c)
+    # Contiguous blocks of whole rows (columns), at most `size` entries unless one
+    # row alone holds more.
+    assert starts[0][0] == 0 and starts[-1][1] == X.nnz
+    assert all(a[1] == b[0] for a, b in zip(starts, starts[1:]))
+    major = X.indptr
+    for (a, b), r, c in zip(starts, rows, cols):
+        assert a in major and b in major
+        m = r if fmt == "csr" else c
+        assert b - a <= size or np.unique(m).size == 1
+    np.testing.assert_array_equal(np.concatenate(rows), coo.row)
+    np.testing.assert_array_equal(np.concatenate(cols), coo.col)
+
+
+def _reference_unit_sums(X, lower, upper):
+    """The sums over all entries at once (no blocks)."""
+    n, p = X.shape
+    mid, half = (lower + upper) / 2, (upper - lower) / 2
+    clipped = X.astype(np.float64, copy=True)
+    cols = clipped.indices if X.format == "csr" else np.repeat(np.arange(p), np.diff(X.indptr))
+    np.clip(clipped.data, lower[cols], upper[cols], out=clipped.data)
+    z = np.clip((clipped.data - mid[cols]) / half[cols], -1.0, 1.0)
+    z0 = np.clip(-mid / half, -1.0, 1.0)
+    absent = n - np.bincount(cols, minlength=p)
+    return (np.bincount(cols, weights=z, minlength=p) + absent * z0,
+            np.bincount(cols, weights=z * z, minlength=p) + absent * z0**2)
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc"])
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_blocked_preprocessing_equals_the_whole_expression_bitwise(monkeypatch, fmt,
+                                                                    index_dtype, dtype):
+    monkeypatch.setattr(_entry_blocks, "BLOCK_ENTRIES", 13)
+    X = _matrix(fmt, index_dtype, dtype, seed=1)
+    rng = np.random.default_rng(2)
+    lower = -rng.uniform(0.5, 4, X.shape[1])
+    upper = rng.uniform(0.5, 4, X.shape[1])
+    for got, want in zip(unit_sums(X, lower, upper), _reference_unit_sums(X, lower, upper)):
+        np.testing.assert_array_equal(got, want)
+    scale = rng.uniform(0.1, 3, X.shape[1])
+    out = clip_and_scale_sparse(X, lower, upper, scale, 1.5)
+    want = X.astype(np.float64, copy=True)
+    cols = want.indices if fmt == "csr" else np.repeat(np.arange(X.shape[1]),
+                                                       np.diff(want.indptr))
+    want.data = np.clip(np.clip(want.data, lower[cols], upper[cols]) / scale[cols], -1.5, 1.5)
+    want.eliminate_zeros()
+    assert out.format == fmt
+    np.testing.assert_array_equal(out.indptr, want.indptr)
+    np.testing.assert_array_equal(out.indices, want.indices)
+    np.testing.assert_array_equal(out.data, want.data)
+    back = unscale_sparse(X, scale)
+    np.testing.assert_array_equal(back.data, X.data.astype(np.float64) * scale[cols])
+
+
+def _held(func, *args):
+    """Peak memory that ``func(*args)`` allocates beyond its result's, in bytes."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        result = func(*args)
+        return tracemalloc.get_traced_memory()[1] - base, result
+    finally:
+        tracemalloc.stop()
+
+
+def test_scaler_statistics_and_transform_hold_blocks_not_copies_of_x(monkeypatch):
+    """At 4 x 10^6 entries (60 blocks here) the sums hold a few blocks of temporaries
+    (they held three copies of X), and the transform its output and a few blocks (two
+    copies of X more)."""
+    monkeypatch.setattr(_entry_blocks, "BLOCK_ENTRIES", 1 << 16)
+    rng = np.random.default_rng(0)
+    n, p, per_row = 200_000, 50_000, 20
+    cols = rng.integers(0, p, n * per_row)
+    X = sp.csr_matrix((rng.random(n * per_row), cols, np.arange(0, n * per_row + 1, per_row)),
+                      shape=(n, p))
+    X.sum_duplicates()  # canonical, as validated data are: the transform copies it once
+    x_bytes = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
+    lower, upper = np.full(p, -0.5), np.full(p, 0.7)
+    held, _ = _held(unit_sums, X, lower, upper)
+    assert held < 0.3 * x_bytes
+    held, out = _held(clip_and_scale_sparse, X, lower, upper, np.full(p, 2.0))
+    out_bytes = out.data.nbytes + out.indices.nbytes + out.indptr.nbytes
+    assert held < out_bytes + 0.3 * x_bytes
