@@ -122,3 +122,63 @@ def test_scaler_statistics_and_transform_hold_blocks_not_copies_of_x(monkeypatch
     held, out = _held(clip_and_scale_sparse, X, lower, upper, np.full(p, 2.0))
     out_bytes = out.data.nbytes + out.indices.nbytes + out.indptr.nbytes
     assert held < out_bytes + 0.3 * x_bytes
+
+
+def _reference_second_moments(X, norm_bound, square_norm, feature_bound):
+    """The statistic over a CSC copy of the clipped entries, squared all at once."""
+    from skdp_sparse.privacy.clipping import clip_entries
+
+    C = clip_entries(X, feature_bound)
+    squares = sp.csc_matrix((np.square(C.data), C.indices, C.indptr), shape=C.shape)
+    row_sq = np.asarray(squares.sum(axis=1)).ravel()
+    weights = np.ones_like(row_sq)
+    clipped = row_sq > norm_bound**2
+    weights[clipped] = norm_bound**2 / row_sq[clipped]
+    norms = weights * np.sqrt(np.bincount(squares.indices, weights=np.square(squares.data),
+                                          minlength=X.shape[0]))
+    if square_norm is not None:
+        weights = np.divide(weights * square_norm, norms, out=np.zeros_like(norms),
+                            where=norms > 0)
+    return squares.T @ weights, int(clipped.sum()), norms
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
+@pytest.mark.parametrize("square_norm", [None, 0.7])
+@pytest.mark.parametrize("feature_bound", [2.5, "per feature"])
+def test_second_moments_by_blocks_equal_the_statistic_of_the_clipped_copy(
+        monkeypatch, fmt, square_norm, feature_bound):
+    """The curvature statistics of the coordinate and Newton solvers, read a block at a
+    time from X without the CSC copy of its clipped entries, are the same to the bit."""
+    from skdp_sparse.privacy.statistics import column_second_moment_sums, row_square_norms
+
+    monkeypatch.setattr(_entry_blocks, "BLOCK_ENTRIES", 29)
+    X = _matrix("csr", np.int32, np.float64, seed=3).asformat(fmt)
+    if feature_bound == "per feature":
+        feature_bound = np.random.default_rng(4).uniform(0.5, 4, X.shape[1])
+    sums, n_clipped = column_second_moment_sums(X, 6.0, square_norm,
+                                                feature_bound=feature_bound)
+    want_sums, want_clipped, want_norms = _reference_second_moments(X, 6.0, square_norm,
+                                                                    feature_bound)
+    assert 0 < n_clipped == want_clipped < X.shape[0]
+    np.testing.assert_array_equal(sums, want_sums)
+    np.testing.assert_array_equal(row_square_norms(X, 6.0, feature_bound=feature_bound),
+                                  want_norms)
+
+
+def test_curvature_statistics_hold_blocks_not_copies_of_x(monkeypatch):
+    """The second moments of a data view (the screened Newton step's and coordinate
+    descent's curvature) kept a CSC copy of the clipped entries and three more copies
+    of X in temporaries; they hold a few blocks now."""
+    from skdp_sparse.data import LocalData
+
+    monkeypatch.setattr(_entry_blocks, "BLOCK_ENTRIES", 1 << 16)
+    rng = np.random.default_rng(0)
+    n, p, per_row = 200_000, 50_000, 20
+    X = sp.csr_matrix((rng.random(n * per_row), rng.integers(0, p, n * per_row),
+                       np.arange(0, n * per_row + 1, per_row)), shape=(n, p))
+    X.sum_duplicates()
+    x_bytes = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
+    data = LocalData(X, np.ones((n, 1)))
+    held, (sums, _) = _held(data.column_second_moment_sums, 0.8, 1.0, 0.5)
+    assert held < 0.3 * x_bytes
+    assert np.all(sums >= 0) and sums.sum() > 0

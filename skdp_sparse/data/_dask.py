@@ -108,8 +108,8 @@ def _entries_clipped_block(block, feature_bound, norm_bound):
 def _block_second_moments(X, Y, start, feature_bound, norm_bound, square_norm):
     """The block's ``column_second_moment_sums`` of its entries clipped to
     ``feature_bound``, the count of clipped rows last."""
-    sums, n_clipped = column_second_moment_sums(clip_entries(X, feature_bound), norm_bound,
-                                                square_norm)
+    sums, n_clipped = column_second_moment_sums(X, norm_bound, square_norm,
+                                                feature_bound=feature_bound)
     return np.append(sums, float(n_clipped))
 
 

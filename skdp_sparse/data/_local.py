@@ -113,8 +113,8 @@ class LocalData:
         ``norm_bound`` in l2 (the statistic a curvature estimate perturbs), each row's
         vector of squares rescaled to l2 norm ``square_norm`` if given
         (:func:`~skdp_sparse.privacy.statistics.column_second_moment_sums`)."""
-        return column_second_moment_sums(self.entries_clipped(feature_bound), norm_bound,
-                                         square_norm)
+        return column_second_moment_sums(self.X, norm_bound, square_norm,
+                                         feature_bound=np.asarray(feature_bound, dtype=float))
 
     def row_sum(self, func, *args, norm_bound=None, l1_bound=math.inf):
         """``func(rows, Y, 0, *args)``: a sum over the rows that ``func`` computes, on

@@ -9,6 +9,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
+from ..utils._entry_blocks import entry_blocks
 from .clipping import with_summed_duplicates
 from .mechanisms import GaussianMechanism, LaplaceMechanism, gaussian_sigma_for_rho
 
@@ -16,12 +17,16 @@ __all__ = ["column_second_moment_sums", "row_square_norms", "release_column_seco
            "second_moment_sensitivities", "second_moment_noise_std"]
 
 
-def column_second_moment_sums(X, norm_bound=np.inf, square_norm=None):
+def column_second_moment_sums(X, norm_bound=np.inf, square_norm=None, *,
+                              feature_bound=None):
     """``sum_i xt_ij^2`` for every column j, with ``xt_i = x_i min(1, L / ||x_i||_2)``.
 
     Not private: this is the statistic :func:`release_column_second_moments`
     perturbs. Rows are clipped to l2 norm ``L = norm_bound`` (no clipping for
-    ``np.inf``); O(nnz) on sparse input, nothing is densified.
+    ``np.inf``), after every entry is clipped to ``[-b_j, b_j]`` if ``feature_bound``
+    (``b``: a number or one bound per feature) is given. Sparse input (CSR or CSC) is
+    read a block of whole rows or columns at a time: nothing of the size of ``X`` is
+    allocated, and every sum adds its terms in the order they are stored.
 
     With ``square_norm = c``, each row's vector of squares ``(xt_ij^2)_j`` is rescaled
     to l2 norm ``c`` (a row of zeros adds nothing): every row then moves the sums by
@@ -34,63 +39,80 @@ def column_second_moment_sums(X, norm_bound=np.inf, square_norm=None):
     n_clipped : int
         Number of rows whose norm exceeds ``norm_bound``.
     """
-    squares, weights, n_clipped = _squares_and_row_weights(X, norm_bound)
+    X = _readable(X)
+    weights, n_clipped = _row_weights(X, norm_bound, feature_bound)
     if square_norm is not None:
         # The clipped row's squares are the raw ones times its weight: so is their norm.
-        norms = weights * _row_norms(squares)
+        norms = weights * np.sqrt(_row_sums(X, feature_bound, power=4))
         weights = np.divide(weights * float(square_norm), norms, out=np.zeros_like(norms),
                             where=norms > 0)
-    elif math.isinf(norm_bound):
-        return np.asarray(squares.sum(axis=0), dtype=float).ravel(), 0
-    return np.asarray(squares.T @ weights, dtype=float).ravel(), n_clipped
+    if not sp.issparse(X):
+        squares = np.square(_clipped_dense(X, feature_bound))
+        if square_norm is None and math.isinf(norm_bound):
+            return np.asarray(squares.sum(axis=0), dtype=float).ravel(), 0
+        return np.asarray(squares.T @ weights, dtype=float).ravel(), n_clipped
+    sums = np.zeros(X.shape[1])
+    for entries, rows, cols in entry_blocks(X):
+        np.add.at(sums, cols, _clipped_powers(X, entries, cols, feature_bound, 2) * weights[rows])
+    return sums, n_clipped
 
 
-def row_square_norms(X, norm_bound=np.inf):
-    """``||(xt_ij^2)_j||_2`` of every row, ``xt_i`` the row clipped to l2 norm
-    ``norm_bound``: the norms :func:`column_second_moment_sums` rescales with
-    ``square_norm``. Not private."""
-    squares, weights, _ = _squares_and_row_weights(X, norm_bound)
-    return weights * _row_norms(squares)
+def row_square_norms(X, norm_bound=np.inf, *, feature_bound=None):
+    """``||(xt_ij^2)_j||_2`` of every row, ``xt_i`` the row (its entries clipped to
+    ``feature_bound`` if given) clipped to l2 norm ``norm_bound``: the norms
+    :func:`column_second_moment_sums` rescales with ``square_norm``. Not private."""
+    X = _readable(X)
+    weights, _ = _row_weights(X, norm_bound, feature_bound)
+    return weights * np.sqrt(_row_sums(X, feature_bound, power=4))
 
 
-def _squares_and_row_weights(X, norm_bound):
-    """``(squares, weights, n_clipped)``: the entries' squares (CSR or an array), each
-    row's factor ``min(1, L / ||x_i||_2)^2`` and the number of rows it shrinks."""
-    squares = _squared(X)
-    row_norm_sq = np.asarray(squares.sum(axis=1), dtype=float).ravel()
+def _readable(X):
+    """An array, or a CSR or CSC matrix (other formats as CSR) with each ``x_ij``'s
+    duplicates summed, so that every entry is clipped as a whole."""
+    if not sp.issparse(X):
+        return np.asarray(X, dtype=float)
+    if X.format not in ("csr", "csc"):
+        X = sp.csr_matrix(X)
+    return with_summed_duplicates(X)
+
+
+def _row_weights(X, norm_bound, feature_bound):
+    """``(weights, n_clipped)``: each row's factor ``min(1, L / ||x_i||_2)^2`` and the
+    number of rows it shrinks."""
+    row_norm_sq = _row_sums(X, feature_bound, power=2)
     weights = np.ones_like(row_norm_sq)
     clipped = row_norm_sq > norm_bound**2
     weights[clipped] = norm_bound**2 / row_norm_sq[clipped]
-    return squares, weights, int(clipped.sum())
+    return weights, int(clipped.sum())
 
 
-def _squared(X):
-    """The entries of ``X`` squared, in its own format (CSR, CSC or an array; other
-    sparse formats as CSR), each ``x_ij`` with its duplicates summed first; a sparse
-    result shares ``X``'s index arrays."""
+def _row_sums(X, feature_bound, power):
+    """``sum_j x_ij^power`` of every row (``power`` 2 or 4), entries clipped first."""
     if not sp.issparse(X):
-        return np.square(np.asarray(X, dtype=float))
-    if X.format not in ("csr", "csc"):
-        X = sp.csr_matrix(X)
-    X = with_summed_duplicates(X)
-    return type(X)((np.square(X.data, dtype=np.float64), X.indices, X.indptr),
-                   shape=X.shape, copy=False)
+        return np.sum(np.square(_clipped_dense(X, feature_bound)) ** (power // 2), axis=1)
+    sums = np.zeros(X.shape[0])
+    for entries, rows, cols in entry_blocks(X):
+        np.add.at(sums, rows, _clipped_powers(X, entries, cols, feature_bound, power))
+    return sums
 
 
-def _row_norms(M):
-    """The l2 norm of every row of ``M`` (CSR, CSC or an array, duplicates summed)."""
-    if not sp.issparse(M):
-        return np.sqrt(np.sum(np.square(M), axis=1))
-    values = np.square(M.data)
-    if M.format == "csc":
-        return np.sqrt(np.bincount(M.indices, weights=values, minlength=M.shape[0]))
-    sums = np.zeros(M.shape[0])
-    starts = M.indptr[:-1]
-    nonempty = np.flatnonzero(starts < M.indptr[1:])
-    if nonempty.size:
-        # Each non-empty row's entries run from its start to the next non-empty row's.
-        sums[nonempty] = np.add.reduceat(values, starts[nonempty])
-    return np.sqrt(sums)
+def _clipped_powers(X, entries, cols, feature_bound, power):
+    """The stored entries ``entries`` of ``X`` (in columns ``cols``), clipped to
+    ``feature_bound`` if given, to the power 2 or 4."""
+    x = X.data[entries].astype(np.float64)
+    if feature_bound is not None:
+        b = np.asarray(feature_bound, dtype=float)
+        bound = b[cols] if b.ndim else b
+        np.clip(x, -bound, bound, out=x)
+    np.square(x, out=x)
+    return np.square(x, out=x) if power == 4 else x
+
+
+def _clipped_dense(X, feature_bound):
+    if feature_bound is None:
+        return X
+    b = np.asarray(feature_bound, dtype=float)
+    return np.clip(X, -b, b)
 
 
 def second_moment_sensitivities(norm_bound, max_entry):

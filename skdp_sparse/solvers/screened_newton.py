@@ -58,7 +58,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..optim.losses import LogisticLoss
-from ..privacy.clipping import clip_entries
 from ..privacy.statistics import row_square_norms
 from ..utils.validation import Interval, Options, validate_params
 from ._base import Plan, Solver, SolverResult
@@ -221,12 +220,7 @@ class ScreenedNewton(Solver):
 def _square_norm_counts(rows, Y, start, feature_bound, norm_bound, bound):
     """Counts of the rows' ``||v_i||_2`` on the dyadic levels below ``bound`` (a term of
     :meth:`~skdp_sparse.data.LocalData.row_sum`: one count per row)."""
-    # A clip that changes nothing would only copy the rows (to CSC): skip it when every
-    # entry is within the smallest bound.
-    largest = abs(rows).max() if rows.size else 0.0
-    if largest > np.min(feature_bound):
-        rows = clip_entries(rows, feature_bound)
-    norms = row_square_norms(rows, norm_bound)
+    norms = row_square_norms(rows, norm_bound, feature_bound=feature_bound)
     return np.bincount(_scale_levels(norms, bound), minlength=SCALE_LEVELS).astype(np.float64)
 
 
