@@ -182,3 +182,55 @@ def test_curvature_statistics_hold_blocks_not_copies_of_x(monkeypatch):
     held, (sums, _) = _held(data.column_second_moment_sums, 0.8, 1.0, 0.5)
     assert held < 0.3 * x_bytes
     assert np.all(sums >= 0) and sums.sum() > 0
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
+@pytest.mark.parametrize("feature_bound", [0.9, "per feature"])
+def test_entries_and_rows_clipped_from_one_copy_equal_the_composition(monkeypatch, fmt,
+                                                                      feature_bound):
+    """The coordinate solvers' rows (entries clipped, then rows) from one copy clipped in
+    place are the composition's matrix to the bit, and leave the input unchanged."""
+    from skdp_sparse.privacy.clipping import clip_entries, clip_entries_and_rows, clip_rows
+
+    monkeypatch.setattr(_entry_blocks, "BLOCK_ENTRIES", 17)
+    X = _matrix("csr", np.int32, np.float64, seed=5).asformat(fmt)
+    before = X.copy()
+    if feature_bound == "per feature":
+        feature_bound = np.random.default_rng(6).uniform(0.5, 4, X.shape[1])
+    got = clip_entries_and_rows(X, feature_bound, 2.0)
+    want = clip_rows(clip_entries(X, feature_bound), 2.0)
+    assert got.format == want.format == "csc"
+    for name in ("data", "indices", "indptr"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+    assert np.max(np.sqrt(np.asarray(got.multiply(got).sum(axis=1)))) <= 2.0 * (1 + 1e-15)
+    assert (X != before).nnz == 0
+    dense = X.toarray()
+    np.testing.assert_array_equal(clip_entries_and_rows(dense, feature_bound, 2.0),
+                                  clip_rows(clip_entries(dense, feature_bound), 2.0))
+
+
+def test_entries_and_rows_clipped_hold_one_copy_of_x(monkeypatch):
+    """The view's rows for coordinate descent: one CSC copy of X at the end, and no
+    more than one other copy on the way (the entries' copy stayed cached, and a CSR
+    copy of it and a repeat of the row factors were made besides)."""
+    from skdp_sparse.data import LocalData
+
+    monkeypatch.setattr(_entry_blocks, "BLOCK_ENTRIES", 1 << 16)
+    rng = np.random.default_rng(0)
+    n, p, per_row = 200_000, 50_000, 20
+    X = sp.csr_matrix((rng.random(n * per_row), rng.integers(0, p, n * per_row),
+                       np.arange(0, n * per_row + 1, per_row)), shape=(n, p))
+    X.sum_duplicates()
+    x_bytes = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
+    data = LocalData(X, np.ones((n, 1)))
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        rows = data.entries_and_rows_clipped(0.8, 1.0)
+        held, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert rows.format == "csc"
+    assert held < 1.1 * x_bytes
+    assert peak < 2.2 * x_bytes

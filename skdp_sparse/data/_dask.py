@@ -15,7 +15,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from ..privacy.clipping import clip_entries, clip_rows
+from ..privacy.clipping import clip_entries, clip_entries_and_rows, clip_rows
 from ..privacy.statistics import column_second_moment_sums
 from ..utils.validation import canonical_sparse, data_free_errors
 
@@ -99,10 +99,9 @@ def _entries_clipped_block(block, feature_bound, norm_bound):
     """:meth:`LocalData.entries_and_rows_clipped` of one block (no row clipping for an
     infinite ``norm_bound``)."""
     X, Y = block
-    X = clip_entries(X, feature_bound)
     if math.isfinite(norm_bound):
-        X = clip_rows(X, norm_bound)
-    return X, Y
+        return clip_entries_and_rows(X, feature_bound, norm_bound), Y
+    return clip_entries(X, feature_bound), Y
 
 
 def _block_second_moments(X, Y, start, feature_bound, norm_bound, square_norm):

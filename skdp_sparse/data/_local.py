@@ -7,7 +7,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from ..privacy.clipping import clip_entries, clip_rows
+from ..privacy.clipping import clip_entries, clip_entries_and_rows, clip_rows
 from ..privacy.statistics import column_second_moment_sums
 from ..utils.validation import canonical_sparse
 
@@ -84,7 +84,7 @@ class LocalData:
         ``norm_bound`` (the rows the curvature statistic sums): CSC or an array."""
         b = np.asarray(feature_bound, dtype=float)
         key = ("entries+rows", b.tobytes(), b.shape, float(norm_bound))
-        return self._cached(key, lambda: clip_rows(self.entries_clipped(b), norm_bound))
+        return self._cached(key, lambda: clip_entries_and_rows(self.X, b, norm_bound))
 
     def weighted_column_sums(self, norm_bound, weights):
         """``sum_i weights[i, k] xt_i`` for every column, with ``xt_i`` the rows of

@@ -11,10 +11,11 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
+from ..utils._entry_blocks import entry_blocks
 from ..utils._first_use import FirstUseBudget
 from ..utils.validation import MIN_BOUND, Interval, validate_params
 
-__all__ = ["clip_rows", "clip_entries", "with_summed_duplicates"]
+__all__ = ["clip_rows", "clip_entries", "clip_entries_and_rows", "with_summed_duplicates"]
 
 
 #: The largest finite double: a row's sum of squares above it has overflowed.
@@ -184,23 +185,43 @@ def clip_rows(X, max_l2=np.inf, max_l1=np.inf):
         fmt = X.format
         Xr = sp.csr_matrix(X, dtype=np.float64, copy=True)
         Xr.sum_duplicates()  # on the copy; see with_summed_duplicates
-        scales = row_scales_csr(Xr.data, Xr.indptr, max_l2, max_l1)[0]
-        Xr.data *= np.repeat(scales, np.diff(Xr.indptr))
+        _rescale_rows(Xr, max_l2, max_l1)
         return Xr.asformat(fmt)
     X = np.asarray(X, dtype=np.float64)
     return X * _row_scales_dense(X, max_l2, max_l1)[:, None]
 
 
-def clip_entries(X, feature_bound):
+def _rescale_rows(Xr, max_l2, max_l1):
+    """``clip_rows`` in place on a canonical float64 CSR matrix of our own."""
+    scales = row_scales_csr(Xr.data, Xr.indptr, max_l2, max_l1)[0]
+    for entries, rows, _ in entry_blocks(Xr):
+        Xr.data[entries] *= scales[rows]
+
+
+def clip_entries_and_rows(X, feature_bound, max_l2):
+    """``clip_rows(clip_entries(X, feature_bound), max_l2)`` (CSC for sparse input, as
+    there) from one copy of ``X``, clipped in place: the composition held the entries'
+    copy, a CSR copy of it and the result at once."""
+    if not sp.issparse(X):
+        return clip_rows(clip_entries(X, feature_bound), max_l2)
+    validate_params({"max_l2": _CLIP_BOUND}, {"max_l2": max_l2}, "clip_rows")
+    Xr = clip_entries(X, feature_bound, format="csr")
+    _rescale_rows(Xr, float(max_l2), np.inf)
+    return Xr.tocsc()
+
+
+def clip_entries(X, feature_bound, *, format="csc"):
     """Clip every entry ``x_ij`` to ``[-b_j, b_j]``, ``b`` a number or one bound per
-    feature; returns a new CSC matrix (sparse input) or array, with duplicate entries
-    summed first so each ``x_ij`` is clipped as a whole."""
+    feature; returns a new sparse matrix in ``format`` (CSC or CSR; sparse input) or
+    array, with duplicate entries summed first so each ``x_ij`` is clipped as a whole."""
     b = np.asarray(feature_bound, dtype=float)
     if sp.issparse(X):
-        X = sp.csc_matrix(X, dtype=np.float64, copy=True)
+        X = (sp.csr_matrix if format == "csr" else sp.csc_matrix)(X, dtype=np.float64,
+                                                                  copy=True)
         X.sum_duplicates()
-        # In CSC the stored entries of column j are data[indptr[j]:indptr[j+1]].
-        bound = np.repeat(b, np.diff(X.indptr)) if b.ndim else b
-        np.clip(X.data, -bound, bound, out=X.data)
+        for entries, _, cols in entry_blocks(X):
+            bound = b[cols] if b.ndim else b
+            values = X.data[entries]
+            np.clip(values, -bound, bound, out=values)
         return X
     return np.clip(np.asarray(X, dtype=np.float64), -b, b)
