@@ -531,9 +531,16 @@ def _on_own_indices(X, data):
     again."""
     cls = sp.csr_matrix if X.format == "csr" else sp.csc_matrix
     out = cls((data, X.indices, X.indptr), shape=X.shape, copy=False)
-    if X.indices.dtype == X.indptr.dtype:
+    # Only int32 and int64, scipy's own: index arrays of another integer type (int16,
+    # uint32, set on a matrix by hand) stay with the constructor's int32 copy. Kept,
+    # int16 ones reached the mean's kernel, whose 8-byte view of them failed or not by
+    # the number of stored entries (a private count) modulo 4.
+    if X.indices.dtype == X.indptr.dtype and X.indices.dtype in _INDEX_DTYPES:
         out.indices, out.indptr = X.indices, X.indptr
     return out
+
+
+_INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 
 
 def validate_predict_data(estimator, X):
