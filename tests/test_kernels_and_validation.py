@@ -417,14 +417,15 @@ def test_fit_data_keep_the_callers_index_arrays(values, index):
 
 
 @pytest.mark.parametrize("values", [np.float64, np.float32])
-@pytest.mark.parametrize("index", [np.int16, np.uint16, np.uint32])
+@pytest.mark.parametrize("index", [np.int16, np.uint16, np.uint32, ">i4", ">i8"])
 @pytest.mark.parametrize("extra", range(4))
 def test_index_arrays_of_other_integer_types_give_the_int32_fit(values, index, extra):
     # Index arrays of another integer type than scipy's (set by hand) were kept as they
     # were; the mean's kernel viewed int16 ones as 8-byte integers, which failed with
     # numpy's message or with "not a valid CSR matrix" by the number of stored entries
-    # (a private count) modulo 4, after the budget was reserved. The last row, which
-    # neighbouring data sets may differ in, moves that number through 0 to 3.
+    # (a private count) modulo 4, after the budget was reserved, and read big-endian
+    # ones as native integers. The last row, which neighbouring data sets may differ
+    # in, moves that number through 0 to 3.
     from skdp_sparse import DPSparseMeanEstimator
     from skdp_sparse.utils.validation import validate_fit_data
 
@@ -438,6 +439,7 @@ def test_index_arrays_of_other_integer_types_give_the_int32_fit(values, index, e
     before = [a.copy() for a in (X.data, X.indices, X.indptr)]
     V, _ = validate_fit_data(DPSparseMeanEstimator(), X)
     assert V.indices.dtype in (np.int32, np.int64) and V.indptr.dtype == V.indices.dtype
+    assert V.indices.dtype.isnative
     fitted = DPSparseMeanEstimator(epsilon=2.0, delta=1e-5, random_state=1).fit(X)
     np.testing.assert_array_equal(fitted.mean_, reference.mean_)
     for a, b in zip(before, (X.data, X.indices, X.indptr), strict=True):

@@ -526,15 +526,15 @@ def _float64_values(X):
 
 def _on_own_indices(X, data):
     """A new matrix of ``X``'s format (CSR or CSC) holding ``data`` on ``X``'s own index
-    arrays, which the library only reads: scipy's constructor narrows int64 index
-    arrays whose values fit in int32, in a copy that the kernels' int64 rows would widen
-    again."""
+    arrays where they are native int32 or int64 (others are converted), which the
+    library only reads: scipy's constructor narrows int64 index arrays whose values fit
+    in int32, in a copy that the kernels' int64 rows would widen again."""
     cls = sp.csr_matrix if X.format == "csr" else sp.csc_matrix
     out = cls((data, X.indices, X.indptr), shape=X.shape, copy=False)
-    # Only int32 and int64, scipy's own: index arrays of another integer type (int16,
-    # uint32, set on a matrix by hand) stay with the constructor's int32 copy. Kept,
-    # int16 ones reached the mean's kernel, whose 8-byte view of them failed or not by
-    # the number of stored entries (a private count) modulo 4.
+    # Only native int32 and int64, scipy's own: index arrays of another integer type
+    # (int16, uint32, big-endian, set on a matrix by hand) stay with the constructor's
+    # int32 copy. Kept, int16 ones reached the mean's kernel, whose 8-byte view of them
+    # failed or not by the number of stored entries (a private count) modulo 4.
     if X.indices.dtype == X.indptr.dtype and X.indices.dtype in _INDEX_DTYPES:
         out.indices, out.indptr = X.indices, X.indptr
     return out
