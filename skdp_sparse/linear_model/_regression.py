@@ -250,8 +250,9 @@ class DPGreedyCDRegressor(TargetRangeMixin, LinearRegressorMixin, RegressorMixin
         exceeds 2% of ``n`` (``n mu`` below about 240, where the refit loses the slope
         in it: :func:`~skdp_sparse.solvers.decision.regression_refit_informative`),
         with an l2 term added to the penalty, the ridge the planned noise of its
-        averaged gradient calls for, ``2 C2 sqrt(p + 1) / (n mu)``
-        (:func:`~skdp_sparse.solvers.sgd.noise_ridge`).
+        averaged gradient calls for, ``2 C2 sqrt(d) / (n mu)`` with ``d`` the number
+        of parameters (``p + 1`` with the intercept, ``p`` without;
+        :func:`~skdp_sparse.solvers.sgd.noise_ridge`).
     selection_threshold : float, default=None
         ``sparse_sgd`` (DP-AdaFEST) only: a feature's noisy clipped count in the batch
         must exceed it for its coordinate to be updated (and noised) in that step.
