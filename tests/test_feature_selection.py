@@ -139,7 +139,7 @@ def test_the_k_best_columns_are_picked_without_sorting_every_score(monkeypatch):
     rng = np.random.default_rng(0)
     for _ in range(300):
         p = int(rng.integers(1, 40))
-        k = int(rng.integers(1, p + 1))
+        k = int(rng.integers(0, p + 1))
         scores = rng.choice([-1.0, -0.0, 0.0, 2.0, 3.5], p)
         np.testing.assert_array_equal(
             top_k(scores, k), np.sort(np.argsort(-scores, kind="stable")[:k]))

@@ -13,6 +13,8 @@ def top_k(scores, k):
     sort of every score (2 to 4 s at 10^7 scores)."""
     if k >= scores.size:
         return np.arange(scores.size)
+    if k <= 0:
+        return np.arange(0)
     # The k-th highest score; every score above it is kept, and as many of the scores
     # equal to it as fill k, the lowest positions first.
     kth = -np.partition(-scores, k - 1)[k - 1]
