@@ -39,9 +39,9 @@ def test_blocks_cover_every_entry_once_in_storage_order(fmt, size):
     # Contiguous blocks of whole rows (columns), at most `size` entries unless one
     # row alone holds more.
     assert starts[0][0] == 0 and starts[-1][1] == X.nnz
-    assert all(a[1] == b[0] for a, b in zip(starts, starts[1:]))
+    assert all(a[1] == b[0] for a, b in zip(starts[:-1], starts[1:], strict=True))
     major = X.indptr
-    for (a, b), r, c in zip(starts, rows, cols):
+    for (a, b), r, c in zip(starts, rows, cols, strict=True):
         assert a in major and b in major
         m = r if fmt == "csr" else c
         assert b - a <= size or np.unique(m).size == 1
@@ -73,7 +73,8 @@ def test_blocked_preprocessing_equals_the_whole_expression_bitwise(monkeypatch, 
     rng = np.random.default_rng(2)
     lower = -rng.uniform(0.5, 4, X.shape[1])
     upper = rng.uniform(0.5, 4, X.shape[1])
-    for got, want in zip(unit_sums(X, lower, upper), _reference_unit_sums(X, lower, upper)):
+    for got, want in zip(unit_sums(X, lower, upper), _reference_unit_sums(X, lower, upper),
+                          strict=True):
         np.testing.assert_array_equal(got, want)
     scale = rng.uniform(0.1, 3, X.shape[1])
     out = clip_and_scale_sparse(X, lower, upper, scale, 1.5)
@@ -91,7 +92,8 @@ def test_blocked_preprocessing_equals_the_whole_expression_bitwise(monkeypatch, 
 
 
 def _held(func, *args):
-    """Peak memory that ``func(*args)`` allocates beyond its result's, in bytes."""
+    """``(peak, kept, result)``: the memory ``func(*args)`` allocates at its peak and
+    keeps when it returns (its result's included), in bytes."""
     import tracemalloc
 
     tracemalloc.start()
@@ -99,29 +101,35 @@ def _held(func, *args):
         base = tracemalloc.get_traced_memory()[0]
         tracemalloc.reset_peak()
         result = func(*args)
-        return tracemalloc.get_traced_memory()[1] - base, result
+        kept, peak = tracemalloc.get_traced_memory()
+        return peak - base, kept - base, result
     finally:
         tracemalloc.stop()
 
 
-def test_scaler_statistics_and_transform_hold_blocks_not_copies_of_x(monkeypatch):
-    """At 4 x 10^6 entries (60 blocks here) the sums hold a few blocks of temporaries
-    (they held three copies of X), and the transform its output and a few blocks (two
-    copies of X more)."""
+def _large_csr(monkeypatch):
+    """A canonical CSR matrix of 4 x 10^6 entries, as validated data are, read in 60
+    blocks; and its size in bytes."""
     monkeypatch.setattr(_entry_blocks, "BLOCK_ENTRIES", 1 << 16)
     rng = np.random.default_rng(0)
     n, p, per_row = 200_000, 50_000, 20
-    cols = rng.integers(0, p, n * per_row)
-    X = sp.csr_matrix((rng.random(n * per_row), cols, np.arange(0, n * per_row + 1, per_row)),
-                      shape=(n, p))
-    X.sum_duplicates()  # canonical, as validated data are: the transform copies it once
-    x_bytes = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
+    X = sp.csr_matrix((rng.random(n * per_row), rng.integers(0, p, n * per_row),
+                       np.arange(0, n * per_row + 1, per_row)), shape=(n, p))
+    X.sum_duplicates()
+    return X, X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
+
+
+def test_scaler_statistics_and_transform_hold_blocks_not_copies_of_x(monkeypatch):
+    """The sums hold a few blocks of temporaries (they held three copies of X), and the
+    transform its output and a few blocks (two copies of X more)."""
+    X, x_bytes = _large_csr(monkeypatch)
+    p = X.shape[1]
     lower, upper = np.full(p, -0.5), np.full(p, 0.7)
-    held, _ = _held(unit_sums, X, lower, upper)
-    assert held < 0.3 * x_bytes
-    held, out = _held(clip_and_scale_sparse, X, lower, upper, np.full(p, 2.0))
+    peak, _, _ = _held(unit_sums, X, lower, upper)
+    assert peak < 0.3 * x_bytes
+    peak, _, out = _held(clip_and_scale_sparse, X, lower, upper, np.full(p, 2.0))
     out_bytes = out.data.nbytes + out.indices.nbytes + out.indptr.nbytes
-    assert held < out_bytes + 0.3 * x_bytes
+    assert peak < out_bytes + 0.3 * x_bytes
 
 
 def _reference_second_moments(X, norm_bound, square_norm, feature_bound):
@@ -171,16 +179,10 @@ def test_curvature_statistics_hold_blocks_not_copies_of_x(monkeypatch):
     of X in temporaries; they hold a few blocks now."""
     from skdp_sparse.data import LocalData
 
-    monkeypatch.setattr(_entry_blocks, "BLOCK_ENTRIES", 1 << 16)
-    rng = np.random.default_rng(0)
-    n, p, per_row = 200_000, 50_000, 20
-    X = sp.csr_matrix((rng.random(n * per_row), rng.integers(0, p, n * per_row),
-                       np.arange(0, n * per_row + 1, per_row)), shape=(n, p))
-    X.sum_duplicates()
-    x_bytes = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
-    data = LocalData(X, np.ones((n, 1)))
-    held, (sums, _) = _held(data.column_second_moment_sums, 0.8, 1.0, 0.5)
-    assert held < 0.3 * x_bytes
+    X, x_bytes = _large_csr(monkeypatch)
+    data = LocalData(X, np.ones((X.shape[0], 1)))
+    peak, _, (sums, _) = _held(data.column_second_moment_sums, 0.8, 1.0, 0.5)
+    assert peak < 0.3 * x_bytes
     assert np.all(sums >= 0) and sums.sum() > 0
 
 
@@ -215,22 +217,9 @@ def test_entries_and_rows_clipped_hold_one_copy_of_x(monkeypatch):
     copy of it and a repeat of the row factors were made besides)."""
     from skdp_sparse.data import LocalData
 
-    monkeypatch.setattr(_entry_blocks, "BLOCK_ENTRIES", 1 << 16)
-    rng = np.random.default_rng(0)
-    n, p, per_row = 200_000, 50_000, 20
-    X = sp.csr_matrix((rng.random(n * per_row), rng.integers(0, p, n * per_row),
-                       np.arange(0, n * per_row + 1, per_row)), shape=(n, p))
-    X.sum_duplicates()
-    x_bytes = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
-    data = LocalData(X, np.ones((n, 1)))
-    import tracemalloc
-
-    tracemalloc.start()
-    try:
-        rows = data.entries_and_rows_clipped(0.8, 1.0)
-        held, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    X, x_bytes = _large_csr(monkeypatch)
+    data = LocalData(X, np.ones((X.shape[0], 1)))
+    peak, kept, rows = _held(data.entries_and_rows_clipped, 0.8, 1.0)
     assert rows.format == "csc"
-    assert held < 1.1 * x_bytes
+    assert kept < 1.1 * x_bytes
     assert peak < 2.2 * x_bytes
