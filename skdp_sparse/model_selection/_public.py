@@ -23,11 +23,12 @@ from sklearn.utils.validation import check_is_fitted
 from ..privacy.ledger._suspension import suspended_reporting
 from ..privacy.selection import events_rdp
 from ..utils._warnings import warn
-from ..utils.validation import checked_array, nonfinite_rows_zeroed, zero_nonfinite_rows
+from ..utils.validation import nonfinite_rows_zeroed, zero_nonfinite_rows
+from ._inputs import is_documents, text_columns
 
-__all__ = ["PublicData", "inner_fits", "check_candidates", "search_rows", "take_rows",
-           "n_rows", "same_events", "fit_events", "released",
-           "WarningsAtCallersLine", "SEARCH_SET_PARAMS", "PrivateSteps"]
+__all__ = ["PublicData", "inner_fits", "check_candidates", "take_rows", "n_rows",
+           "same_events", "fit_events", "released", "WarningsAtCallersLine",
+           "SEARCH_SET_PARAMS", "PrivateSteps"]
 
 #: Parameters the search sets on every fit itself (a grid may not).
 SEARCH_SET_PARAMS = ("epsilon", "delta", "random_state", "ledger", "classes")
@@ -155,113 +156,6 @@ def _fitted_step(estimator, path):
     return step
 
 
-#: What the search takes, and why: the message of every refused ``X``.
-_WHAT_THE_SEARCH_TAKES = (
-    "The private search takes a 2-d array or sparse matrix of numbers, a DataFrame whose "
-    "columns hold numbers or strings, or raw documents (a 1-d sequence of str): it first "
-    "fits every candidate on public stand-in data of the same type and shape (zeros, "
-    "empty strings), which it makes from these types alone. Turn other values into "
-    "numbers or strings before the search")
-
-
-#: Parts of scikit-learn's messages on an ``X`` of a type or shape the search does not take.
-_TYPE_ERRORS = ("not a number", "Expected 2D array", "bytes/strings", "Found array with dim")
-
-
-def search_rows(X, estimator, steps):
-    """``X`` checked as the search needs it, before any budget: at least 4 rows, and
-    numbers that are finite or strings (a missing value in a text column is refused as
-    NaN is in a numeric one: whether a run fails must not depend on the rows). Returns
-    what the fits get: ``X`` itself, or the checked array of a list of numbers.
-
-    The search fits every candidate on public stand-in data of the type of ``X``
-    (:meth:`PublicData.dummy`) before it reads ``X``; the steps that featurise text or
-    categories must learn nothing from the rows (frozen, or a ``OneHotEncoder`` with
-    public categories): a private step of ``steps`` that takes text is refused."""
-    documents = _is_documents(X)
-    text = _text_columns(X) if not documents and hasattr(X, "columns") else []
-    if documents or text:
-        _refuse_private_text_steps(estimator, steps)
-    if documents:
-        _check_strings(X, "X")
-        if len(X) < 4:
-            raise ValueError(f"X holds {len(X)} documents; the private search needs 4 "
-                             "or more")
-        return X
-    if text:
-        numeric = [i for i, c in enumerate(X.columns) if c not in text]
-        if numeric:
-            _numeric_rows(X.iloc[:, numeric])
-        elif len(X) < 4:
-            raise ValueError(f"X has {len(X)} rows; the private search needs 4 or more")
-        for column in text:
-            _check_strings(X[column], f"column {column!r} of X")
-        return X
-    checked = _numeric_rows(X)
-    return X if hasattr(X, "shape") else checked
-
-
-def _numeric_rows(X):
-    try:
-        return checked_array(X, accept_sparse=True, dtype="numeric", ensure_all_finite=True,
-                             ensure_min_samples=4, ensure_min_features=1, input_name="X")
-    except ValueError as exc:
-        # The errors of a type or a shape the search does not take; the others (NaN,
-        # too few rows) say what is wrong with a type it takes.
-        if not any(text in str(exc) for text in _TYPE_ERRORS):
-            raise
-        raise ValueError(f"{_WHAT_THE_SEARCH_TAKES}; here: {exc}") from None
-
-
-def _refuse_private_text_steps(estimator, steps):
-    """A private step that learns from text (a DPTfidfVectorizer's vocabulary) would learn
-    it from the stand-in data's empty strings, and the releases of the steps after it
-    depend on the width of its output."""
-    params = {**estimator.get_params(deep=True), "": estimator}
-    for path, step in ((path, params[path]) for path in steps.paths):
-        if get_tags(step).input_tags.string:
-            raise ValueError(
-                f"{type(step).__name__} {path!r} learns from the text it is given, but the private "
-                "search first fits every candidate on public stand-in data, whose documents "
-                "and text columns are empty strings. Fit it beforehand (privately, with a "
-                "budget of its own) and pass it wrapped in sklearn.frozen.FrozenEstimator, or "
-                "use a step that learns nothing (HashingVectorizer)")
-
-
-def _is_documents(X):
-    """Whether ``X`` is a 1-d list, tuple, array or Series whose first entry is a str
-    (its type, like a column's, is public)."""
-    if isinstance(X, list | tuple):
-        return len(X) > 0 and isinstance(X[0], str)
-    if getattr(X, "ndim", None) == 1 and not sp.issparse(X) and len(X) > 0:
-        return isinstance(X.iloc[0] if hasattr(X, "iloc") else X[0], str)
-    return False
-
-
-def _text_columns(frame):
-    """The columns of a DataFrame whose dtype is text (object or string); a column of
-    another non-numeric dtype (categorical, dates) is refused."""
-    from pandas.api import types
-
-    text = []
-    for column, dtype in frame.dtypes.items():
-        if types.is_numeric_dtype(dtype) or types.is_bool_dtype(dtype):
-            continue
-        if not (types.is_object_dtype(dtype) or types.is_string_dtype(dtype)):
-            raise ValueError(f"{_WHAT_THE_SEARCH_TAKES}; column {column!r} has dtype "
-                             f"{dtype}")
-        text.append(column)
-    return text
-
-
-def _check_strings(values, where):
-    # The check reads every value, as the finiteness check of numbers does: a value
-    # that is not a str would fail some fits and not others, after the budget.
-    if not all(isinstance(v, str) for v in values):
-        raise ValueError(f"{_WHAT_THE_SEARCH_TAKES}; {where} holds a value that is not a "
-                         "str (a missing value, say; it is not shown)")
-
-
 def take_rows(X, rows):
     """The rows ``rows`` of an array, sparse matrix, DataFrame, Series or list."""
     if hasattr(X, "iloc"):
@@ -297,7 +191,7 @@ class PublicData:
         """Stand-in data of ``n_rows`` rows: same width, type and label set, no
         private values; empty strings for documents and text columns."""
         X = self._X
-        if _is_documents(X):
+        if is_documents(X):
             Xd = [""] * n_rows
             if hasattr(X, "iloc"):
                 Xd = type(X)(Xd, name=X.name, dtype=X.dtype)
@@ -317,7 +211,7 @@ class PublicData:
                 import pandas as pd
 
                 Xd = pd.DataFrame(Xd, columns=X.columns)
-                text = {X.columns.get_loc(c) for c in _text_columns(X)}
+                text = {X.columns.get_loc(c) for c in text_columns(X)}
                 # Each column keeps its dtype (a selector by dtype routes the stand-in
                 # columns as it routes the rows).
                 for i, dtype in enumerate(X.dtypes):
@@ -332,7 +226,6 @@ class PublicData:
         if self.classes is not None:
             return np.resize(self.classes, n_rows)
         return np.zeros((n_rows,) + np.shape(y)[1:], dtype=float)
-
 
     def configured(self, index, epsilon, seeds=None):
         """A fit of candidate ``index``: the per-fit budget (shared by a pipeline's

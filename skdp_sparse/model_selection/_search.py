@@ -36,6 +36,7 @@ from ..utils._labels import check_classes, encode_labels
 from ..utils._warnings import warn
 from ..utils.validation import DELTA, EPSILON, check_privacy_params, checked_array, smallest_epsilon
 from ._delegation import DelegatesToBest
+from ._inputs import search_rows
 from ._public import (
     PrivateSteps,
     PublicData,
@@ -45,7 +46,6 @@ from ._public import (
     n_rows,
     released,
     same_events,
-    search_rows,
     take_rows,
 )
 from ._scoring import check_scorer, mean_score, resolve_scoring
