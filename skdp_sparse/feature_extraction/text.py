@@ -573,6 +573,15 @@ stop_words, token_pattern, ngram_range
         check_is_fitted(self, "vocabulary_")
         return np.asarray(list(self.vocabulary_), dtype=object)
 
+    def _planned_from_parameters(self):
+        """Whether what a fit releases and the width of its output are functions of
+        the parameters and the number of documents alone, whatever the documents say:
+        with a public ``vocabulary`` (its noisy document frequencies, or nothing), not
+        with one chosen from the documents. The private search, which learns every fit's
+        events and the width the next steps get from a fit on stand-in documents of empty
+        strings, takes a step that takes text only where this holds."""
+        return self.vocabulary is not None
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = False

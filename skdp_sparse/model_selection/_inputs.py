@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import scipy.sparse as sp
+from sklearn.base import clone
 from sklearn.utils import get_tags
 
 from ..utils.validation import checked_array
@@ -24,7 +25,7 @@ _WHAT_THE_SEARCH_TAKES = (
 _TYPE_ERRORS = ("not a number", "Expected 2D array", "bytes/strings", "Found array with dim")
 
 
-def search_rows(X, estimator, steps):
+def search_rows(X, estimator, steps, candidates):
     """``X`` checked as the search needs it, before any budget: at least 4 rows, and
     numbers that are finite or strings (a missing value in a text column is refused as
     NaN is in a numeric one: whether a run fails must not depend on the rows). Returns
@@ -33,12 +34,13 @@ def search_rows(X, estimator, steps):
     The search fits every candidate on public stand-in data of the type of ``X``
     (:meth:`~._public.PublicData.dummy`) before it reads ``X``; the steps that
     featurise text or categories must learn nothing from the rows (frozen, or a
-    ``OneHotEncoder`` with public categories): a private step of ``steps`` that takes
-    text is refused."""
+    ``OneHotEncoder`` with public categories), and a private step of ``steps`` that
+    takes text must plan its fit from its parameters
+    (:func:`_refuse_private_text_steps`)."""
     documents = is_documents(X)
     text = text_columns(X) if not documents and hasattr(X, "columns") else []
     if documents or text:
-        _refuse_private_text_steps(estimator, steps)
+        _refuse_private_text_steps(estimator, steps, candidates)
     if documents:
         _check_strings(X, "X")
         if len(X) < 4:
@@ -70,19 +72,32 @@ def _numeric_rows(X):
         raise ValueError(f"{_WHAT_THE_SEARCH_TAKES}; here: {exc}") from None
 
 
-def _refuse_private_text_steps(estimator, steps):
-    """A private step that learns from text (a DPTfidfVectorizer's vocabulary) would learn
-    it from the stand-in data's empty strings, and the releases of the steps after it
-    depend on the width of its output."""
-    params = {**estimator.get_params(deep=True), "": estimator}
-    for path, step in ((path, params[path]) for path in steps.paths):
-        if get_tags(step).input_tags.string:
+def _refuse_private_text_steps(estimator, steps, candidates):
+    """A private step that takes text is taken where what its fit releases and the
+    width of its output are functions of its parameters (its ``_planned_from_parameters``
+    says so: a DPTfidfVectorizer with a public vocabulary); one that learns them from the
+    text (a vocabulary chosen privately) would learn them from the stand-in data's empty
+    strings, and the releases of the steps after it depend on that width. Checked in
+    every candidate: a grid value may set the step or its vocabulary."""
+    for cand in candidates:
+        configured = clone(estimator).set_params(**cand)
+        params = {**configured.get_params(deep=True), "": configured}
+        for path, step in ((path, params[path]) for path in steps.paths):
+            planned = getattr(step, "_planned_from_parameters", lambda: False)()
+            if not get_tags(step).input_tags.string or planned is True:
+                continue
+            grid = {k: v for k, v in cand.items()
+                    if not path or k == path or path.startswith(k + "__")
+                    or k.startswith(path + "__")}
             raise ValueError(
-                f"{type(step).__name__} {path!r} learns from the text it is given, but the private "
-                "search first fits every candidate on public stand-in data, whose documents "
-                "and text columns are empty strings. Fit it beforehand (privately, with a "
-                "budget of its own) and pass it wrapped in sklearn.frozen.FrozenEstimator, or "
-                "use a step that learns nothing (HashingVectorizer)")
+                f"{type(step).__name__} {path!r}"
+                + (f" (as the candidate {grid} sets it)" if grid else "")
+                + " learns from the text it is given, but the private search first fits "
+                "every candidate on public stand-in data, whose documents and text columns "
+                "are empty strings. Give it a public vocabulary (vocabulary=..., not drawn "
+                "from these documents), fit it beforehand (privately, with a budget of its "
+                "own) and pass it wrapped in sklearn.frozen.FrozenEstimator, or use a step "
+                "that learns nothing (HashingVectorizer)")
 
 
 def is_documents(X):

@@ -108,7 +108,10 @@ class PrivateHyperparameterSearch(DPEstimatorMixin, DelegatesToBest, MetaEstimat
     fitted again on all the rows with the same per-fit budget. ``X`` is a 2-d
     array or sparse matrix of numbers, a DataFrame of number and string columns,
     or raw documents (a 1-d sequence of str): the dummy data below follow its
-    type (zeros, empty strings); other types are refused.
+    type (zeros, empty strings); other types are refused. A private step that takes
+    text is searched only where what it releases and the width of its output follow
+    from its parameters (a ``DPTfidfVectorizer`` with a public ``vocabulary``, in
+    every candidate).
 
     Privacy
     -------
@@ -338,9 +341,10 @@ default=None
         fit_delta = 0.0 if pure else delta
         return epsilon, delta, candidates, float(mean), scorer, bounds, fit_delta, steps
 
-    def _check_data(self, X, y, steps):
+    def _check_data(self, X, y, steps, candidates):
         """``(X, y, classes)`` checked; ``classes`` is the public label set of a
-        classifier (None otherwise), ``steps`` the estimator's :class:`PrivateSteps`.
+        classifier (None otherwise), ``steps`` the estimator's :class:`PrivateSteps`,
+        ``candidates`` the grid's.
 
         ``X`` and ``y`` are passed on to the fits as given (a DataFrame keeps its
         column names), once a checked copy has shown that they are usable.
@@ -353,7 +357,8 @@ default=None
             (X,) = indexable(X)
         else:
             X, y = indexable(X, y)
-        X = search_rows(X, self.estimator, steps)  # 4 rows or more (each part: below)
+        # 4 rows or more (each part: below)
+        X = search_rows(X, self.estimator, steps, candidates)
         classes = None
         if y is None:
             return X, y, classes
@@ -410,7 +415,7 @@ default=None
     # -- the fit sequence's steps ---------------------------------------------
     def _validate_fit_data(self, X, y):
         setup = self._check_setup()
-        X, y, classes = self._check_data(X, y, setup[-1])
+        X, y, classes = self._check_data(X, y, setup[-1], setup[2])
         n = n_rows(X)
         n_val = int(math.ceil(self.validation_fraction * n))
         n_train = n - n_val

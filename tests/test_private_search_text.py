@@ -1,0 +1,143 @@
+"""The private search over raw documents: a DPTfidfVectorizer with a public vocabulary
+is searched (what it releases and the width of its output follow from its parameters),
+one whose vocabulary is chosen from the documents is refused before any budget."""
+
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.compose import ColumnTransformer
+from sklearn.model_selection import ParameterGrid
+from sklearn.pipeline import Pipeline
+
+from skdp_sparse import DPSparseLogisticRegression, PrivateHyperparameterSearch
+from skdp_sparse.feature_extraction.text import DPTfidfVectorizer
+from skdp_sparse.model_selection._public import same_events
+from skdp_sparse.pipeline import split_budget
+from skdp_sparse.privacy.ledger import privacy_ledger
+
+SPAM = ["free", "prize", "call", "win", "cash", "claim"]
+HAM = ["lunch", "see", "you", "home", "later", "ok"]
+#: Public: a word list, not read from the documents (it holds words none of them uses).
+VOCABULARY = [*SPAM, *HAM, "the", "meeting"]
+
+
+def _corpus(n=160, seed=0):
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % 2
+    docs = [" ".join([*rng.choice(SPAM if label else HAM, 3), *rng.choice(SPAM + HAM, 2),
+                      "unlisted"]) for label in y]
+    return docs, y
+
+
+def _pipeline(**tfidf):
+    tfidf = {"vocabulary": VOCABULARY, "max_terms_per_document": 5, **tfidf}
+    return Pipeline([("tfidf", DPTfidfVectorizer(**tfidf)),
+                     ("clf", DPSparseLogisticRegression(classes=[0, 1]))])
+
+
+def _search(estimator, grid, **kwargs):
+    return PrivateHyperparameterSearch(estimator, grid, epsilon=1.0, delta=1e-6,
+                                       expected_repetitions=4, random_state=0, **kwargs)
+
+
+_GRIDS = [{"clf__alpha": [1e-4, 1e-2], "clf__solver": ["sgd", "screened_newton"]},
+          {"tfidf__use_idf": [True, False], "tfidf__sublinear_tf": [True, False]},
+          {"tfidf__max_features": [3, None], "tfidf__vocabulary": [VOCABULARY, SPAM]}]
+
+
+@pytest.mark.parametrize("grid", _GRIDS)
+def test_a_public_vocabulary_is_searched_on_raw_documents(grid):
+    # It was refused as a step that learns from text: the search fits it on stand-in
+    # empty strings first, which is right for it only if its vocabulary is public.
+    docs, y = _corpus()
+    with privacy_ledger() as ledger:
+        search = _search(_pipeline(), grid).fit(docs, y)
+    assert search.epsilon_spent_ <= 1.0 + 1e-9 and search.delta_spent_ <= 1e-6
+    assert [r.estimator for r in ledger.records()] == ["PrivateHyperparameterSearch"]
+    assert ledger.spent(search.delta_spent_)[0] == pytest.approx(search.epsilon_spent_)
+    assert ledger.pending() == []
+    best = search.best_estimator_
+    vocabulary = search.best_params_.get("tfidf__vocabulary", VOCABULARY)
+    assert best["tfidf"].vocabulary_ == {t: i for i, t in enumerate(vocabulary)}
+    assert best["clf"].coef_.shape[-1] == len(vocabulary)
+    assert search.predict(docs[:5]).shape == (5,)
+
+
+@pytest.mark.parametrize("params", list(ParameterGrid({
+    "tfidf__use_idf": [True, False], "tfidf__sublinear_tf": [True, False],
+    "tfidf__max_features": [2, None], "tfidf__vocabulary_weighting": ["uniform", "count"]})))
+def test_the_stand_in_fit_records_the_events_and_width_of_the_real_fit(params):
+    # What the search compares after each real fit (its _SpendMismatch), and the width
+    # the classifier's events were planned for.
+    docs, _ = _corpus(n=60)
+    y = np.arange(60) % 2
+    fits = []
+    for X in (docs, [""] * 60):
+        model = split_budget(_pipeline(random_state=0).set_params(**params), 0.5, 1e-6)
+        fits.append(model.fit(X, y))
+    real, stand_in = fits
+    for step in ("tfidf", "clf"):
+        assert same_events(real[step].privacy_events_, stand_in[step].privacy_events_)
+    assert real["tfidf"].transform(docs).shape == stand_in["tfidf"].transform(docs).shape
+    assert (len(real["tfidf"].privacy_events_) > 0) == params["tfidf__use_idf"]
+
+
+def test_a_text_column_with_a_public_vocabulary_is_searched():
+    docs, y = _corpus()
+    frame = pd.DataFrame({"text": docs, "length": [len(d) / 100 for d in docs]})
+    columns = ColumnTransformer(
+        [("words", DPTfidfVectorizer(vocabulary=VOCABULARY, max_terms_per_document=5),
+          "text")], sparse_threshold=0)
+    pipe = Pipeline([("columns", columns),
+                     ("clf", DPSparseLogisticRegression(classes=[0, 1]))])
+    with privacy_ledger() as ledger:
+        search = _search(pipe, {"columns__words__use_idf": [True, False]}).fit(frame, y)
+    assert ledger.spent(search.delta_spent_)[0] == pytest.approx(search.epsilon_spent_)
+    assert search.best_estimator_["clf"].coef_.shape[-1] == len(VOCABULARY)
+
+
+def test_a_grid_that_sets_every_candidates_vocabulary_is_searched():
+    # The estimator given is never fitted itself: each candidate is what counts.
+    docs, y = _corpus()
+    grid = {"tfidf__vocabulary": [VOCABULARY, SPAM + ["ok"]]}
+    search = _search(_pipeline(vocabulary=None), grid).fit(docs, y)
+    assert search.best_estimator_["tfidf"].fixed_vocabulary_
+
+
+@pytest.mark.parametrize("estimator, grid, named", [
+    (_pipeline(vocabulary=None), {"clf__alpha": [1e-3]}, "'tfidf' learns"),
+    (_pipeline(), {"tfidf__vocabulary": [VOCABULARY, None]},
+     "the candidate {'tfidf__vocabulary': None} sets it"),
+    (_pipeline(), {"tfidf": [DPTfidfVectorizer(vocabulary=VOCABULARY), DPTfidfVectorizer()]},
+     "the candidate {'tfidf': DPTfidfVectorizer()} sets it"),
+])
+def test_a_vocabulary_chosen_from_the_documents_is_refused_before_any_budget(
+        estimator, grid, named):
+    # On the stand-in empty strings its vocabulary would come out empty, and the
+    # classifier after it would be planned for no columns.
+    docs, y = _corpus()
+    with privacy_ledger() as ledger, pytest.raises(ValueError, match="public vocabulary") \
+            as info:
+        _search(estimator, grid).fit(docs, y)
+    assert named in str(info.value) and "FrozenEstimator" in str(info.value)
+    assert len(ledger) == 0 and ledger.pending() == []
+
+
+def test_the_model_selection_pages_text_example_runs():
+    page = (Path(__file__).resolve().parents[1] / "doc" / "model_selection.rst").read_text()
+    (block,) = [b for b in page.split(".. code-block:: python\n")[1:] if "vocabulary=words" in b]
+    lines = []
+    for line in block.splitlines():
+        if line.strip() and not line.startswith("    "):
+            break
+        lines.append(line)
+    docs, labels = _corpus()
+    namespace = {"docs": docs, "labels": labels}
+    exec(textwrap.dedent("\n".join(lines)), namespace)
+    search, ledger = namespace["search"], namespace["ledger"]
+    assert [r.estimator for r in ledger.records()] == ["PrivateHyperparameterSearch"]
+    assert ledger.spent(search.delta_spent_)[0] == pytest.approx(search.epsilon_spent_)
+    assert search.epsilon_spent_ <= 1.0 + 1e-9
