@@ -85,6 +85,14 @@ def test_the_stand_in_fit_records_the_events_and_width_of_the_real_fit(params):
     assert (len(real["tfidf"].privacy_events_) > 0) == params["tfidf__use_idf"]
 
 
+@pytest.mark.parametrize("container", [np.array, pd.Series, tuple])
+def test_documents_of_any_container_the_search_takes(container):
+    # The stand-in documents follow the container (an array keeps its dtype of str).
+    docs, y = _corpus(n=40)
+    search = _search(_pipeline(), {"tfidf__use_idf": [True, False]}).fit(container(docs), y)
+    assert search.predict(container(docs[:3])).shape == (3,)
+
+
 def test_a_text_column_with_a_public_vocabulary_is_searched():
     docs, y = _corpus()
     frame = pd.DataFrame({"text": docs, "length": [len(d) / 100 for d in docs]})
@@ -141,3 +149,10 @@ def test_the_model_selection_pages_text_example_runs():
     assert [r.estimator for r in ledger.records()] == ["PrivateHyperparameterSearch"]
     assert ledger.spent(search.delta_spent_)[0] == pytest.approx(search.epsilon_spent_)
     assert search.epsilon_spent_ <= 1.0 + 1e-9
+
+
+def test_a_candidates_bad_public_vocabulary_fails_on_the_stand_in_before_any_budget():
+    docs, y = _corpus(n=40)
+    with privacy_ledger() as ledger, pytest.raises(ValueError, match="vocabulary is empty"):
+        _search(_pipeline(), {"tfidf__vocabulary": [VOCABULARY, []]}).fit(docs, y)
+    assert len(ledger) == 0 and ledger.pending() == []
