@@ -28,11 +28,14 @@ depends on nothing of the documents the pipeline is fitted on. The vectorizer th
 releases the noisy document frequencies of those terms (``use_idf=True``, with the
 vectorizer's share of the budget) or nothing (``use_idf=False``, the classifier gets
 the whole budget); next to them, the non-private pipeline on the same vocabulary.
+``--search`` adds the rows of :class:`~skdp_sparse.model_selection.PrivateHyperparameterSearch`
+over that pipeline at the same total epsilon: grids over the vectorizer's ``use_idf``
+and ``sublinear_tf`` (and the classifier's ``alpha``), scored by validation accuracy.
 
     python benchmarks/bench_text_pipeline.py [--quick] [--datasets imdb sms] [--seeds 5]
         [--epsilon 1] [--max-terms M] [--vocabulary-share 0.5] [--select K]
         [--vocabulary-weighting {uniform,count}] [--compare-weighting]
-        [--public-vocabulary-size 10000]
+        [--public-vocabulary-size 10000] [--search]
 
 Nothing is downloaded: the raw text is read from ``../shared/data``.
 """
@@ -54,6 +57,7 @@ from sklearn.pipeline import Pipeline
 from skdp_sparse import DPSparseLogisticRegression, privacy_ledger
 from skdp_sparse.feature_extraction.text import DPTfidfVectorizer
 from skdp_sparse.feature_selection import DPSelectKBest
+from skdp_sparse.model_selection import PrivateHyperparameterSearch
 from skdp_sparse.pipeline import split_budget
 
 DATASETS = ("imdb", "sms")
@@ -67,6 +71,14 @@ TOKENS = {"stop_words": "english", "sublinear_tf": True}
 HASHING = {"words": {}, "characters": {"analyzer": "char_wb", "ngram_range": (2, 4)}}
 #: Where each data set's public vocabulary comes from: the other corpus.
 PUBLIC_SOURCE = {"imdb": "sms", "sms": "imdb"}
+#: The grids of ``--search`` over the public-vocabulary pipeline.
+SEARCH_GRIDS = {
+    "use_idf x sublinear_tf": {"tfidf__use_idf": [True, False],
+                               "tfidf__sublinear_tf": [True, False]},
+    "use_idf x sublinear_tf x alpha": {"tfidf__use_idf": [True, False],
+                                       "tfidf__sublinear_tf": [True, False],
+                                       "clf__alpha": [None, 1e-3]},
+}
 
 
 def private_pipeline(n, epsilon, max_terms, vocabulary_share, select, seed,
@@ -232,7 +244,42 @@ def public_vocabulary_rows(name, data, max_terms, args):
                      "accuracy": _mean_sd([r[5] for r in runs]),
                      "vocabulary": str(len(vocabulary)),
                      "fit (s)": f"{np.median([r[2] for r in runs]):.1f}"})
+    if args.search:
+        rows += [search_row(label, data, vocabulary, max_terms, grid, args)
+                 for grid in SEARCH_GRIDS]
     return rows
+
+
+def search_row(label, data, vocabulary, max_terms, grid, args):
+    """The private search over the public-vocabulary pipeline with the grid ``grid``
+    (a key of :data:`SEARCH_GRIDS`), at the total epsilon of the other rows; its
+    validation score is the default, accuracy."""
+    docs, y, docs_test, y_test = data
+    pipe = Pipeline([
+        ("tfidf", DPTfidfVectorizer(vocabulary=vocabulary, max_terms_per_document=max_terms,
+                                    **TOKENS)),
+        ("clf", DPSparseLogisticRegression(classes=[0, 1]))])
+    aucs, accuracies, times = [], [], []
+    for seed in range(args.seeds):
+        search = PrivateHyperparameterSearch(pipe, SEARCH_GRIDS[grid], epsilon=args.epsilon,
+                                             delta=1.0 / len(docs) ** 2, classes=[0, 1],
+                                             random_state=seed)
+        t0 = time.perf_counter()
+        with warnings.catch_warnings(), privacy_ledger() as ledger:
+            warnings.simplefilter("ignore")
+            search.fit(docs, y)
+        times.append(time.perf_counter() - t0)
+        aucs.append(roc_auc_score(y_test, search.decision_function(docs_test)))
+        accuracies.append(accuracy_score(y_test, search.predict(docs_test)))
+        spent = ledger.spent(search.delta_spent_)
+        print(f"  search ({grid}), seed {seed}: AUC {aucs[-1]:.3f}, accuracy "
+              f"{accuracies[-1]:.3f}, {times[-1]:.1f}s, best {search.best_params_}, "
+              f"per-fit epsilon {search.fit_epsilon_:.3f}, ledger (epsilon, delta) = "
+              f"({spent[0]:.4f}, {spent[1]:.2e})", flush=True)
+    return {"pipeline": f"PrivateHyperparameterSearch over DPTfidfVectorizer ({label}) + "
+            f"DPSparseLogisticRegression, grid {grid}", "epsilon": f"{args.epsilon:g}",
+            "AUC": _mean_sd(aucs), "accuracy": _mean_sd(accuracies),
+            "vocabulary": str(len(vocabulary)), "fit (s)": f"{np.median(times):.1f}"}
 
 
 def main():
@@ -250,6 +297,8 @@ def main():
     parser.add_argument("--select", type=int, default=0)
     parser.add_argument("--public-vocabulary-size", type=int, default=10_000,
                         help="terms of the public vocabulary taken from the other corpus")
+    parser.add_argument("--search", action="store_true",
+                        help="also the private search over the public-vocabulary pipeline")
     args = parser.parse_args()
     if args.quick:
         args.datasets, args.seeds = ["imdb"], 2

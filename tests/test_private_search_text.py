@@ -56,7 +56,10 @@ def test_a_public_vocabulary_is_searched_on_raw_documents(grid):
     with privacy_ledger() as ledger:
         search = _search(_pipeline(), grid).fit(docs, y)
     assert search.epsilon_spent_ <= 1.0 + 1e-9 and search.delta_spent_ <= 1e-6
-    assert [r.estimator for r in ledger.records()] == ["PrivateHyperparameterSearch"]
+    (record,) = ledger.records()
+    assert record.estimator == "PrivateHyperparameterSearch"
+    assert (record.epsilon_spent, record.delta_spent) == (search.epsilon_spent_,
+                                                          search.delta_spent_)
     assert ledger.spent(search.delta_spent_)[0] == pytest.approx(search.epsilon_spent_)
     assert ledger.pending() == []
     best = search.best_estimator_
