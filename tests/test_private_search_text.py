@@ -10,10 +10,11 @@ import pandas as pd
 import pytest
 from sklearn.compose import ColumnTransformer
 from sklearn.model_selection import ParameterGrid
-from sklearn.pipeline import Pipeline
+from sklearn.pipeline import FeatureUnion, Pipeline
 
 from skdp_sparse import DPSparseLogisticRegression, PrivateHyperparameterSearch
 from skdp_sparse.feature_extraction.text import DPTfidfVectorizer
+from skdp_sparse.feature_selection import DPSelectKBest
 from skdp_sparse.model_selection._public import same_events
 from skdp_sparse.pipeline import split_budget
 from skdp_sparse.privacy.ledger import privacy_ledger
@@ -108,6 +109,30 @@ def test_a_text_column_with_a_public_vocabulary_is_searched():
         search = _search(pipe, {"columns__words__use_idf": [True, False]}).fit(frame, y)
     assert ledger.spent(search.delta_spent_)[0] == pytest.approx(search.epsilon_spent_)
     assert search.best_estimator_["clf"].coef_.shape[-1] == len(VOCABULARY)
+
+
+def test_private_steps_after_and_beside_a_public_vocabulary_are_searched():
+    # A selector after the vectorizer plans its release on the vectorizer's width; a
+    # feature union of two vectorizers has the sum of theirs.
+    docs, y = _corpus()
+    select = Pipeline([
+        ("tfidf", DPTfidfVectorizer(vocabulary=VOCABULARY, max_terms_per_document=5)),
+        ("select", DPSelectKBest(k=4, score_func="frequency", sparsity=5)),
+        ("clf", DPSparseLogisticRegression(classes=[0, 1]))])
+    union = Pipeline([("union", FeatureUnion([
+        ("words", DPTfidfVectorizer(vocabulary=VOCABULARY, max_terms_per_document=5)),
+        ("chars", DPTfidfVectorizer(vocabulary=["fr", "ee", "lu"], analyzer="char_wb",
+                                    ngram_range=(2, 2), max_terms_per_document=5))])),
+        ("clf", DPSparseLogisticRegression(classes=[0, 1]))])
+    for pipe, grid, width in [(select, {"select__k": [3, 6], "tfidf__use_idf": [True, False]},
+                               None),
+                              (union, {"union__words__use_idf": [True, False]},
+                               len(VOCABULARY) + 3)]:
+        with privacy_ledger() as ledger:
+            search = _search(pipe, grid).fit(docs, y)
+        assert ledger.spent(search.delta_spent_)[0] == pytest.approx(search.epsilon_spent_)
+        width = width or search.best_params_["select__k"]
+        assert search.best_estimator_["clf"].coef_.shape[-1] == width
 
 
 def test_a_grid_that_sets_every_candidates_vocabulary_is_searched():
