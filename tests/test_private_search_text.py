@@ -184,3 +184,28 @@ def test_a_candidates_bad_public_vocabulary_fails_on_the_stand_in_before_any_bud
     with privacy_ledger() as ledger, pytest.raises(ValueError, match="vocabulary is empty"):
         _search(_pipeline(), {"tfidf__vocabulary": [VOCABULARY, []]}).fit(docs, y)
     assert len(ledger) == 0 and ledger.pending() == []
+
+
+def test_a_vectorizer_that_releases_nothing_leaves_the_whole_budget_to_the_classifier():
+    # Without the idf the vectorizer's fit records no event; its equal share of each
+    # fit's budget was lost, and a candidate without idf fitted its classifier with
+    # half the budget a candidate with idf spent in all.
+    from skdp_sparse.model_selection._public import PrivateSteps, PublicData
+
+    docs, y = _corpus(n=40)
+    pipe = _pipeline()
+    search = _search(pipe, {"tfidf__use_idf": [False]}).fit(docs, y)
+    assert search.best_estimator_["clf"].epsilon == pytest.approx(search.fit_epsilon_)
+    assert search.best_estimator_["tfidf"].epsilon_spent_ == 0.0
+    candidates = [{"tfidf__use_idf": True}, {"tfidf__use_idf": False}]
+    public = PublicData(pipe, PrivateSteps(pipe), candidates, 1e-6, docs, y,
+                        np.array([0, 1]), 40, 32)
+    with_idf, without = (public.configured(i, 0.5) for i in range(2))
+    assert (with_idf["tfidf"].epsilon, with_idf["clf"].epsilon) == (0.25, 0.25)
+    assert without["clf"].epsilon == 0.5 and without["clf"].delta == 1e-6
+    # What the search composes for it: the classifier's events at the whole budget.
+    alone = _pipeline(use_idf=False, random_state=0).set_params(
+        clf__epsilon=0.5, clf__delta=1e-6, clf__classes=[0, 1])
+    stand_in, _ = public.dummy(32)
+    alone.fit(stand_in, np.resize([0, 1], 32))
+    assert same_events(public.probe(1, 0.5, 32)[0], alone["clf"].privacy_events_)

@@ -73,12 +73,23 @@ class PrivateSteps:
         return [(path, params[self._param(path, "epsilon")], params[self._param(path, "delta")])
                 for path in self.paths]
 
-    def set_budget(self, estimator, epsilon, delta):
+    def set_budget(self, estimator, epsilon, delta, silent=()):
+        """The budget of one fit, shared equally by the private steps but those at
+        ``silent``, which release nothing (their fit on public data records no event:
+        a DPTfidfVectorizer with a public vocabulary and ``use_idf=False``): each of those
+        is given the whole budget, which it does not spend, and the others share it."""
         from ..pipeline import split_budget
 
         if self.paths == [""]:
             return estimator.set_params(epsilon=epsilon, delta=delta)
-        return split_budget(estimator, epsilon, delta)
+        split_budget(estimator, epsilon, delta)  # its checks of the steps, and its split
+        spending = [path for path in self.paths if path not in silent]
+        if len(spending) in (0, len(self.paths)):
+            return estimator
+        shares = {path: 1.0 if path in silent else 1.0 / len(spending) for path in self.paths}
+        return estimator.set_params(**{
+            self._param(path, name): value * shares[path] for path in self.paths
+            for name, value in (("epsilon", epsilon), ("delta", delta))})
 
     def fitted_steps(self, fitted):
         """The private steps of a fitted ``estimator``, in order."""
@@ -227,9 +238,10 @@ class PublicData:
             return np.resize(self.classes, n_rows)
         return np.zeros((n_rows,) + np.shape(y)[1:], dtype=float)
 
-    def configured(self, index, epsilon, seeds=None):
+    def configured(self, index, epsilon, seeds=None, *, split=True):
         """A fit of candidate ``index``: the per-fit budget (shared by a pipeline's
-        private steps), the public label set and its randomness: ``random_state=0`` in
+        private steps that release something, :meth:`silent_steps`; by all of them
+        without ``split``), the public label set and its randomness: ``random_state=0`` in
         every step for a fit on public data (``seeds`` None), else a generator of its
         own for each step, from a child of ``seeds``. One generator shared by two steps
         would give them the same noise wherever a composite clones its steps (a column
@@ -240,7 +252,8 @@ class PublicData:
         # in candidate_params_, never hold a fit of a run that was not selected.
         est = clone(self.estimator).set_params(
             **clone(self.candidates[index], safe=False))
-        self.steps.set_budget(est, epsilon, self.fit_delta)
+        silent = self.silent_steps(index, epsilon) if split else ()
+        self.steps.set_budget(est, epsilon, self.fit_delta, silent)
         if self.classes is not None:
             est.set_params(**dict.fromkeys(self.steps.classes_params, self.classes.tolist()))
         names = _random_state_params(est)
@@ -248,6 +261,26 @@ class PublicData:
         for name, child in zip(names, children, strict=True):
             est.set_params(**{name: 0 if child is None else np.random.default_rng(child)})
         return _guard_public_steps(est, self.steps.paths)
+
+    def silent_steps(self, index, epsilon):
+        """The paths of the private steps of candidate ``index`` whose fit on public
+        data, with the budget ``epsilon`` split equally, records no event (cached). Each
+        fit is then planned and checked with the budget split among the others: the
+        events the search composes are those of that fit on public data."""
+        key = ("silent", index, epsilon)
+        if len(self.steps.paths) < 2:
+            return ()
+        if key not in self.cache:
+            Xd, yd = self.dummy(self.n_train)
+            est = self.configured(index, epsilon, split=False)
+            with inner_fits():
+                est.fit(Xd) if yd is None else est.fit(Xd, yd)
+            recorded = [getattr(step, "privacy_events_", None)
+                        for step in self.steps.fitted_steps(est)]
+            self.cache[key] = tuple(path for path, events in zip(self.steps.paths, recorded,
+                                                                 strict=True)
+                                    if events is not None and len(events) == 0)
+        return self.cache[key]
 
     def probe(self, index, fit_epsilon, n_rows):
         """``(events, RDP curve, model)`` of candidate ``index`` fitted on ``n_rows``

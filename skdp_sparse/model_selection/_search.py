@@ -162,7 +162,8 @@ class PrivateHyperparameterSearch(DPEstimatorMixin, DelegatesToBest, MetaEstimat
     ----------
     estimator : estimator of skdp_sparse, or a pipeline of them
         A private estimator (``epsilon`` and ``delta`` parameters), or a pipeline whose
-        private steps share each fit's budget (:func:`~skdp_sparse.pipeline.split_budget`)
+        private steps share each fit's budget (:func:`~skdp_sparse.pipeline.split_budget`;
+        a step whose fit on the dummy data records no event takes no share)
         and whose other steps are frozen or fit nothing (``requires_fit`` false, like
         :class:`~skdp_sparse.preprocessing.BoundedScaler`).
     param_grid : dict or list of dicts
