@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 
 from sklearn.base import BaseEstimator, clone
 from sklearn.compose import ColumnTransformer, make_column_selector
@@ -221,6 +222,10 @@ def split_budget(estimator, epsilon, delta=0.0, *, weights=None):
         reading any data (a step that needs ``delta > 0`` given none of it, a missing
         public bound): a pipeline fits its steps in turn, so an error of a later step's
         parameters would otherwise come after an earlier step had spent its share.
+        A step that releases nothing with its parameters (a ``DPTfidfVectorizer`` with a
+        public vocabulary and ``use_idf=False``) keeps its share, unspent, so that a
+        later ``set_params(use_idf=True)`` stays within the budget; a ``UserWarning``
+        says how much, which ``weights`` can give to the other steps.
 
     Examples
     --------
@@ -287,4 +292,15 @@ def split_budget(estimator, epsilon, delta=0.0, *, weights=None):
         except ValueError as exc:
             raise ValueError(f"split_budget: the step {path or type(step).__name__!r} with "
                              f"its share of the budget: {exc}") from None
+    idle = [path for path, step in steps.items()
+            if getattr(step, "_releases_nothing", lambda: False)()]
+    if idle and len(idle) < len(steps):
+        # Kept in the split: a later set_params that makes such a step release would
+        # otherwise spend outside the budget.
+        warnings.warn(
+            f"split_budget: the private step(s) {idle} release nothing with their "
+            f"parameters (a public vocabulary without idf), so their share of epsilon "
+            f"({epsilon * sum(weights[p] for p in idle) / total:.3g}) is never spent; "
+            "give them a small weight (weights=...) to leave it to the other steps",
+            UserWarning, stacklevel=2)
     return estimator.set_params(**params)

@@ -62,6 +62,34 @@ def test_split_budget_by_weights():
     assert model["clf"].epsilon == pytest.approx(0.6)
 
 
+def test_split_budget_warns_of_a_share_a_step_never_spends():
+    """A vectorizer with a public vocabulary and no idf releases nothing: its share is
+    kept (a later use_idf=True would spend it), and the split says so."""
+    def model(**tfidf):
+        return make_pipeline(DPTfidfVectorizer(vocabulary=_WORDS, **tfidf),
+                             DPSparseLogisticRegression(classes=[0, 1]))
+
+    with pytest.warns(UserWarning, match=r"\['dptfidfvectorizer'\] release nothing.*0\.25"):
+        split = split_budget(model(use_idf=False), 1.0, 1e-6, weights=[1, 3])
+    assert split[0].epsilon == 0.25 and split[1].epsilon == 0.75
+    docs, y = _corpus(300)
+    with privacy_ledger() as ledger:
+        split.fit(docs, y)
+    assert split[0].epsilon_spent_ == 0 and ledger.spent()[0] <= 0.75
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        split_budget(model(use_idf=True), 1.0, 1e-6)
+        split_budget(_pipeline(), 1.0, 1e-6)
+        split_budget(model(use_idf=False)[0], 1.0, 1e-6)  # alone: nothing to give
+    # The private search gives such a step no share: nothing to warn of there.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        PrivateHyperparameterSearch(
+            model(use_idf=False), {"dpsparselogisticregression__alpha": [1e-3, 1e-2]},
+            epsilon=1.0, delta=1e-6, expected_repetitions=2, random_state=0).fit(docs, y)
+    assert not [w for w in caught if "split_budget" in str(w.message)]
+
+
 def test_private_steps_found_in_nested_composites():
     ct = ColumnTransformer([("scale", DPStandardScaler(bounds=(0, 1)), [0, 1]),
                             ("norm", Normalizer(), [2])], sparse_threshold=0)

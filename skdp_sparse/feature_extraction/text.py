@@ -582,6 +582,11 @@ stop_words, token_pattern, ngram_range
         strings, takes a step that takes text only where this holds."""
         return self.vocabulary is not None
 
+    def _releases_nothing(self):
+        """Whether a fit with these parameters releases nothing about the documents (a
+        public ``vocabulary`` without idf), so that a budget given to it is not spent."""
+        return self.vocabulary is not None and not self.use_idf
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = False

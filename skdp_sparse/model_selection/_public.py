@@ -82,7 +82,10 @@ class PrivateSteps:
 
         if self.paths == [""]:
             return estimator.set_params(epsilon=epsilon, delta=delta)
-        split_budget(estimator, epsilon, delta)  # its checks of the steps, and its split
+        with warnings.catch_warnings():
+            # Its warning of a share a step never spends: here such a step takes none.
+            warnings.filterwarnings("ignore", message="split_budget: the private step")
+            split_budget(estimator, epsilon, delta)  # its checks of the steps, its split
         spending = [path for path in self.paths if path not in silent]
         if len(spending) in (0, len(self.paths)):
             return estimator
