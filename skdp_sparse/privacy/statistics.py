@@ -10,7 +10,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..utils._entry_blocks import entry_blocks
-from .clipping import with_summed_duplicates
 from .mechanisms import GaussianMechanism, LaplaceMechanism, gaussian_sigma_for_rho
 
 __all__ = ["column_second_moment_sums", "row_square_norms", "release_column_second_moments",
@@ -68,12 +67,17 @@ def row_square_norms(X, norm_bound=np.inf, *, feature_bound=None):
 
 def _readable(X):
     """An array, or a CSR or CSC matrix (other formats as CSR) with each ``x_ij``'s
-    duplicates summed, so that every entry is clipped as a whole."""
+    duplicates summed, in doubles, so that every entry is clipped as a whole (a sum of
+    duplicates in the caller's integer type could wrap)."""
     if not sp.issparse(X):
         return np.asarray(X, dtype=float)
     if X.format not in ("csr", "csc"):
         X = sp.csr_matrix(X)
-    return with_summed_duplicates(X)
+    if X.has_canonical_format:
+        return X
+    X = X.astype(np.float64)
+    X.sum_duplicates()
+    return X
 
 
 def _row_weights(X, norm_bound, feature_bound):
