@@ -223,3 +223,15 @@ def test_entries_and_rows_clipped_hold_one_copy_of_x(monkeypatch):
     assert rows.format == "csc"
     assert kept < 1.1 * x_bytes
     assert peak < 2.2 * x_bytes
+
+
+def test_second_moments_sum_duplicate_integer_entries_in_doubles():
+    """A CSR matrix that stores (0, 0) twice as int8 100 means 200 there, as the clip of
+    its entries reads it; summed in int8 it wrapped to -56."""
+    from skdp_sparse.privacy.statistics import column_second_moment_sums, row_square_norms
+
+    X = sp.csr_matrix((np.array([100, 100, 3], dtype=np.int8), np.array([0, 0, 1]),
+                       np.array([0, 2, 3])), shape=(2, 2))
+    sums, _ = column_second_moment_sums(X, np.inf)
+    np.testing.assert_array_equal(sums, [200.0**2, 9.0])
+    np.testing.assert_array_equal(row_square_norms(X), [200.0**2, 9.0])
