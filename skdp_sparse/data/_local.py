@@ -113,6 +113,9 @@ class LocalData:
         ``norm_bound`` in l2 (the statistic a curvature estimate perturbs), each row's
         vector of squares rescaled to l2 norm ``square_norm`` if given
         (:func:`~skdp_sparse.privacy.statistics.column_second_moment_sums`)."""
+        if not self.is_sparse:  # the clipped array coordinate descent reads as well
+            return column_second_moment_sums(self.entries_clipped(feature_bound),
+                                             norm_bound, square_norm)
         return column_second_moment_sums(self.X, norm_bound, square_norm,
                                          feature_bound=np.asarray(feature_bound, dtype=float))
 
