@@ -213,3 +213,48 @@ def test_a_vectorizer_that_releases_nothing_leaves_the_whole_budget_to_the_class
     stand_in, _ = public.dummy(32)
     alone.fit(stand_in, np.resize([0, 1], 32))
     assert same_events(public.probe(1, 0.5, 32)[0], alone["clf"].privacy_events_)
+
+
+class _IdfOnlyOnText(DPTfidfVectorizer):
+    """Releases nothing on documents that are all empty (the search's stand-in), the
+    idf on any others: a spend that depends on the data."""
+
+    def _with_idf(self, docs):
+        return self.use_idf and any(docs)
+
+    def fit(self, raw_documents, y=None, sample_weight=None):
+        docs = list(raw_documents)
+        use_idf, self.use_idf = self.use_idf, self._with_idf(docs)
+        try:
+            return super().fit(docs, y, sample_weight)
+        finally:
+            self.use_idf = use_idf
+
+    def transform(self, raw_documents):
+        use_idf, self.use_idf = self.use_idf, hasattr(self, "idf_")
+        try:
+            return super().transform(raw_documents)
+        finally:
+            self.use_idf = use_idf
+
+
+def test_a_step_silent_on_the_stand_in_that_spends_on_the_data_is_reported_as_run():
+    # Silent on the stand-in, the vectorizer is given the whole per-fit budget and the
+    # classifier the whole of it as well; its real fit then spends, which the search
+    # must raise on, with the composition of what ran in its ledger.
+    from skdp_sparse.exceptions import SpendDeviationError
+    from skdp_sparse.privacy.accounting import compose
+
+    docs, y = _corpus(n=60)
+    pipe = Pipeline([("tfidf", _IdfOnlyOnText(vocabulary=VOCABULARY,
+                                              max_terms_per_document=5)),
+                     ("clf", DPSparseLogisticRegression(classes=[0, 1]))])
+    with privacy_ledger() as ledger, pytest.raises(SpendDeviationError) as info:
+        _search(pipe, {"clf__alpha": [1e-4, 1e-2]}).fit(docs, y)
+    ran = info.value.privacy_events
+    names = [event.name for event in ran]
+    assert names[0].startswith("public keys") and names[-1] == "validation scores"
+    assert any(name.startswith("screened_newton") for name in names)
+    (record,) = ledger.records()
+    assert (record.epsilon_spent, record.delta_spent) == compose(ran, 1e-6)
+    assert ledger.pending() == []
