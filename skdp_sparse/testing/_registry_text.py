@@ -173,31 +173,35 @@ def tfidf_halved_epsilon(epsilon=_GAUSS[0], delta=_GAUSS[1], max_terms=1,
     return brentq(gap, epsilon, 50.0 * epsilon, xtol=1e-12)
 
 
-register(Audit(
+_GAP_DOC = ("document_frequency_['beta'] - document_frequency_['alpha'] (the threshold "
+            "for a term not kept).")
+
+
+def _register_counts_audit(name, make, halved, pair, statistic_doc=_GAP_DOC):
+    """An audit of the released counts of 'alpha' and 'beta' on the pair of
+    :func:`_tfidf_datasets`, against the Gaussian release of the counts alone."""
+    register(Audit(
+        name=name, make=make, datasets=_tfidf_datasets(), statistic=_tfidf_gap,
+        epsilon=_GAUSS[0], delta=_GAUSS[1], n_runs=800, slow_runs=3000,
+        claim=partition_counts_claim, halved=halved, pair=pair,
+        statistic_doc=statistic_doc,
+    ))
+
+
+_register_counts_audit(
     name="tfidf_document_frequency",
     make=_tfidf_make,
-    datasets=_tfidf_datasets(),
-    statistic=_tfidf_gap,
-    epsilon=_GAUSS[0], delta=_GAUSS[1], n_runs=800, slow_runs=3000,
-    claim=partition_counts_claim,
     halved=tfidf_halved_epsilon,
     pair=f"{2 * TEXT_AUDIT_DOCUMENTS + 1} documents of one term each (max_terms_per_"
          f"document = 1): {TEXT_AUDIT_DOCUMENTS} 'alpha', {TEXT_AUDIT_DOCUMENTS} 'beta', "
          "and one 'alpha' replaced by 'beta'. The counts of the two terms move by "
          "(-1, +1), the full l2 sensitivity sqrt(2); both are far above the threshold on "
          "both sides.",
-    statistic_doc="document_frequency_['beta'] - document_frequency_['alpha'] (the "
-                  "threshold for a term not kept).",
-))
+)
 
-
-register(Audit(
+_register_counts_audit(
     name="tfidf_weighted_document_frequency",
     make=_tfidf_weighted_make,
-    datasets=_tfidf_datasets(),
-    statistic=_tfidf_gap,
-    epsilon=_GAUSS[0], delta=_GAUSS[1], n_runs=800, slow_runs=3000,
-    claim=partition_counts_claim,
     halved=partial(tfidf_halved_epsilon, max_terms=_WEIGHTED_MAX_TERMS),
     pair=f"the documents of tfidf_document_frequency with vocabulary_weighting='uniform' "
          f"and max_terms_per_document = {_WEIGHTED_MAX_TERMS}: each one-term document "
@@ -205,9 +209,7 @@ register(Audit(
          "weighted counts of the two terms move by (-2, +2), the full l2 sensitivity "
          f"sqrt(2 x {_WEIGHTED_MAX_TERMS}); both are far above the threshold on both "
          "sides.",
-    statistic_doc="document_frequency_['beta'] - document_frequency_['alpha'] (the "
-                  "threshold for a term not kept).",
-))
+)
 
 
 #: The public vocabulary of the audit of its counts.
@@ -225,13 +227,9 @@ def _public_counts_plan(epsilon, delta, max_terms):
                               weighting="uniform")
 
 
-register(Audit(
+_register_counts_audit(
     name="tfidf_public_vocabulary_document_frequency",
     make=_tfidf_public_make,
-    datasets=_tfidf_datasets(),
-    statistic=_tfidf_gap,
-    epsilon=_GAUSS[0], delta=_GAUSS[1], n_runs=800, slow_runs=3000,
-    claim=partition_counts_claim,
     halved=partial(tfidf_halved_epsilon, max_terms=_WEIGHTED_MAX_TERMS,
                    plan=_public_counts_plan),
     pair=f"the documents of tfidf_document_frequency with the public vocabulary "
@@ -240,7 +238,7 @@ register(Audit(
          f"{_WEIGHTED_MAX_TERMS}: the weighted counts move by (-2, +2), the full l2 "
          f"sensitivity sqrt(2 x {_WEIGHTED_MAX_TERMS}).",
     statistic_doc="document_frequency_['beta'] - document_frequency_['alpha'].",
-))
+)
 
 
 def rare_term_kept(n_runs, params, threshold=None):
