@@ -267,10 +267,13 @@ class PublicData:
 
     def silent_steps(self, index, epsilon):
         """The paths of the private steps of candidate ``index`` whose fit on public
-        data, with the budget ``epsilon`` split equally, records no event (cached). Each
-        fit is then planned and checked with the budget split among the others: the
-        events the search composes are those of that fit on public data."""
-        key = ("silent", index, epsilon)
+        data, with the budget ``epsilon`` split equally, records no event: found once per
+        candidate, at the first budget asked (a step releases nothing by its parameters,
+        not by the size of its share), not again at each budget the calibration tries.
+        Each fit is then planned and checked with the budget split among the others: the
+        events the search composes are those of that fit on public data, whatever the
+        split."""
+        key = ("silent", index)
         if len(self.steps.paths) < 2:
             return ()
         if key not in self.cache:
